@@ -1,0 +1,13 @@
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /srv/sweepbot
+COPY pyproject.toml README.md alembic.ini ./
+COPY app ./app
+COPY workers ./workers
+COPY sim ./sim
+COPY migrations ./migrations
+RUN pip install . && useradd --system --home /srv/sweepbot sweepbot && mkdir -p /data && chown sweepbot /data
+USER sweepbot
+ENV SWEEPBOT_DATA_DIR=/data
+EXPOSE 8000
+CMD ["sweepbot", "api", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,35 @@
+# Two commands on a fresh clone: `make up` (the service on the embedded default) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: up demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+up: $(STAMP)  ## API + worker + beat on SQLite with the embedded broker (and the simulated GitHub without credentials)
+	$(BIN)/sweepbot up
+
+demo: $(STAMP)  ## the whole story against the simulator, then the dashboard stays up
+	$(BIN)/sweepbot demo
+
+test: $(STAMP)  ## the test suite (tests marked services need PostgreSQL and Redis on 127.0.0.1)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check app workers sim tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/scheduler.py
+	$(BIN)/python bench/dashboard.py
+	$(BIN)/python bench/story.py
+
+clean:
+	rm -rf $(VENV) .sweepbot .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,92 @@
+"""The SQLAlchemy 2 engine and sessions. The schema itself is created only by Alembic migrations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import MetaData, create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    # WAL lets the API, the worker and beat (separate processes) share one SQLite file;
+    # busy_timeout turns lock contention into a short wait instead of an error.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+_engines: dict[str, Engine] = {}
+
+
+def engine_for(url: str) -> Engine:
+    engine = _engines.get(url)
+    if engine is not None:
+        return engine
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+    else:
+        driver_url = url
+        if url.startswith(("postgresql://", "postgres://")):
+            driver_url = "postgresql+psycopg://" + url.split("://", 1)[1]
+        engine = create_engine(driver_url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    _engines[url] = engine
+    return engine
+
+
+def get_engine() -> Engine:
+    from app.settings import get_settings
+
+    return engine_for(get_settings().database_url)
+
+
+@lru_cache(maxsize=8)
+def _factory(url: str) -> sessionmaker[Session]:
+    return sessionmaker(bind=engine_for(url), expire_on_commit=False)
+
+
+def session_factory() -> sessionmaker[Session]:
+    from app.settings import get_settings
+
+    return _factory(get_settings().database_url)
+
+
+@contextmanager
+def session_scope() -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on error."""
+    session = session_factory()()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def dispose_engines() -> None:
+    """Drop pooled connections (after fork, between tests that switch databases)."""
+    for engine in _engines.values():
+        engine.dispose()
+    _engines.clear()
+    _factory.cache_clear()

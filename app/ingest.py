@@ -1,0 +1,312 @@
+"""Deliveries after the request: store, claim, route, record the outcome, retry, reap, replay.
+
+Exactly once in effect: a delivery is stored once (its id is the primary key); a worker takes it
+only through an atomic claim (one UPDATE guarded by its state and lease), so two workers never
+process it at once; handlers are idempotent, so the rare re-run after a crash converges.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.db import session_scope
+from app.metrics import DELIVERIES, INGEST_TO_DONE, TASK_FAILURES
+from app.models import Delivery, DeliveryStatus, Heartbeat
+from app.routing import Event, HandlerContext, HandlerSkipped, TransientError, load_handlers
+from app.webhooks import IncomingDelivery
+
+log = structlog.get_logger(__name__)
+
+S = DeliveryStatus
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes; everything here is UTC.
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+@dataclass(frozen=True)
+class Stored:
+    created: bool
+    enqueue: bool
+
+
+def store_delivery(incoming: IncomingDelivery) -> Stored:
+    """Insert the delivery; a redelivery of a known id changes nothing."""
+    is_ping = incoming.event == "ping"
+    row = Delivery(
+        id=incoming.id,
+        event=incoming.event,
+        action=incoming.action,
+        repo=incoming.repo,
+        status=S.DONE if is_ping else S.RECEIVED,
+        attempts=0,
+        body=incoming.payload,
+        body_bytes=len(incoming.payload),
+        received_at=now(),
+        finished_at=now() if is_ping else None,
+    )
+    try:
+        with session_scope() as session:
+            session.add(row)
+    except IntegrityError:
+        log.info("delivery_duplicate", delivery_id=incoming.id, event_name=incoming.event)
+        return Stored(created=False, enqueue=False)
+    if is_ping:
+        DELIVERIES.labels(event="ping", outcome=S.DONE).inc()
+    log.info("delivery_stored", delivery_id=incoming.id, event_name=incoming.event, action=incoming.action,
+             bytes=len(incoming.payload))
+    return Stored(created=True, enqueue=not is_ping)
+
+
+def _lease_seconds() -> float:
+    from app.settings import get_settings
+
+    return get_settings().delivery_lease_seconds
+
+
+def claim(session: Session, delivery_id: str, worker: str) -> bool:
+    """Atomically move a pending (or lease-expired) delivery to ``processing``; True if we got it."""
+    t = now()
+    result = session.execute(
+        update(Delivery)
+        .where(
+            Delivery.id == delivery_id,
+            or_(
+                and_(Delivery.status.in_(S.PENDING),
+                     or_(Delivery.next_attempt_at.is_(None), Delivery.next_attempt_at <= t)),
+                and_(Delivery.status == S.PROCESSING, Delivery.lease_until < t),
+            ),
+        )
+        .values(status=S.PROCESSING, attempts=Delivery.attempts + 1, started_at=t,
+                lease_until=t + timedelta(seconds=_lease_seconds()), worker=worker)
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return bool(result.rowcount)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def backoff_seconds(attempts: int) -> float:
+    return float(min(600, 2 ** min(attempts, 10)))
+
+
+def process_delivery(delivery_id: str) -> str:
+    """Process one stored delivery; returns its final (or retry) status, or ``skipped``."""
+    from app.db import session_factory
+    from app.settings import get_settings
+
+    settings = get_settings()
+    factory = session_factory()
+    with factory() as session:
+        if not claim(session, delivery_id, worker_name()):
+            log.info("delivery_not_claimed", delivery_id=delivery_id)
+            return "skipped"
+    structlog.contextvars.bind_contextvars(delivery_id=delivery_id)
+    try:
+        return _run_claimed(factory, delivery_id, settings.delivery_max_attempts)
+    finally:
+        structlog.contextvars.unbind_contextvars("delivery_id")
+
+
+def _run_claimed(factory: Any, delivery_id: str, max_attempts: int) -> str:
+    router = load_handlers()
+    session: Session = factory()
+    try:
+        delivery = session.get(Delivery, delivery_id)
+        assert delivery is not None
+        payload = json.loads(delivery.body)
+        event = Event(delivery_id=delivery.id, name=delivery.event, action=delivery.action, payload=payload)
+        handlers = router.handlers_for(event.name, event.action)
+        ctx = HandlerContext(session=session, event=event)
+        did_work = False
+        for handler in handlers:
+            try:
+                handler(ctx)
+                did_work = True
+            except HandlerSkipped as skip:
+                log.info("handler_skipped", handler=handler.__qualname__, reason=str(skip))
+        outcome = S.DONE if did_work else S.IGNORED
+        delivery.status = outcome
+        delivery.error = None
+        delivery.finished_at = now()
+        delivery.lease_until = None
+        session.commit()
+    except TransientError as exc:
+        session.rollback()
+        return _retry_later(factory, delivery_id, exc, max_attempts)
+    except Exception as exc:  # a bug or bad data: record it, keep the payload for replay
+        session.rollback()
+        log.exception("delivery_failed", error=str(exc))
+        TASK_FAILURES.labels(task="process_delivery", kind="error").inc()
+        _finish(factory, delivery_id, S.FAILED, f"{exc.__class__.__name__}: {exc}")
+        return S.FAILED
+    finally:
+        session.close()
+    for callback in ctx.after_commit:
+        try:
+            callback()
+        except Exception:
+            log.exception("after_commit_failed")
+    received = _aware(delivery.received_at)
+    if received is not None:
+        INGEST_TO_DONE.observe((now() - received).total_seconds())
+    DELIVERIES.labels(event=event.name, outcome=outcome).inc()
+    log.info("delivery_processed", event_name=event.name, action=event.action, outcome=outcome,
+             handlers=len(handlers))
+    return outcome
+
+
+def _finish(factory: Any, delivery_id: str, status: str, error: str | None) -> None:
+    with factory() as session:
+        delivery = session.get(Delivery, delivery_id)
+        assert delivery is not None
+        delivery.status = status
+        delivery.error = error
+        delivery.finished_at = now()
+        delivery.lease_until = None
+        session.commit()
+        DELIVERIES.labels(event=delivery.event, outcome=status).inc()
+
+
+def _retry_later(factory: Any, delivery_id: str, exc: TransientError, max_attempts: int) -> str:
+    from app.queue import enqueue
+
+    TASK_FAILURES.labels(task="process_delivery", kind="transient").inc()
+    with factory() as session:
+        delivery = session.get(Delivery, delivery_id)
+        assert delivery is not None
+        if delivery.attempts >= max_attempts:
+            session.close()
+            _finish(factory, delivery_id, S.FAILED,
+                    f"gave up after {max_attempts} attempts; last error: {exc}")
+            return S.FAILED
+        wait = exc.retry_after if exc.retry_after is not None else backoff_seconds(delivery.attempts)
+        delivery.status = S.RETRY
+        delivery.error = str(exc)
+        delivery.lease_until = None
+        delivery.next_attempt_at = now() + timedelta(seconds=wait)
+        session.commit()
+    log.warning("delivery_retry", error=str(exc), wait_seconds=wait)
+    enqueue("sweepbot.process_delivery", delivery_id, countdown=wait)
+    return S.RETRY
+
+
+def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
+    """Re-enqueue deliveries stored but not processed: broker was down, message lost, worker killed."""
+    from app.queue import enqueue
+    from app.settings import get_settings
+
+    grace = timedelta(seconds=grace_seconds if grace_seconds is not None else get_settings().reaper_grace_seconds)
+    t = now()
+    with session_scope() as session:
+        stale = or_(Delivery.enqueued_at.is_(None), Delivery.enqueued_at < t - grace)
+        rows = session.execute(
+            select(Delivery.id).where(
+                or_(
+                    and_(Delivery.status.in_((S.RECEIVED, S.QUEUED)), Delivery.received_at < t - grace, stale),
+                    and_(Delivery.status == S.RETRY, Delivery.next_attempt_at <= t, stale),
+                    and_(Delivery.status == S.PROCESSING, Delivery.lease_until < t, stale),
+                )
+            ).order_by(Delivery.received_at).limit(limit)
+        ).scalars().all()
+        ids = list(rows)
+        if ids:
+            session.execute(update(Delivery).where(Delivery.id.in_(ids)).values(enqueued_at=t)
+                            .execution_options(synchronize_session=False))
+    sent = [i for i in ids if enqueue("sweepbot.process_delivery", i)]
+    if ids:
+        log.info("reaper_requeued", count=len(sent), found=len(ids))
+    return sent
+
+
+def replay(session: Session, delivery_id: str, *, actor: str) -> Delivery:
+    """Process a stored delivery again (operator action); handlers converge, so this is safe."""
+    from app.audit import record
+    from app.queue import enqueue
+
+    delivery = session.get(Delivery, delivery_id)
+    if delivery is None:
+        raise LookupError(f"no delivery with id {delivery_id!r}")
+    if delivery.status == S.PROCESSING:
+        raise ValueError(f"delivery {delivery_id} is being processed right now; replay it once it finishes")
+    delivery.status = S.RECEIVED
+    delivery.next_attempt_at = None
+    delivery.error = None
+    delivery.enqueued_at = now()
+    record(session, actor=actor, action="delivery.replay", target=delivery_id, outcome="ok",
+           detail={"event": delivery.event, "action": delivery.action})
+    session.commit()
+    enqueue("sweepbot.process_delivery", delivery_id)
+    return delivery
+
+
+def beat(session: Session, name: str, kind: str) -> None:
+    row = session.get(Heartbeat, name)
+    if row is None:
+        session.add(Heartbeat(name=name, kind=kind, seen_at=now()))
+    else:
+        row.seen_at = now()
+
+
+def queue_depth(session: Session) -> dict[str, int]:
+    rows = session.execute(
+        select(Delivery.status, func.count()).where(Delivery.status.notin_(S.FINAL)).group_by(Delivery.status)
+    ).all()
+    return {status: int(count) for status, count in rows}
+
+
+def health(settings: Any) -> dict[str, Any]:
+    """Database, broker, workers and beat: what /readyz and the dashboard show."""
+    out: dict[str, Any] = {}
+    try:
+        with session_scope() as session:
+            session.execute(select(1))
+            beats = session.execute(select(Heartbeat)).scalars().all()
+            out["database"] = {"ok": True}
+            horizon = now() - timedelta(seconds=max(60.0, 4 * settings.reaper_interval))
+            workers = [b for b in beats if b.kind == "worker"]
+            beat_rows = [b for b in beats if b.kind == "beat"]
+            out["workers"] = {
+                "ok": any((_aware(b.seen_at) or horizon) > horizon for b in workers),
+                "seen": {b.name: _aware(b.seen_at).isoformat() for b in workers},  # type: ignore[union-attr]
+            }
+            out["beat"] = {
+                "ok": any((_aware(b.seen_at) or horizon) > horizon for b in beat_rows),
+                "seen": {b.name: _aware(b.seen_at).isoformat() for b in beat_rows},  # type: ignore[union-attr]
+            }
+            out["queue"] = queue_depth(session)
+    except Exception as exc:
+        out["database"] = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
+    out["broker"] = broker_health()
+    return out
+
+
+def broker_health() -> dict[str, Any]:
+    from workers.celery_app import celery_app
+
+    try:
+        with celery_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return {"ok": True}
+    except Exception as exc:
+        return {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}

@@ -1,0 +1,37 @@
+"""Structured logs (structlog): one JSON line per event; secrets and signatures never appear."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from typing import Any
+
+import structlog
+
+_SECRET_KEYS = re.compile(r"(secret|token|signature|password|private_key|authorization)", re.I)
+
+
+def _redact(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    for key in list(event):
+        if _SECRET_KEYS.search(key):
+            event[key] = "[redacted]"
+    return event
+
+
+def configure(level: str = "INFO", json_lines: bool = True) -> None:
+    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper(), force=True)
+    renderer: Any = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _redact,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )

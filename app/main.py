@@ -1,0 +1,122 @@
+"""The FastAPI app factory: webhooks, health, metrics, and the dashboard."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from app.settings import Settings, get_settings
+
+
+class _StoredDeliveries:
+    """Counts read from the database at scrape time, so they are right across processes."""
+
+    def collect(self) -> Any:
+        from sqlalchemy import func, select
+
+        from app.db import session_scope
+        from app.models import Delivery
+
+        stored = GaugeMetricFamily("sweepbot_deliveries_stored", "Stored deliveries by event and status",
+                                   labels=["event", "status"])
+        try:
+            with session_scope() as session:
+                rows = session.execute(
+                    select(Delivery.event, Delivery.status, func.count()).group_by(Delivery.event, Delivery.status)
+                ).all()
+        except Exception:
+            rows = []
+        for event, status, count in rows:
+            stored.add_metric([event, status], float(count))
+        yield stored
+
+
+def _registry() -> CollectorRegistry:
+    from prometheus_client import REGISTRY, multiprocess
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    return registry
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    settings.check_production()
+    from app.logging import configure
+
+    configure(settings.log_level, settings.log_json)
+
+    api = FastAPI(
+        title="sweepbot",
+        version="0.1.0",
+        description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
+    )
+    from app.webhooks import router as webhook_router
+
+    api.include_router(webhook_router)
+
+    stored = _StoredDeliveries()
+    scrape_registry = CollectorRegistry()
+    scrape_registry.register(stored)
+
+    @api.get("/healthz", tags=["health"], summary="The process is up")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @api.get("/readyz", tags=["health"], summary="Database and broker are reachable")
+    def readyz() -> JSONResponse:
+        from app.ingest import broker_health
+
+        db: dict[str, Any]
+        try:
+            from sqlalchemy import text
+
+            from app.db import session_scope
+
+            with session_scope() as session:
+                session.execute(text("SELECT 1"))
+            db = {"ok": True}
+        except Exception as exc:
+            db = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
+        broker = broker_health()
+        ok = bool(db["ok"] and broker["ok"])
+        return JSONResponse({"ready": ok, "database": db, "broker": broker}, status_code=200 if ok else 503)
+
+    @api.get("/metrics", tags=["health"], summary="Prometheus metrics", response_class=Response)
+    def metrics() -> Response:
+        from app.db import session_scope
+        from app.ingest import queue_depth
+        from app.metrics import QUEUE_DEPTH
+
+        try:
+            with session_scope() as session:
+                depth = queue_depth(session)
+            for status in ("received", "queued", "processing", "retry"):
+                QUEUE_DEPTH.labels(status=status).set(depth.get(status, 0))
+        except Exception:
+            pass
+        body = generate_latest(_registry()) + generate_latest(scrape_registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    _mount_dashboard(api)
+    return api
+
+
+def _mount_dashboard(api: FastAPI) -> None:
+    from fastapi.staticfiles import StaticFiles
+
+    from app.dashboard import build_router
+
+    static = Path(__file__).parent / "dashboard" / "static"
+    if static.is_dir():
+        api.mount("/static", StaticFiles(directory=static), name="static")
+    api.include_router(build_router())

@@ -1,0 +1,11 @@
+"""All ORM tables, one module per domain, re-exported here for Alembic and callers."""
+
+from app.db import Base
+from app.models.core import AuditEntry, Delivery, DeliveryStatus, Heartbeat, HttpCacheEntry
+
+__all__ = ["AuditEntry", "Base", "Delivery", "DeliveryStatus", "Heartbeat", "HttpCacheEntry"]
+
+# Domain tables (each module owned by its capability) register themselves on Base.metadata.
+from app.models import tracking as tracking  # noqa: E402
+from app.models import sweeps as sweeps  # noqa: E402
+from app.models import results as results  # noqa: E402

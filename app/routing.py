@@ -1,0 +1,119 @@
+"""Route a stored delivery to the handlers registered for its event and action.
+
+A small registry in the spirit of gidgethub's ``routing.Router``: capabilities register plain
+functions; the processing task looks them up. A delivery with no handler is ``ignored``.
+Handlers must be idempotent: a delivery can be processed again after a crash (its effects
+converge, they are not repeated).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+
+class HandlerSkipped(Exception):
+    """Raised by a handler that looked and found nothing to do (counts toward ``ignored``)."""
+
+
+class TransientError(Exception):
+    """A failure worth retrying later (GitHub 5xx, rate limit, lock timeout)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass
+class Event:
+    delivery_id: str
+    name: str  # X-GitHub-Event
+    action: str | None
+    payload: dict[str, Any]
+
+    @property
+    def repo(self) -> str | None:
+        repo = self.payload.get("repository") or {}
+        full = repo.get("full_name") if isinstance(repo, dict) else None
+        return full if isinstance(full, str) else None
+
+    @property
+    def sender(self) -> str | None:
+        sender = self.payload.get("sender") or {}
+        login = sender.get("login") if isinstance(sender, dict) else None
+        return login if isinstance(login, str) else None
+
+
+@dataclass
+class HandlerContext:
+    """What a handler may use. ``after_commit`` callbacks run once the delivery's work committed
+    (enqueue follow-up tasks there, so a worker never sees uncommitted rows)."""
+
+    session: Session
+    event: Event
+    after_commit: list[Callable[[], None]] = field(default_factory=list)
+    _gateway: Any = None
+
+    def gateway(self, actor: str = "sweepbot") -> Any:
+        """The GitHub gateway for this delivery: writes audited in this session, tagged with it."""
+        if self._gateway is None:
+            from app.github import gateway
+            from app.settings import get_settings
+
+            self._gateway = gateway(get_settings(), self.session, actor=actor, delivery_id=self.event.delivery_id)
+        return self._gateway
+
+
+Handler = Callable[[HandlerContext], None]
+
+
+class Router:
+    def __init__(self) -> None:
+        self._handlers: dict[tuple[str, str | None], list[Handler]] = {}
+
+    def register(self, event: str, action: str | None = None) -> Callable[[Handler], Handler]:
+        """Register for one event; ``action=None`` means every action of it."""
+
+        def decorator(func: Handler) -> Handler:
+            self._handlers.setdefault((event, action), []).append(func)
+            return func
+
+        return decorator
+
+    def handlers_for(self, event: str, action: str | None) -> list[Handler]:
+        found = list(self._handlers.get((event, None), []))
+        if action is not None:
+            found += self._handlers.get((event, action), [])
+        return found
+
+    def known_events(self) -> list[tuple[str, str | None]]:
+        return sorted(self._handlers, key=lambda k: (k[0], k[1] or ""))
+
+
+router = Router()
+
+# Modules whose import registers handlers on ``router``. Each capability owns one.
+HANDLER_MODULES = (
+    "app.tracking",
+    "app.scheduler",
+    "app.commands",
+    "app.results",
+)
+
+_loaded = False
+
+
+def load_handlers() -> Router:
+    """Import every capability's handler module once (plus ``SWEEPBOT_EXTRA_HANDLER_MODULES``)."""
+    global _loaded
+    if not _loaded:
+        from app.settings import get_settings
+
+        for name in (*HANDLER_MODULES, *get_settings().extra_handler_modules):
+            importlib.import_module(name)
+        _loaded = True
+    return router

@@ -1,0 +1,177 @@
+"""Every setting comes from the environment (prefix ``SWEEPBOT_``) with an embedded default.
+
+The embedded default needs nothing installed: a SQLite file and a kombu SQLAlchemy broker under
+``SWEEPBOT_DATA_DIR``. Production sets ``SWEEPBOT_ENV=production`` plus Postgres and Redis URLs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the variable and the fix."""
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SWEEPBOT_", env_file=None, extra="ignore")
+
+    env: Literal["development", "production"] = "development"
+    data_dir: Path = Path("./.sweepbot")
+    database_url: str = ""  # default: sqlite:///<data_dir>/sweepbot.sqlite3
+    broker_url: str = ""  # default: sqla+sqlite:///<data_dir>/broker.sqlite3 (kombu SQLAlchemy transport)
+    queue_name: str = "sweepbot"  # Celery queue; several deployments (or test runs) can share one Redis
+
+    # Several secrets, comma-separated, so a secret can rotate without dropping deliveries.
+    webhook_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    max_webhook_bytes: int = 25 * 1024 * 1024  # GitHub's own cap on a delivery
+
+    github_api_url: str = "https://api.github.com"
+    github_token: SecretStr | None = None
+    github_app_id: int | None = None
+    github_app_private_key: SecretStr | None = None  # PEM text
+    github_app_private_key_path: Path | None = None
+    github_installation_id: int | None = None
+    github_timeout_seconds: float = 15.0
+    github_max_retries: int = 5
+    # PyGithub's pacing (GitHub asks integrators not to burst writes); 0 against the simulator.
+    github_seconds_between_requests: float = 0.25
+    github_seconds_between_writes: float = 1.0
+    # Registry base URLs by host, e.g. "docker.io=http://127.0.0.1:8001/hub,ghcr.io=http://127.0.0.1:8001"
+    registry_urls: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    bot_login: str = "sweepbot[bot]"
+
+    # Polling and scheduling cadence (seconds).
+    reaper_interval: float = 30.0
+    reaper_grace_seconds: float = 20.0  # a stored delivery older than this, not done, is re-enqueued
+    poll_interval: float = 300.0
+    scheduler_interval: float = 15.0
+    job_repair_interval: float = 120.0
+    report_debounce_seconds: float = 5.0
+    delivery_max_attempts: int = 8
+    delivery_lease_seconds: float = 300.0  # a claimed delivery not finished by then is taken again
+
+    # Dispatch target of benchmark runs: configuration, not code.
+    dispatch_workflow: str = "e2e-tests.yml"
+    dispatch_ref: str = "{head_ref}"
+    dispatch_inputs: str = (
+        '{"generate-cli-command": "test-config --config-keys {key} --seq-lens {seq} --conc {conc}",'
+        ' "ref": "{head_sha}", "test-name": "{run_name}"}'
+    )
+    runner_capacity: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)
+    job_timeout_seconds: float = 6 * 3600.0
+    infra_retry_limit: int = 2
+
+    # Dashboard.
+    operator_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    operator_basic: Annotated[list[str], NoDecode] = Field(default_factory=list)  # "user:password"
+    dashboard_public: bool = True
+    session_secret: SecretStr | None = None
+    oauth_client_id: str | None = None
+    oauth_client_secret: SecretStr | None = None
+    oauth_base_url: str = "https://github.com"
+    oauth_allowed_org: str | None = None
+    oauth_allowed_team: str | None = None
+
+    # Extra modules whose import registers handlers (plugins; the tests use one).
+    extra_handler_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    @field_validator("webhook_secrets", "operator_tokens", "operator_basic", "extra_handler_modules",
+                     mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("runner_capacity", mode="before")
+    @classmethod
+    def _capacity(cls, value: object) -> object:
+        # "mi355x=9,h100=4" -> {"mi355x": 9, "h100": 4}
+        if isinstance(value, str):
+            out: dict[str, int] = {}
+            for part in _split_csv(value):  # type: ignore[union-attr]
+                label, sep, count = str(part).partition("=")
+                if not sep or not count.strip().isdigit():
+                    raise SettingsError(
+                        f"SWEEPBOT_RUNNER_CAPACITY item {part!r} is not LABEL=COUNT (e.g. mi355x=9)"
+                    )
+                out[label.strip()] = int(count)
+            return out
+        return value
+
+    @field_validator("registry_urls", mode="before")
+    @classmethod
+    def _registries(cls, value: object) -> object:
+        if isinstance(value, str):
+            out: dict[str, str] = {}
+            for part in _split_csv(value):  # type: ignore[union-attr]
+                host, sep, url = str(part).partition("=")
+                if not sep or not url.strip().startswith(("http://", "https://")):
+                    raise SettingsError(
+                        f"SWEEPBOT_REGISTRY_URLS item {part!r} is not HOST=URL (e.g. docker.io=http://127.0.0.1:8001/hub)"
+                    )
+                out[host.strip()] = url.strip().rstrip("/")
+            return out
+        return value
+
+    @model_validator(mode="after")
+    def _defaults(self) -> Settings:
+        if not self.database_url:
+            self.database_url = f"sqlite:///{(self.data_dir / 'sweepbot.sqlite3').resolve()}"
+        if not self.broker_url:
+            self.broker_url = f"sqla+sqlite:///{(self.data_dir / 'broker.sqlite3').resolve()}"
+        return self
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def secret_values(self) -> list[bytes]:
+        return [s.get_secret_value().encode() for s in self.webhook_secrets]
+
+    def app_private_key(self) -> str | None:
+        if self.github_app_private_key is not None:
+            return self.github_app_private_key.get_secret_value()
+        if self.github_app_private_key_path is not None:
+            return self.github_app_private_key_path.read_text()
+        return None
+
+    def check_production(self) -> None:
+        """Production refuses to start on settings that would make it unsafe."""
+        if self.env != "production":
+            return
+        if not self.webhook_secrets:
+            raise SettingsError(
+                "SWEEPBOT_WEBHOOK_SECRETS is empty: production refuses to accept unsigned webhooks. "
+                "Set it to the secret configured on the GitHub App or webhook (comma-separate several)."
+            )
+        if self.github_token is None and self.github_app_id is None:
+            raise SettingsError(
+                "No GitHub credentials: set SWEEPBOT_GITHUB_TOKEN, or SWEEPBOT_GITHUB_APP_ID with "
+                "SWEEPBOT_GITHUB_APP_PRIVATE_KEY(_PATH)."
+            )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    settings = Settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return settings
+
+
+def reset_settings_cache() -> None:
+    get_settings.cache_clear()

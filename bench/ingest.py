@@ -1,0 +1,189 @@
+"""Ingest benchmark: the real ``POST /webhooks/github`` against a bare 202 endpoint, same run.
+
+Both servers run on loopback as real uvicorn processes; the real one stores into PostgreSQL and
+rings Redis. Payloads are the real fixture payloads (sizes as GitHub sends them) with valid
+signatures and fresh delivery ids. Two phases per server:
+
+1. closed loop: N concurrent clients for a bounded number of requests -> requests/s;
+2. open loop at a fixed rate (default 200 requests/s) for a bounded time -> p50 / p99 ack latency.
+
+Prints both servers' figures and the ratios. Needs PostgreSQL and Redis on 127.0.0.1.
+
+    .venv/bin/python bench/ingest.py [--requests 3000] [--concurrency 32] [--rate 200] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from sqlalchemy import create_engine, text
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "github" / "webhooks"
+SECRET = "bench-secret"
+PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+BARE_APP = """
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+app = FastAPI()
+@app.post("/webhooks/github")
+async def receive(request: Request) -> JSONResponse:
+    await request.body()
+    return JSONResponse({"status": "accepted"}, status_code=202)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def payloads() -> list[tuple[str, bytes]]:
+    found = [(p.parent.name, p.read_bytes()) for p in sorted(FIXTURES.glob("*/*.json")) if p.parent.name != "ping"]
+    if not found:  # no ../shared: synthesize payloads of realistic size
+        body = ('{"action": "created", "repository": {"full_name": "o/r"}, "pad": "' + "x" * 15000 + '"}').encode()
+        found = [("issue_comment", body)]
+    return found
+
+
+def wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited early with {proc.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not come up in {timeout}s")
+
+
+def request_for(event: str, body: bytes) -> dict[str, str]:
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+        "Content-Type": "application/json",
+    }
+
+
+async def closed_loop(url: str, bodies: list[tuple[str, bytes]], total: int, concurrency: int) -> float:
+    done = 0
+    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=concurrency)) as client:
+
+        async def one_client(start: int) -> None:
+            nonlocal done
+            i = start
+            while done < total:
+                done += 1
+                event, body = bodies[i % len(bodies)]
+                resp = await client.post(url, content=body, headers=request_for(event, body))
+                assert resp.status_code == 202, resp.text
+                i += concurrency
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one_client(i) for i in range(concurrency)))
+        return total / (time.perf_counter() - started)
+
+
+async def open_loop(url: str, bodies: list[tuple[str, bytes]], rate: float, seconds: float) -> list[float]:
+    latencies: list[float] = []
+    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=256)) as client:
+
+        async def one(i: int) -> None:
+            event, body = bodies[i % len(bodies)]
+            started = time.perf_counter()
+            resp = await client.post(url, content=body, headers=request_for(event, body))
+            latencies.append((time.perf_counter() - started) * 1000)
+            assert resp.status_code == 202, resp.text
+
+        tasks = []
+        count = int(rate * seconds)
+        t0 = time.perf_counter()
+        for i in range(count):
+            delay = t0 + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+    return latencies
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def measure(name: str, url: str, bodies: list[tuple[str, bytes]], args: argparse.Namespace) -> dict[str, float]:
+    asyncio.run(closed_loop(url, bodies, min(200, args.requests), args.concurrency))  # warm up
+    rps = asyncio.run(closed_loop(url, bodies, args.requests, args.concurrency))
+    lat = asyncio.run(open_loop(url, bodies, args.rate, args.seconds))
+    result = {"rps": rps, "p50": pct(lat, 50), "p99": pct(lat, 99)}
+    print(f"{name:>6}: {rps:8.1f} req/s closed-loop | at {args.rate:.0f} req/s: "
+          f"p50 {result['p50']:6.2f} ms  p99 {result['p99']:6.2f} ms")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+
+    db = f"sweepbot_bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{db}"'))
+    db_url = PG_ADMIN.rsplit("/", 1)[0] + "/" + db
+    env = {**os.environ, "SWEEPBOT_DATABASE_URL": db_url, "SWEEPBOT_BROKER_URL": "redis://127.0.0.1:6379/14",
+           "SWEEPBOT_WEBHOOK_SECRETS": SECRET, "SWEEPBOT_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
+           "SWEEPBOT_DATA_DIR": str(ROOT / ".sweepbot" / "bench")}
+    real_port, bare_port = free_port(), free_port()
+    bare_file = ROOT / ".sweepbot" / "bench_bare_app.py"
+    bare_file.parent.mkdir(parents=True, exist_ok=True)
+    bare_file.write_text(BARE_APP)
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "app", "api", "--port", str(real_port)], cwd=ROOT, env=env),
+        subprocess.Popen([sys.executable, "-m", "uvicorn", "--app-dir", str(bare_file.parent), "bench_bare_app:app",
+                          "--port", str(bare_port), "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=env),
+    ]
+    try:
+        wait_up(f"http://127.0.0.1:{real_port}/healthz", procs[0])
+        wait_up(f"http://127.0.0.1:{bare_port}/docs", procs[1])
+        bodies = payloads()
+        print(f"payloads: {len(bodies)} real fixtures, {min(len(b) for _, b in bodies)}.."
+              f"{max(len(b) for _, b in bodies)} bytes; concurrency {args.concurrency}")
+        bare = measure("bare", f"http://127.0.0.1:{bare_port}/webhooks/github", bodies, args)
+        real = measure("real", f"http://127.0.0.1:{real_port}/webhooks/github", bodies, args)
+        print(f"throughput ratio real/bare: {real['rps'] / bare['rps']:.2f} (aim >= 0.50)")
+        print(f"p99 ack at {args.rate:.0f} req/s: {real['p99']:.1f} ms (aim < 50 ms)")
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)
+        from app.db import dispose_engines
+
+        dispose_engines()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+        admin.dispose()
+
+
+if __name__ == "__main__":
+    main()

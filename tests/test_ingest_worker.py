@@ -1,0 +1,177 @@
+"""Ingest with a real Celery worker process: on the embedded default and on Postgres + Redis.
+
+Proves the delivery guarantees end to end: every real payload ends done/ignored, a worker
+SIGKILLed mid-task still completes the delivery exactly once, and a delivery that arrives while
+the broker is unreachable is processed once the reaper runs with the broker back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.db import session_scope
+from app.models import Delivery
+from tests.conftest import ROOT
+from tests.helpers.signing import fixture_payloads, headers_for
+
+SECRET = "worker-test-secret"
+
+
+@dataclass
+class Stack:
+    env: dict[str, str]
+    client: TestClient
+    tmp: Path
+
+    def start_worker(self, pool: str = "solo") -> subprocess.Popen[bytes]:
+        log = open(self.tmp / f"worker-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+        return subprocess.Popen(
+            [sys.executable, "-m", "app", "worker", "--pool", pool, "--concurrency", "1"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def post(self, event: str, body: bytes, delivery_id: str) -> int:
+        return self.client.post("/webhooks/github", content=body,
+                                headers=headers_for(event, body, SECRET, delivery_id)).status_code
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def statuses() -> dict[str, str]:
+    with session_scope() as s:
+        return {d.id: d.status for d in s.execute(select(Delivery)).scalars()}
+
+
+@pytest.fixture(params=["embedded", pytest.param("services", marks=pytest.mark.services)])
+def stack(request: pytest.FixtureRequest, settings_env: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
+    from app.main import create_app
+    from app.settings import reset_settings_cache
+
+    if request.param == "services":
+        db_url = request.getfixturevalue("pg_clean_url")
+        broker = request.getfixturevalue("redis_url")
+    else:
+        db_url = request.getfixturevalue("sqlite_url")
+        broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    values = {
+        "SWEEPBOT_DATABASE_URL": db_url,
+        "SWEEPBOT_BROKER_URL": broker,
+        "SWEEPBOT_WEBHOOK_SECRETS": SECRET,
+        "SWEEPBOT_EXTRA_HANDLER_MODULES": "tests.slow_handler",
+        "SWEEPBOT_DELIVERY_LEASE_SECONDS": "3",
+        "SWEEPBOT_GITHUB_API_URL": "http://127.0.0.1:9/api/v3",
+        "SWEEPBOT_LOG_LEVEL": "WARNING",
+        # A queue of its own: other test runs sharing this Redis never take our messages.
+        "SWEEPBOT_QUEUE_NAME": f"sweepbot-test-{uuid.uuid4().hex[:8]}",
+    }
+    for key, value in values.items():
+        settings_env.setenv(key, value)
+    reset_settings_cache()
+    env = {**os.environ, **values, "PYTHONPATH": str(ROOT)}
+    from workers import celery_app as celery_module
+
+    # The in-process API enqueues through a Celery app built from these settings.
+    settings_env.setattr(celery_module, "celery_app", celery_module.make_celery())
+    with TestClient(create_app()) as client:
+        yield Stack(env=env, client=client, tmp=tmp_path)
+
+
+def test_fixture_payloads_processed_by_a_real_worker(stack: Stack, fixtures_dir: Path) -> None:
+    worker = stack.start_worker()
+    try:
+        expected = {}
+        for n, (event, path) in enumerate(fixture_payloads(fixtures_dir)):
+            delivery_id = f"w-{n}"
+            assert stack.post(event, path.read_bytes(), delivery_id) in (200, 202)
+            expected[delivery_id] = event
+        wait_for(lambda: all(s in ("done", "ignored", "failed") for s in statuses().values()), 90,
+                 "every delivery to finish")
+        final = statuses()
+        assert set(final) == set(expected)
+        assert all(s in ("done", "ignored") for s in final.values()), final
+    finally:
+        _stop(worker)
+
+
+def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
+    from app.ingest import reap
+
+    effects = stack.tmp / "effects.txt"
+    body = json.dumps({"effects": str(effects), "sleep": 30}).encode()
+    worker = stack.start_worker()
+    try:
+        assert stack.post("sweepbot_test", body, "kill-1") == 202
+        wait_for(lambda: Path(str(effects) + ".started").exists(), 60, "the handler to start")
+        os.killpg(worker.pid, signal.SIGKILL)  # mid-task: the handler is sleeping
+        worker.wait(timeout=10)
+        assert statuses()["kill-1"] == "processing"
+    finally:
+        _stop(worker)
+    worker = stack.start_worker()
+    try:
+        time.sleep(3.2)  # the dead worker's lease runs out
+        assert reap(grace_seconds=0) == ["kill-1"]
+        wait_for(lambda: statuses()["kill-1"] == "done", 60, "the delivery to complete")
+        assert effects.read_text().splitlines() == ["kill-1"]
+        with session_scope() as s:
+            assert s.get(Delivery, "kill-1").attempts == 2  # type: ignore[union-attr]
+    finally:
+        _stop(worker)
+
+
+def test_broker_unreachable_then_reaped(stack: Stack, settings_env: pytest.MonkeyPatch) -> None:
+    from app.ingest import reap
+    from app.settings import reset_settings_cache
+    from workers import celery_app as celery_module
+
+    effects = stack.tmp / "effects.txt"
+    body = json.dumps({"effects": str(effects), "sleep": 0}).encode()
+    good_broker = stack.env["SWEEPBOT_BROKER_URL"]
+    settings_env.setenv("SWEEPBOT_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens there
+    reset_settings_cache()
+    settings_env.setattr(celery_module, "celery_app", celery_module.make_celery())
+    started = time.monotonic()
+    assert stack.post("sweepbot_test", body, "nobroker-1") == 202
+    assert time.monotonic() - started < 10
+    assert statuses()["nobroker-1"] == "received"
+    # The broker is back: the reaper (normally on beat) re-enqueues, a worker processes it once.
+    settings_env.setenv("SWEEPBOT_BROKER_URL", good_broker)
+    reset_settings_cache()
+    settings_env.setattr(celery_module, "celery_app", celery_module.make_celery())
+    worker = stack.start_worker()
+    try:
+        assert reap(grace_seconds=0) == ["nobroker-1"]
+        wait_for(lambda: statuses()["nobroker-1"] == "done", 60, "the reaped delivery to complete")
+        assert effects.read_text().splitlines() == ["nobroker-1"]
+    finally:
+        _stop(worker)

@@ -1,0 +1,42 @@
+"""Celery tasks of ingest: process a delivery, reap the forgotten ones, heartbeats."""
+
+from __future__ import annotations
+
+from celery import Task
+from celery.signals import worker_process_init, worker_ready
+
+from app import ingest
+from app.db import dispose_engines, session_scope
+from workers.celery_app import celery_app
+
+
+@worker_process_init.connect
+def _fresh_connections(**_: object) -> None:
+    # A forked worker must not reuse the parent's pooled database connections.
+    dispose_engines()
+
+
+@worker_ready.connect
+def _announce(**_: object) -> None:
+    with session_scope() as session:
+        ingest.beat(session, f"worker@{ingest.worker_name()}", "worker")
+
+
+@celery_app.task(name="sweepbot.process_delivery", bind=True, acks_late=True)
+def process_delivery(self: Task, delivery_id: str) -> str:
+    with session_scope() as session:
+        ingest.beat(session, f"worker@{ingest.worker_name()}", "worker")
+    return ingest.process_delivery(delivery_id)
+
+
+@celery_app.task(name="sweepbot.reap_deliveries")
+def reap_deliveries() -> int:
+    return len(ingest.reap())
+
+
+@celery_app.task(name="sweepbot.beat_heartbeat")
+def beat_heartbeat() -> None:
+    # Only beat schedules this task, so running it proves beat, the broker and a worker are alive.
+    with session_scope() as session:
+        ingest.beat(session, "beat", "beat")
+        ingest.beat(session, f"worker@{ingest.worker_name()}", "worker")
