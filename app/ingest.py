@@ -302,10 +302,10 @@ def health(settings: Any) -> dict[str, Any]:
 
 
 def broker_health() -> dict[str, Any]:
-    from workers.celery_app import celery_app
+    from workers.celery_app import current_celery
 
     try:
-        with celery_app.connection_for_write() as conn:
+        with current_celery().connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
         return {"ok": True}
     except Exception as exc:

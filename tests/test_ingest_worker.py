@@ -98,10 +98,6 @@ def stack(request: pytest.FixtureRequest, settings_env: pytest.MonkeyPatch, tmp_
         settings_env.setenv(key, value)
     reset_settings_cache()
     env = {**os.environ, **values, "PYTHONPATH": str(ROOT)}
-    from workers import celery_app as celery_module
-
-    # The in-process API enqueues through a Celery app built from these settings.
-    settings_env.setattr(celery_module, "celery_app", celery_module.make_celery())
     with TestClient(create_app()) as client:
         yield Stack(env=env, client=client, tmp=tmp_path)
 
@@ -152,14 +148,12 @@ def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
 def test_broker_unreachable_then_reaped(stack: Stack, settings_env: pytest.MonkeyPatch) -> None:
     from app.ingest import reap
     from app.settings import reset_settings_cache
-    from workers import celery_app as celery_module
 
     effects = stack.tmp / "effects.txt"
     body = json.dumps({"effects": str(effects), "sleep": 0}).encode()
     good_broker = stack.env["SWEEPBOT_BROKER_URL"]
     settings_env.setenv("SWEEPBOT_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens there
     reset_settings_cache()
-    settings_env.setattr(celery_module, "celery_app", celery_module.make_celery())
     started = time.monotonic()
     assert stack.post("sweepbot_test", body, "nobroker-1") == 202
     assert time.monotonic() - started < 10
@@ -167,7 +161,6 @@ def test_broker_unreachable_then_reaped(stack: Stack, settings_env: pytest.Monke
     # The broker is back: the reaper (normally on beat) re-enqueues, a worker processes it once.
     settings_env.setenv("SWEEPBOT_BROKER_URL", good_broker)
     reset_settings_cache()
-    settings_env.setattr(celery_module, "celery_app", celery_module.make_celery())
     worker = stack.start_worker()
     try:
         assert reap(grace_seconds=0) == ["nobroker-1"]

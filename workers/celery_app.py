@@ -67,3 +67,16 @@ def make_celery() -> Celery:
 
 
 celery_app = make_celery()
+
+
+def current_celery() -> Celery:
+    """The Celery app for the settings in force now (producers: the API, the CLI, tests).
+
+    Settings are read once per process in production, so this is ``celery_app``; when they
+    change (tests), a fresh app is built instead of sending to a stale broker.
+    """
+    global celery_app
+    settings = get_settings()
+    if celery_app.conf.broker_url != settings.broker_url or celery_app.conf.task_default_queue != settings.queue_name:
+        celery_app = make_celery()
+    return celery_app
