@@ -1,0 +1,173 @@
+"""`sweepbot recipe ...`: plan a sweep, bump an image pin, append a perf-changelog entry.
+
+Thin wrappers over app.recipes: read the file as bytes (so CRLF, a BOM or a missing final
+newline survive), call the pure function, write bytes. Every failure is exit status 2 with one
+line on stderr saying what was wrong.
+"""
+
+# No `from __future__ import annotations`: typer would re-evaluate string annotations on every
+# invocation (measurable when tests run the command for each of 231 real config keys).
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from app.recipes import (
+    RecipeError,
+    append_changelog,
+    expand_points,
+    parse_master,
+    set_image,
+)
+
+recipe_app = typer.Typer(
+    help="Benchmark-repo files: plan a config key's sweep, bump its image pin, append to the perf-changelog.",
+    no_args_is_help=True,
+)
+
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _read(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        _fail(f"cannot read {path}: {exc.strerror or exc}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _fail(f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8")
+
+
+def _write_stdout(text: str) -> None:
+    # Bytes, not click.echo: the output must be the file byte for byte (no newline added).
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        stream.flush()
+        buffer.write(text.encode("utf-8"))
+        buffer.flush()
+    else:
+        stream.write(text)
+        stream.flush()
+
+
+def _write_in_place(path: Path, text: str) -> None:
+    """Atomic replace in the same directory, keeping the file's permission bits."""
+    directory = path.resolve().parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        _fail(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def _parse_conc(value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    out: list[int] = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) <= 0:
+            _fail(f"--conc takes positive integers separated by commas (e.g. 32,64), got '{value}'")
+        out.append(int(part))
+    return out
+
+
+@recipe_app.command("plan")
+def plan(
+    file: Annotated[Path, typer.Argument(help="Master config, e.g. configs/amd-master.yaml.")],
+    key: Annotated[str, typer.Argument(help="Config key, e.g. minimaxm3-fp4-mi355x-vllm.")],
+    seq: Annotated[str | None, typer.Option(help="Only this seq-len: 1k1k, 8k1k or <isl>_<osl>.")] = None,
+    conc: Annotated[str | None, typer.Option(help="Only these concurrencies, e.g. 32,64.")] = None,
+    tp: Annotated[int | None, typer.Option(help="Only this tensor-parallel size.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON array, one object per point.")
+    ] = False,
+) -> None:
+    """List the benchmark points the repo's matrix logic runs for KEY (single-node fixed-seq-len)."""
+    if tp is not None and tp <= 0:
+        _fail(f"--tp must be a positive integer, got {tp}")
+    conc_filter = _parse_conc(conc)
+    text = _read(file)
+    try:
+        points = expand_points(parse_master(text), key, seq=seq, conc=conc_filter, tp=tp)
+    except RecipeError as exc:
+        _fail(str(exc))
+    if as_json:
+        _write_stdout(json.dumps([p.to_json() for p in points], indent=2) + "\n")
+        return
+    table = Table(title=f"{key}: {len(points)} points", title_justify="left")
+    for column in ("seq", "tp", "ep", "dp-attn", "spec", "pp/dcp/pcp", "conc", "result-name"):
+        table.add_column(column, justify="right" if column in ("tp", "ep", "conc") else "left")
+    for p in points:
+        table.add_row(
+            p.seq, str(p.tp), str(p.ep), str(p.dp_attn).lower(), p.spec_decoding,
+            f"{p.pp}/{p.dcp_size}/{p.pcp_size}", str(p.conc), p.result_name,
+        )
+    console = Console(width=220)
+    console.print(f"image: {points[0].image}" if points else "no points")
+    console.print(table)
+
+
+@recipe_app.command("bump")
+def bump(
+    file: Annotated[Path, typer.Argument(help="Master config holding KEY.")],
+    key: Annotated[str, typer.Argument(help="Config key whose image pin changes.")],
+    image: Annotated[str, typer.Argument(help="New image, e.g. vllm/vllm-openai-rocm:nightly-<sha>.")],
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Rewrite FILE instead of printing it.")
+    ] = False,
+) -> None:
+    """Change KEY's `image:` value; exactly one line of FILE changes."""
+    text = _read(file)
+    try:
+        new_text = set_image(text, key, image)
+    except RecipeError as exc:
+        _fail(str(exc))
+    if in_place:
+        if new_text != text:
+            _write_in_place(file, new_text)
+        return
+    _write_stdout(new_text)
+
+
+@recipe_app.command("changelog")
+def changelog(
+    file: Annotated[Path, typer.Argument(help="perf-changelog.yaml.")],
+    key: Annotated[list[str], typer.Option("--key", help="Config key the entry is about (repeatable).")],
+    description: Annotated[
+        list[str], typer.Option("--description", help="One description line (repeatable).")
+    ],
+    pr_link: Annotated[
+        str | None, typer.Option("--pr-link", help="PR URL; without it the entry says XXX.")
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Rewrite FILE instead of printing it.")
+    ] = False,
+) -> None:
+    """Append a perf-changelog entry at the end of FILE in the repo's format."""
+    text = _read(file)
+    try:
+        new_text = append_changelog(text, config_keys=key, description=description, pr_link=pr_link)
+    except RecipeError as exc:
+        _fail(str(exc))
+    if in_place:
+        _write_in_place(file, new_text)
+        return
+    _write_stdout(new_text)

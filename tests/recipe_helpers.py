@@ -1,0 +1,94 @@
+"""Shared helpers for the recipe tests: fixture files and an independent reference expansion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import FIXTURES
+
+INFERENCEX = FIXTURES / "inferencex"
+MASTER_FILES = (
+    "amd-master.f8f9b66.yaml",
+    "amd-master.b4cec7f.yaml",
+    "amd-master.head.yaml",
+    "amd-minimaxm3-8k1k-master.deprecated.head.yaml",
+)
+SEED_KEY = "minimaxm3-fp4-mi355x-vllm"
+BUMPED_IMAGE = "vllm/vllm-openai-rocm:nightly-69715823df89b11ee684b84066390cbb9092d5c1"
+
+
+def fixture_text(name: str) -> str:
+    path = INFERENCEX / name
+    if not path.is_file():
+        import pytest
+
+        pytest.skip(f"{path} not found: clone with ../shared beside the repo")
+    return path.read_bytes().decode("utf-8")
+
+
+def fixture_path(name: str) -> Path:
+    fixture_text(name)
+    return INFERENCEX / name
+
+
+def is_single_node_fixed(entry: dict[str, Any]) -> bool:
+    return not entry.get("multinode", False) and set(entry.get("scenarios", {})) == {"fixed-seq-len"}
+
+
+def reference_points(key: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Written from the rule in the brief, independently of app.recipes."""
+    rows = []
+    for scenario in entry["scenarios"]["fixed-seq-len"]:
+        isl, osl = scenario["isl"], scenario["osl"]
+        seq = {(1024, 1024): "1k1k", (8192, 1024): "8k1k"}.get((isl, osl), f"{isl}_{osl}")
+        for item in scenario["search-space"]:
+            if "conc-list" in item:
+                concs = list(item["conc-list"])
+            else:
+                concs, c = [], item["conc-start"]
+                while c < item["conc-end"]:
+                    concs.append(c)
+                    c *= 2
+                concs.append(item["conc-end"])
+            for conc in concs:
+                row = {
+                    "config-key": key,
+                    "image": entry["image"],
+                    "model": entry["model"],
+                    "model-prefix": entry["model-prefix"],
+                    "precision": entry["precision"],
+                    "framework": entry["framework"],
+                    "runner": entry["runner"],
+                    "isl": isl,
+                    "osl": osl,
+                    "tp": item["tp"],
+                    "pp": item.get("pp", 1),
+                    "dcp-size": item.get("dcp-size", 1),
+                    "pcp-size": item.get("pcp-size", 1),
+                    "ep": item.get("ep", 1),
+                    "dp-attn": item.get("dp-attn", False),
+                    "spec-decoding": item.get("spec-decoding", "none"),
+                    "conc": conc,
+                    "max-model-len": isl + osl + 256,
+                    "exp-name": f"{entry['model-prefix']}_{seq}",
+                }
+                dpa = "true" if row["dp-attn"] else "false"
+                disagg = "true" if entry.get("disagg", False) else "false"
+                row["result-name"] = (
+                    f"{row['exp-name']}_{row['precision']}_{row['framework']}_tp{row['tp']}-pp{row['pp']}"
+                    f"-dcp{row['dcp-size']}-pcp{row['pcp-size']}-ep{row['ep']}-dpa{dpa}_disagg-{disagg}"
+                    f"_spec-{row['spec-decoding']}_conc{conc}_{row['runner']}"
+                )
+                rows.append(row)
+    return rows
+
+
+def event_values(text: str) -> list[tuple[str, object]]:
+    """(event type, scalar value) per event: an independent check that data did not change."""
+    return [
+        (type(ev).__name__, getattr(ev, "value", None))
+        for ev in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    ]
