@@ -1,0 +1,187 @@
+"""The repo's `.github/sweepbot.yml`: schema, parsing, and reading it from the default branch only.
+
+A bad file never crashes anything: the error (what is wrong, where, how to fix it) is stored in
+``bot_configs`` for the dashboard and logged, and the bot carries on with the defaults.
+The schema is documented in docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import structlog
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlalchemy.orm import Session
+
+from app.models.tracking import BotConfigRecord
+
+log = structlog.get_logger(__name__)
+
+CONFIG_PATH = ".github/sweepbot.yml"
+DEFAULT_TAG_PATTERN = r"nightly-(?P<sha>[0-9a-f]{40})"
+_REF = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#(?P<num>\d+)$")
+
+
+class BotConfigError(ValueError):
+    """The bot config file is not valid; the message says where and how to fix it."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class ImageSource(_Model):
+    """How to list an image repository's tags and map a tag to the upstream commit it was built from."""
+
+    name: str = Field(
+        description="image repository as written in `image:` values, e.g. vllm/vllm-openai-rocm"
+    )
+    registry: Literal["dockerhub", "oci", "ghcr"] = "dockerhub"
+    url: str | None = Field(default=None, description="API base URL; default per registry")
+    tag_pattern: str = Field(default=DEFAULT_TAG_PATTERN, alias="tag-pattern")
+    source_repo: str | None = Field(default=None, alias="source-repo")
+
+    @field_validator("tag_pattern")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        try:
+            compiled = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"tag-pattern {value!r} is not a valid regular expression: {exc}") from exc
+        if "sha" not in compiled.groupindex:
+            raise ValueError(f"tag-pattern {value!r} needs a named group (?P<sha>...) capturing the commit")
+        return value
+
+    @field_validator("source_repo")
+    @classmethod
+    def _repo(cls, value: str | None) -> str | None:
+        if value is not None and value.count("/") != 1:
+            raise ValueError(f"source-repo {value!r} must be owner/name, e.g. vllm-project/vllm")
+        return value
+
+
+class WatchSpec(_Model):
+    config_key: str = Field(alias="config-key")
+    depends_on: list[str] = Field(default_factory=list, alias="depends-on")
+    pr: int | None = Field(default=None, description="the recipe PR to bump; none: a bump PR is opened")
+
+    @field_validator("depends_on")
+    @classmethod
+    def _refs(cls, value: list[str]) -> list[str]:
+        for ref in value:
+            if not _REF.match(ref.strip()):
+                raise ValueError(
+                    f"depends-on item {ref!r} is not owner/repo#NUMBER (e.g. vllm-project/vllm#47269)"
+                )
+        return [r.strip() for r in value]
+
+
+class BumpSettings(_Model):
+    mode: Literal["auto", "pr"] = Field(
+        default="auto",
+        description="auto: commit onto the recipe PR's branch when allowed; pr: always a bump PR",
+    )
+    config_dirs: list[str] = Field(
+        default_factory=lambda: [".github/configs", "configs"], alias="config-dirs"
+    )
+    changelog: str = "perf-changelog.yaml"
+    request_sweep: bool = Field(default=True, alias="request-sweep")
+
+
+class BotConfig(_Model):
+    version: Literal[1] = 1
+    poll: bool = True
+    images: list[ImageSource] = Field(default_factory=list)
+    watches: list[WatchSpec] = Field(default_factory=list)
+    bump: BumpSettings = Field(default_factory=BumpSettings)
+
+    def image_source(self, image_repo: str) -> ImageSource | None:
+        for src in self.images:
+            if src.name == image_repo:
+                return src
+        return None
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def parse_bot_config(text: str) -> BotConfig:
+    """Parse and validate the file's text; raise ``BotConfigError`` saying what to fix."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise BotConfigError(f"{CONFIG_PATH} is not valid YAML: {problem}{where}; fix the syntax") from exc
+    if data is None:
+        return BotConfig()
+    if not isinstance(data, dict):
+        raise BotConfigError(
+            f"{CONFIG_PATH} must be a mapping at the top level (keys: version, images, "
+            f"watches, bump, poll), not a {type(data).__name__}"
+        )
+    try:
+        return BotConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            problems.append(f"{_where(tuple(err['loc']))}: {msg}")
+        raise BotConfigError(
+            f"{CONFIG_PATH} does not match the schema (see docs/configuration.md): " + "; ".join(problems)
+        ) from exc
+
+
+def stored_config(session: Session, repo: str) -> BotConfig | None:
+    """The last good config read for ``repo`` (``None`` if never read); no GitHub call."""
+    rec = session.get(BotConfigRecord, repo)
+    if rec is None:
+        return None
+    if rec.ok and rec.config is not None:
+        return BotConfig.model_validate(rec.config)
+    return BotConfig()
+
+
+def read_bot_config(session: Session, gw: Any, repo: str, *, default_branch: str | None = None) -> BotConfig:
+    """Read the config from the default branch (never from a PR), store the outcome, return it.
+
+    A missing file means the defaults; a bad file means the defaults too, with the error stored
+    (``bot_configs.error``) and logged.
+    """
+    if default_branch is None:
+        default_branch = str(gw.get_repo(repo).get("default_branch") or "main")
+    found = gw.get_file(repo, CONFIG_PATH, ref=default_branch)
+    rec = session.get(BotConfigRecord, repo)
+    if rec is None:
+        rec = BotConfigRecord(repo=repo, ok=True, present=False)
+        session.add(rec)
+    rec.read_at = datetime.now(UTC)
+    if found is None:
+        rec.ok, rec.present, rec.blob_sha, rec.config, rec.error = True, False, None, None, None
+        return BotConfig()
+    text, blob_sha = found
+    rec.present, rec.blob_sha = True, blob_sha
+    try:
+        config = parse_bot_config(text)
+    except BotConfigError as exc:
+        rec.ok, rec.config, rec.error = False, None, str(exc)
+        log.error("bot_config_invalid", repo=repo, branch=default_branch, error=str(exc))
+        return BotConfig()
+    rec.ok, rec.error = True, None
+    rec.config = config.model_dump(mode="json", by_alias=True)
+    log.info(
+        "bot_config_loaded",
+        repo=repo,
+        branch=default_branch,
+        watches=len(config.watches),
+        images=len(config.images),
+    )
+    return config

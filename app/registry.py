@@ -1,0 +1,418 @@
+"""Image tag listing: Docker Hub, generic OCI distribution (bearer challenge, ``Link`` pagination), GHCR.
+
+Registry calls are not GitHub calls, but they still ask ``If-None-Match`` where the registry
+sends an ETag, so an unchanged tag list costs the registry almost nothing. Tag patterns carry a
+named group ``sha`` capturing the upstream commit the image was built from.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import httpx
+import structlog
+
+log = structlog.get_logger(__name__)
+
+DOCKERHUB_API = "https://hub.docker.com"
+GHCR_URL = "https://ghcr.io"
+DOCKER_HOSTS = ("docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com")
+MAX_PAGES = 100
+
+
+class RegistryError(Exception):
+    """The registry refused or answered something unusable; the message names the URL and status."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RegistryNotFound(RegistryError):
+    pass
+
+
+# ---------------------------------------------------------------------------------- pure pieces
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """``[host/]repository[:tag]``; ``host`` is ``docker.io`` when the reference names none."""
+
+    host: str
+    repository: str
+    tag: str | None = None
+
+    @property
+    def image_repo(self) -> str:
+        """The repository as written in configs (no host for Docker Hub), the key of watches and tags."""
+        return self.repository if self.host == "docker.io" else f"{self.host}/{self.repository}"
+
+    def with_tag(self, tag: str) -> str:
+        return f"{self.image_repo}:{tag}"
+
+
+def parse_image(ref: str) -> ImageRef:
+    """Split an image reference the way docker does (a first part with ``.`` or ``:`` is a host)."""
+    ref = ref.strip()
+    if not ref or any(c.isspace() for c in ref):
+        raise ValueError(
+            f"image reference {ref!r} must be one token like vllm/vllm-openai-rocm:nightly-<sha>"
+        )
+    name, _, digest = ref.partition("@")
+    host = "docker.io"
+    first, slash, rest = name.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        host, name = first, rest
+    tag: str | None = None
+    last_slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon > last_slash:
+        name, tag = name[:colon], name[colon + 1 :]
+    if host in DOCKER_HOSTS:
+        host = "docker.io"
+    if host == "docker.io" and "/" not in name:
+        name = f"library/{name}"
+    if not name:
+        raise ValueError(f"image reference {ref!r} has no repository")
+    return ImageRef(host, name, tag or (digest or None))
+
+
+@dataclass(frozen=True)
+class TagPattern:
+    """A full-match regex over tag names with a named group ``sha`` (the upstream commit)."""
+
+    pattern: str
+
+    def __post_init__(self) -> None:
+        compiled = re.compile(self.pattern)
+        if "sha" not in compiled.groupindex:
+            raise ValueError(f"tag pattern {self.pattern!r} needs a named group (?P<sha>...)")
+
+    def commit_of(self, tag: str) -> str | None:
+        m = re.fullmatch(self.pattern, tag)
+        return m.group("sha") if m else None
+
+    def select(self, tags: Iterable[str]) -> list[tuple[str, str]]:
+        """(tag, commit) for every tag matching the pattern, in the given order."""
+        out = []
+        for tag in tags:
+            sha = self.commit_of(tag)
+            if sha:
+                out.append((tag, sha))
+        return out
+
+
+def parse_link_next(header: str | None, base_url: str) -> str | None:
+    """The ``rel="next"`` target of an RFC 5988 ``Link`` header, resolved against ``base_url``."""
+    if not header:
+        return None
+    for part in header.split(","):
+        m = re.match(r"\s*<([^>]*)>\s*;(.*)", part)
+        if m and re.search(r'rel\s*=\s*"?next"?', m.group(2)):
+            return urllib.parse.urljoin(base_url, m.group(1))
+    return None
+
+
+def parse_bearer_challenge(header: str) -> dict[str, str]:
+    """``Bearer realm="...",service="...",scope="..."`` -> {realm, service, scope}."""
+    scheme, _, params = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        raise RegistryError(
+            f"registry asked for {scheme or 'unknown'} auth; only Bearer tokens are supported"
+        )
+    return {k.lower(): v for k, v in re.findall(r'(\w+)="([^"]*)"', params)}
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.replace("Z", "+00:00")
+    # Docker Hub sends nanoseconds; Python takes at most microseconds.
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+# ---------------------------------------------------------------------------------- conditional cache
+
+
+class EtagCache(Protocol):
+    def get(self, key: str) -> tuple[str | None, str] | None: ...
+
+    def put(self, key: str, etag: str | None, body: str) -> None: ...
+
+
+@dataclass
+class MemoryEtagCache:
+    entries: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+
+    def get(self, key: str) -> tuple[str | None, str] | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, etag: str | None, body: str) -> None:
+        self.entries[key] = (etag, body)
+
+
+class DbEtagCache:
+    """ETags and bodies of registry GETs in the core ``http_cache`` table (key prefixed ``registry``)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def _key(self, key: str) -> str:
+        return f"registry GET {key}"[:500]
+
+    def get(self, key: str) -> tuple[str | None, str] | None:
+        from app.models import HttpCacheEntry
+
+        entry = self._session.get(HttpCacheEntry, self._key(key))
+        return (entry.etag, entry.body) if entry is not None else None
+
+    def put(self, key: str, etag: str | None, body: str) -> None:
+        from app.models import HttpCacheEntry
+
+        entry = self._session.get(HttpCacheEntry, self._key(key))
+        if entry is None:
+            entry = HttpCacheEntry(key=self._key(key), body=body)
+            self._session.add(entry)
+        entry.etag, entry.body, entry.fetched_at = etag, body, datetime.now(UTC)
+
+
+# ---------------------------------------------------------------------------------- clients
+
+
+@dataclass(frozen=True)
+class RemoteTag:
+    name: str
+    digest: str | None = None
+    pushed_at: datetime | None = None
+
+
+@dataclass
+class TagListing:
+    tags: list[RemoteTag]
+    changed: bool  # False when every page answered 304 (the cached list is current)
+    requests: int = 0
+
+
+class _Base:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        http: httpx.Client | None = None,
+        cache: EtagCache | None = None,
+        page_size: int = 100,
+        max_pages: int = MAX_PAGES,
+        timeout: float = 15.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = http or httpx.Client(timeout=timeout, follow_redirects=True)
+        self._cache = cache or MemoryEtagCache()
+        self.page_size = page_size
+        self.max_pages = max_pages
+        self.requests = 0
+
+    def _get(self, url: str, headers: dict[str, str]) -> httpx.Response:
+        self.requests += 1
+        try:
+            return self._http.get(url, headers=headers)
+        except httpx.HTTPError as exc:
+            raise RegistryError(f"GET {url}: {exc.__class__.__name__}: {exc}") from exc
+
+    def _conditional(self, url: str, headers: dict[str, str]) -> tuple[Any, bool, httpx.Response]:
+        cached = self._cache.get(url)
+        send = dict(headers)
+        if cached is not None and cached[0]:
+            send["If-None-Match"] = cached[0]
+        resp = self._get(url, send)
+        if resp.status_code == 304 and cached is not None:
+            return json.loads(cached[1]), False, resp
+        return None, True, resp
+
+    def _fail(self, url: str, resp: httpx.Response) -> RegistryError:
+        detail = ""
+        try:
+            body = resp.json()
+            errors = body.get("errors") if isinstance(body, dict) else None
+            if errors:
+                detail = "; ".join(
+                    f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict)
+                )
+            elif isinstance(body, dict):
+                detail = str(body.get("message") or body.get("detail") or "")
+        except ValueError:
+            detail = resp.text[:200]
+        cls = RegistryNotFound if resp.status_code == 404 else RegistryError
+        return cls(
+            f"GET {url} answered {resp.status_code}" + (f": {detail}" if detail else ""), resp.status_code
+        )
+
+
+class DockerHubClient(_Base):
+    """Docker Hub's tag API: ``/v2/namespaces/{ns}/repositories/{repo}/tags``, page-number pagination."""
+
+    def __init__(self, base_url: str = DOCKERHUB_API, **kwargs: Any) -> None:
+        super().__init__(base_url, **kwargs)
+
+    def list_tags(self, repository: str) -> TagListing:
+        ns, _, repo = repository.partition("/")
+        if not repo:
+            ns, repo = "library", ns
+        url: str | None = (
+            f"{self.base_url}/v2/namespaces/{urllib.parse.quote(ns)}/repositories/"
+            f"{urllib.parse.quote(repo)}/tags?page_size={self.page_size}"
+        )
+        tags: list[RemoteTag] = []
+        changed = False
+        start = self.requests
+        pages = 0
+        while url and pages < self.max_pages:
+            pages += 1
+            body, page_changed, resp = self._conditional(url, {"Accept": "application/json"})
+            if page_changed:
+                if resp.status_code != 200:
+                    raise self._fail(url, resp)
+                body = resp.json()
+                self._cache.put(url, resp.headers.get("etag"), json.dumps(body))
+                changed = True
+            if not isinstance(body, dict):
+                raise RegistryError(
+                    f"GET {url}: expected a JSON object with results[], got {type(body).__name__}"
+                )
+            for item in body.get("results") or []:
+                if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                    continue
+                digest = item.get("digest")
+                if not digest:
+                    images = item.get("images")
+                    if isinstance(images, list) and images and isinstance(images[0], dict):
+                        digest = images[0].get("digest")
+                pushed = _parse_time(item.get("tag_last_pushed")) or _parse_time(item.get("last_updated"))
+                tags.append(RemoteTag(item["name"], digest if isinstance(digest, str) else None, pushed))
+            nxt = body.get("next")
+            url = urllib.parse.urljoin(url, nxt) if isinstance(nxt, str) and nxt else None
+        return TagListing(tags, changed, self.requests - start)
+
+
+class OciClient(_Base):
+    """OCI distribution ``/v2/<name>/tags/list`` with ``n``/``last`` and ``Link`` pagination.
+
+    Answers a ``401`` bearer challenge by fetching an (anonymous) token from the realm it names,
+    as ghcr.io and Docker's registry require even for public images.
+    """
+
+    def __init__(
+        self, base_url: str, *, username: str | None = None, password: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(base_url, **kwargs)
+        self._tokens: dict[str, str] = {}
+        self._basic = (username, password) if username and password else None
+
+    def _token(self, challenge: dict[str, str], repository: str) -> str:
+        realm = challenge.get("realm")
+        if not realm:
+            raise RegistryError("registry bearer challenge names no realm")
+        scope = challenge.get("scope") or f"repository:{repository}:pull"
+        params = {"scope": scope}
+        if challenge.get("service"):
+            params["service"] = challenge["service"]
+        url = urllib.parse.urljoin(self.base_url + "/", realm) + "?" + urllib.parse.urlencode(params)
+        self.requests += 1
+        try:
+            resp = self._http.get(url, auth=self._basic) if self._basic else self._http.get(url)
+        except httpx.HTTPError as exc:
+            raise RegistryError(f"GET {url}: {exc.__class__.__name__}: {exc}") from exc
+        if resp.status_code != 200:
+            raise self._fail(url, resp)
+        body = resp.json()
+        token = body.get("token") or body.get("access_token") if isinstance(body, dict) else None
+        if not isinstance(token, str) or not token:
+            raise RegistryError(f"GET {url}: token response has no token")
+        return token
+
+    def list_tags(self, repository: str) -> TagListing:
+        url: str | None = f"{self.base_url}/v2/{repository}/tags/list?n={self.page_size}"
+        names: list[str] = []
+        changed = False
+        start = self.requests
+        pages = 0
+        while url and pages < self.max_pages:
+            pages += 1
+            headers = {"Accept": "application/json"}
+            if repository in self._tokens:
+                headers["Authorization"] = f"Bearer {self._tokens[repository]}"
+            body, page_changed, resp = self._conditional(url, headers)
+            if page_changed and resp.status_code == 401 and "Authorization" not in headers:
+                challenge = parse_bearer_challenge(resp.headers.get("www-authenticate", ""))
+                self._tokens[repository] = self._token(challenge, repository)
+                headers["Authorization"] = f"Bearer {self._tokens[repository]}"
+                body, page_changed, resp = self._conditional(url, headers)
+            if page_changed:
+                if resp.status_code != 200:
+                    raise self._fail(url, resp)
+                body = resp.json()
+                link = resp.headers.get("link")
+                self._cache.put(url, resp.headers.get("etag"), json.dumps({"body": body, "link": link}))
+                changed = True
+            else:
+                body, link = body["body"], body.get("link")
+            if not isinstance(body, dict):
+                raise RegistryError(f"GET {url}: expected a JSON object with tags[]")
+            page = [t for t in body.get("tags") or [] if isinstance(t, str)]
+            names.extend(page)
+            nxt = parse_link_next(link, url)
+            # Without Link the spec says the list is complete; a registry that ignores n and never
+            # sends Link also ends here.
+            url = nxt if nxt and page else None
+        return TagListing([RemoteTag(n) for n in names], changed, self.requests - start)
+
+
+class GhcrClient(OciClient):
+    def __init__(self, base_url: str = GHCR_URL, **kwargs: Any) -> None:
+        super().__init__(base_url, **kwargs)
+
+
+RegistryClient = DockerHubClient | OciClient
+
+
+def client_for(
+    image: ImageRef,
+    *,
+    kind: str | None = None,
+    url: str | None = None,
+    overrides: dict[str, str] | None = None,
+    http: httpx.Client | None = None,
+    cache: EtagCache | None = None,
+) -> RegistryClient:
+    """The client for an image: ``kind``/``url`` from the bot config win; else by host.
+
+    ``overrides`` maps a host (``docker.io``, ``ghcr.io``, ...) to a base URL (the simulator, a mirror).
+    """
+    overrides = overrides or {}
+    base = url or overrides.get(image.host)
+    kind = kind or (
+        "dockerhub" if image.host == "docker.io" else "ghcr" if image.host == "ghcr.io" else "oci"
+    )
+    if kind == "dockerhub":
+        return DockerHubClient(base or DOCKERHUB_API, http=http, cache=cache)
+    if kind == "ghcr":
+        return GhcrClient(base or GHCR_URL, http=http, cache=cache)
+    return OciClient(base or f"https://{image.host}", http=http, cache=cache)
+
+
+def registry_overrides() -> dict[str, str]:
+    """Host -> base URL overrides from the settings (``SWEEPBOT_REGISTRY_URLS``)."""
+    from app.settings import get_settings
+
+    return dict(get_settings().registry_urls)
