@@ -1,0 +1,162 @@
+"""`sweepbot sweep create|status|cancel` and `sweepbot queue` (registered by app/cli/__init__.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+
+sweep_app = typer.Typer(help="Create, inspect and cancel benchmark sweeps.", no_args_is_help=True)
+console = Console()
+OPERATOR = "cli"
+
+
+def _parse_conc(value: str | None) -> tuple[tuple[int, ...] | None, tuple[int, int] | None]:
+    if not value:
+        return None, None
+    try:
+        if ".." in value:
+            lo, hi = value.split("..", 1)
+            return None, (int(lo), int(hi))
+        return tuple(int(v) for v in value.split(",") if v.strip()), None
+    except ValueError:
+        raise typer.BadParameter(f"--conc {value!r}: use a list (32,64) or a range (4..256)") from None
+
+
+def _gateway(session: Any) -> Any:
+    from app.github import gateway
+    from app.settings import get_settings
+
+    return gateway(get_settings(), session, actor=OPERATOR)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+@sweep_app.command("create")
+def create(
+    repo: Annotated[str, typer.Option(help="OWNER/NAME of the benchmark repo")],
+    pr: Annotated[int, typer.Option(help="pull request number")],
+    key: Annotated[str, typer.Option(help="config key to sweep")],
+    conc: Annotated[str | None, typer.Option(help="32,64 or 4..256")] = None,
+    seq: Annotated[str | None, typer.Option(help="1k1k, 8k1k or <isl>_<osl>")] = None,
+    tp: Annotated[int | None, typer.Option(help="only this tensor parallelism")] = None,
+    priority: Annotated[str, typer.Option(help="high, normal or low")] = "normal",
+) -> None:
+    """Queue one job per point of KEY at the PR's head."""
+    from app.db import session_scope
+    from app.scheduler import SweepError, SweepFilters, request_sweep
+
+    conc_list, conc_range = _parse_conc(conc)
+    try:
+        with session_scope() as session:
+            req = request_sweep(
+                session,
+                _gateway(session),
+                repo=repo,
+                pr_number=pr,
+                config_key=key,
+                requested_by=OPERATOR,
+                reason="api",
+                priority=priority,
+                filters=SweepFilters(seq=seq, conc=conc_list, conc_range=conc_range, tp=tp),
+            )
+            typer.echo(req.reply)
+    except SweepError as exc:
+        _fail(str(exc))
+
+
+@sweep_app.command("status")
+def status(
+    sweep_id: int, as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False
+) -> None:
+    """Show a sweep and its jobs."""
+    from app.db import session_scope
+    from app.scheduler import SweepError, sweep_summary
+
+    try:
+        with session_scope() as session:
+            summary = sweep_summary(session, sweep_id)
+    except SweepError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    console.print(
+        f"[bold]sweep {summary['id']}[/] {summary['repo']}#{summary['pr']} `{summary['config_key']}` "
+        f"at {summary['head_sha'][:7]}: [bold]{summary['state']}[/] "
+        f"({summary['done']}/{summary['total']} done)"
+    )
+    if summary["state_reason"]:
+        console.print(f"  {summary['state_reason']}")
+    table = Table("job", "seq", "tp", "conc", "state", "tries", "run / result", "reason")
+    for job in summary["jobs"]:
+        table.add_row(
+            str(job["id"]),
+            job["seq"],
+            str(job["tp"]),
+            str(job["conc"]),
+            job["state"],
+            str(job["attempts"]),
+            job["result_url"] or job["run_url"] or "",
+            job["reason"] or "",
+        )
+    console.print(table)
+
+
+@sweep_app.command("cancel")
+def cancel(
+    sweep_id: int,
+    reason: Annotated[str, typer.Option(help="why, for the audit log")] = "cancelled from the CLI",
+) -> None:
+    """Cancel queued jobs and running runs of a sweep."""
+    from app.db import session_scope
+    from app.scheduler import SweepError, cancel_sweep
+
+    try:
+        with session_scope() as session:
+            sweep = cancel_sweep(session, _gateway(session), sweep_id, actor=OPERATOR, reason=reason)
+            typer.echo(f"sweep {sweep.id}: {sweep.state}")
+    except SweepError as exc:
+        _fail(str(exc))
+
+
+def queue_command(as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False) -> None:
+    """Per runner label: busy / free / queued, with each open sweep's progress."""
+    from app.db import session_scope
+    from app.scheduler import queue_snapshot
+
+    with session_scope() as session:
+        snapshot = queue_snapshot(session, _gateway(session))
+    if as_json:
+        typer.echo(json.dumps(snapshot, indent=2))
+        return
+    if not snapshot:
+        console.print("No runner label has work.")
+        return
+    for label in snapshot:
+        paused = " [red]paused[/]" if label["paused"] else ""
+        console.print(
+            f"[bold]{label['label']}[/]{paused}: {label['busy']} busy / {label['free']} free / "
+            f"{label['queued']} queued (capacity {label['capacity']}, {label['capacity_source']})"
+        )
+        table = Table("sweep", "PR", "key", "state", "progress", "done", "running", "queued", box=None)
+        for sw in label["sweeps"]:
+            table.add_row(
+                str(sw["id"]),
+                f"{sw['repo']}#{sw['pr']}",
+                sw["config_key"],
+                sw["state"],
+                ProgressBar(total=max(1, sw["total"]), completed=sw["done"], width=24),
+                f"{sw['done']}/{sw['total']}",
+                str(sw["running"]),
+                str(sw["queued"]),
+            )
+        console.print(table)

@@ -1,0 +1,144 @@
+"""Sweeps tables: a sweep (one PR + config key + image) owns one job per benchmark point.
+
+Keep in step with migrations/versions/0003_sweeps.py (a test compares them).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    func,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+
+class SweepState:
+    AWAITING_APPROVAL = "awaiting_approval"  # fork PR: nothing runs before a maintainer approves
+    ACTIVE = "active"
+    DONE = "done"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+
+    OPEN = (AWAITING_APPROVAL, ACTIVE)
+    FINAL = (DONE, CANCELLED, SUPERSEDED)
+
+
+class JobState:
+    QUEUED = "queued"
+    DISPATCHED = "dispatched"  # claimed and sent (or being sent) to workflow_dispatch
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REUSED = "reused"
+
+    IN_FLIGHT = (DISPATCHED, RUNNING)
+    FINAL = (SUCCEEDED, FAILED, CANCELLED, REUSED)
+
+
+PRIORITIES = {"high": 0, "normal": 1, "low": 2}
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    pr_number: Mapped[int] = mapped_column(Integer)
+    head_sha: Mapped[str] = mapped_column(String(40))
+    head_ref: Mapped[str] = mapped_column(String(255))
+    base_ref: Mapped[str] = mapped_column(String(255))  # fork sweeps dispatch from the base repo's branch
+    head_repo: Mapped[str | None] = mapped_column(String(200))
+    is_fork: Mapped[bool] = mapped_column(Boolean, default=False)
+    config_key: Mapped[str] = mapped_column(String(200))
+    config_path: Mapped[str | None] = mapped_column(String(400))
+    image: Mapped[str] = mapped_column(String(400))
+    fingerprint: Mapped[str] = mapped_column(String(128))
+    points_digest: Mapped[str] = mapped_column(String(64))  # sha256 of the sorted result names
+    filters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    requested_by: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(String(16))  # command | bump | api
+    priority: Mapped[int] = mapped_column(Integer, default=PRIORITIES["normal"])
+    state: Mapped[str] = mapped_column(String(20), default=SweepState.ACTIVE)
+    state_reason: Mapped[str | None] = mapped_column(Text)
+    superseded_by: Mapped[int | None] = mapped_column(ForeignKey("sweeps.id", ondelete="SET NULL"))
+    approved_by: Mapped[str | None] = mapped_column(String(200))
+    approved_sha: Mapped[str | None] = mapped_column(String(40))
+    approved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Round-robin position: the label's release counter when this sweep last got a job released.
+    last_release: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_sweeps_repo_pr_key", "repo", "pr_number", "config_key"),
+        Index("ix_sweeps_state", "state"),
+    )
+
+
+class SweepJob(Base):
+    __tablename__ = "sweep_jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)  # the sweep's point order
+    point: Mapped[dict[str, Any]] = mapped_column(JSON)
+    result_name: Mapped[str] = mapped_column(String(400))
+    runner_label: Mapped[str] = mapped_column(String(100))
+    seq: Mapped[str] = mapped_column(String(32))
+    conc: Mapped[int] = mapped_column(Integer)
+    tp: Mapped[int] = mapped_column(Integer)
+    # Jobs a single dispatch covers share a group key; ``slots`` is how many runners that dispatch
+    # occupies (the workflow may expand more points than this sweep asked for).
+    group_key: Mapped[str] = mapped_column(String(200))
+    slots: Mapped[int] = mapped_column(Integer, default=1)
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED)
+    reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # dispatches made so far
+    claim: Mapped[str | None] = mapped_column(String(64))  # token of the tick that claimed it
+    run_name: Mapped[str | None] = mapped_column(String(100))
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    run_url: Mapped[str | None] = mapped_column(String(500))
+    run_conclusion: Mapped[str | None] = mapped_column(String(32))
+    result_url: Mapped[str | None] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_sweep_jobs_sweep_position", "sweep_id", "position"),
+        Index("ix_sweep_jobs_label_state", "runner_label", "state"),
+        Index("ix_sweep_jobs_run_id", "run_id"),
+        Index("ix_sweep_jobs_run_name", "run_name"),
+    )
+
+
+class RunnerLabel(Base):
+    """One row per runner label: pause switch, cached capacity, and the row ticks lock on."""
+
+    __tablename__ = "runner_labels"
+
+    label: Mapped[str] = mapped_column(String(100), primary_key=True)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    paused_by: Mapped[str | None] = mapped_column(String(200))
+    paused_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    capacity: Mapped[int | None] = mapped_column(Integer)  # last capacity used, for display
+    capacity_source: Mapped[str | None] = mapped_column(String(200))
+    release_seq: Mapped[int] = mapped_column(Integer, default=0)  # bumped under the lock
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,454 @@
+"""Scheduler rules against a fake gateway on SQLite: planning, capacity, order, cancel, fork, tracking."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import scheduler
+from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
+from app.recipes import expand_points, parse_master
+from app.routing import Event, HandlerContext
+from app.scheduler import SweepError, SweepFilters
+from tests.sweep_fakes import KEY, REPO, SHA2, FakeGateway, bench_files
+
+
+@pytest.fixture
+def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    from app.db import session_factory
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=4")
+    reset_settings_cache()
+    scheduler.clear_capacity_cache()
+    enqueued: list[tuple[str, tuple[Any, ...]]] = []
+    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: enqueued.append((task, args)))
+    yield {"factory": session_factory(), "enqueued": enqueued, "mp": settings_env}
+
+
+def _request(
+    factory: sessionmaker[Session], gw: FakeGateway, pr: int = 7, **kw: Any
+) -> scheduler.SweepRequest:
+    with factory() as s:
+        req = scheduler.request_sweep(
+            s, gw, repo=REPO, pr_number=pr, config_key=KEY, requested_by="maint", reason="command", **kw
+        )
+        s.commit()
+        return req
+
+
+def _jobs(factory: sessionmaker[Session], sweep_id: int | None = None) -> list[SweepJob]:
+    with factory() as s:
+        q = select(SweepJob).order_by(SweepJob.id)
+        if sweep_id is not None:
+            q = q.where(SweepJob.sweep_id == sweep_id)
+        return list(s.scalars(q).all())
+
+
+def _inflight(factory: sessionmaker[Session]) -> int:
+    with factory() as s:
+        return scheduler.inflight_slots(s, "mi355x")
+
+
+def test_one_job_per_point_and_groups(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
+    expected = expand_points(master, KEY, seq="8k1k")
+    jobs = _jobs(env["factory"], req.sweep.id)
+    assert [j.result_name for j in jobs] == [p.result_name for p in expected]
+    assert req.created and req.plan.capacity == 4 and req.plan.capacity_source == "settings"
+    assert "28 point(s)" in req.reply or f"{len(expected)} point(s)" in req.reply
+    # conc 1 at 8k1k: three points (tp8, tp8 ep8, tp4) share one dispatch of three slots
+    conc1 = [j for j in jobs if j.conc == 1]
+    assert (
+        len(conc1) == 3
+        and {j.group_key for j in conc1} == {"seq=8k1k/conc=1"}
+        and {j.slots for j in conc1} == {3}
+    )
+
+
+def test_replay_converges_and_new_request_supersedes(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    first = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(32, 64)))
+    again = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(32, 64)))
+    assert again.sweep.id == first.sweep.id and not again.created
+    other = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc_range=(4, 8)))
+    assert other.superseded == [first.sweep.id]
+    with env["factory"]() as s:
+        old = s.get(Sweep, first.sweep.id)
+        assert old is not None and old.state == SweepState.SUPERSEDED and old.superseded_by == other.sweep.id
+    assert {j.state for j in _jobs(env["factory"], first.sweep.id)} == {JobState.CANCELLED}
+    assert {j.conc for j in _jobs(env["factory"], other.sweep.id)} == {4, 8}
+
+
+def test_bad_requests_say_the_fix(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    with pytest.raises(SweepError, match="did you mean"), env["factory"]() as s:
+        scheduler.request_sweep(
+            s,
+            gw,
+            repo=REPO,
+            pr_number=1,
+            config_key="minimaxm3-fp4-mi355x-vlm",
+            requested_by="maint",
+            reason="command",
+        )
+    with pytest.raises(SweepError, match="conc"):
+        _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc_range=(3000, 4000)))
+    with pytest.raises(SweepError, match="priority"):
+        _request(env["factory"], gw, priority="urgent")
+
+
+def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    res = scheduler.tick(env["factory"], lambda s: gw)
+    assert res.dispatched_runs >= 1 and _inflight(env["factory"]) <= 4
+    # largest conc first: conc 512 and 256 (2 slots each) fill the 4 runners
+    assert [d["inputs"]["generate-cli-command"] for d in gw.dispatches] == [
+        f"test-config --config-keys {KEY} --seq-lens 8k1k --conc {c}" for c in (512, 256)
+    ]
+    assert gw.dispatches[0]["ref"] == "recipe-branch" and gw.dispatches[0]["inputs"]["ref"] == "a" * 40
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    with env["factory"]() as s:
+        for job in _jobs(env["factory"], req.sweep.id):
+            if job.state == JobState.DISPATCHED:
+                scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+        s.commit()
+    scheduler.tick(env["factory"], lambda s: gw)
+    assert len(gw.dispatches) == 3 and _inflight(env["factory"]) <= 4
+
+
+def test_capacity_from_runners_yaml_when_not_configured(env: dict[str, Any]) -> None:
+    from app.settings import reset_settings_cache
+
+    env["mp"].delenv("SWEEPBOT_RUNNER_CAPACITY")
+    reset_settings_cache()
+    gw = FakeGateway()
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    assert req.plan.capacity == 9 and "runners.yaml" in req.plan.capacity_source
+    scheduler.tick(env["factory"], lambda s: gw)
+    assert 0 < _inflight(env["factory"]) <= 9
+
+
+def test_paused_label_releases_nothing(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    with env["factory"]() as s:
+        scheduler.set_label_paused(s, "mi355x", True, actor="ops")
+        s.commit()
+    res = scheduler.tick(env["factory"], lambda s: gw)
+    assert gw.dispatches == [] and "mi355x" in res.skipped_labels
+    with env["factory"]() as s:
+        scheduler.set_label_paused(s, "mi355x", False, actor="ops")
+        s.commit()
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 2
+
+
+def test_priority_then_round_robin(env: dict[str, Any]) -> None:
+    from app.settings import reset_settings_cache
+
+    env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=3")
+    reset_settings_cache()
+    gw = FakeGateway()
+    filters = SweepFilters(seq="8k1k", conc=(1, 2, 4))
+    a = _request(env["factory"], gw, pr=1, filters=filters)
+    b = _request(env["factory"], gw, pr=2, filters=filters)
+    c = _request(env["factory"], gw, pr=3, filters=filters, priority="high")
+    scheduler.tick(env["factory"], lambda s: gw)
+    # capacity 3 = one 3-slot dispatch: the high-priority sweep goes first
+    assert [d["inputs"]["test-name"].split("-")[1] for d in gw.dispatches] == [str(c.sweep.id)]
+    order = []
+    for _ in range(8):
+        with env["factory"]() as s:
+            for job in s.scalars(select(SweepJob).where(SweepJob.state == JobState.DISPATCHED)).all():
+                scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+            s.commit()
+        before = len(gw.dispatches)
+        scheduler.tick(env["factory"], lambda s: gw)
+        order += [int(d["inputs"]["test-name"].split("-")[1]) for d in gw.dispatches[before:]]
+    # c drains first (priority), then a and b alternate
+    assert order[:2] == [c.sweep.id, c.sweep.id]
+    assert order[2:8] == [a.sweep.id, b.sweep.id] * 3
+
+
+def test_cancel_leaves_no_queued_or_running_job(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    scheduler.tick(env["factory"], lambda s: gw)
+    with env["factory"]() as s:
+        scheduler.cancel_sweep(s, gw, req.sweep.id, actor="maint", reason="no longer needed")
+        s.commit()
+    states = {j.state for j in _jobs(env["factory"], req.sweep.id)}
+    assert states == {JobState.CANCELLED}
+    assert gw.cancelled == [d["run_id"] for d in gw.dispatches]
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
+
+
+def test_fork_waits_for_approval_and_a_new_push_voids_it(env: dict[str, Any]) -> None:
+    gw = FakeGateway(fork=True)
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(64,)))
+    assert req.sweep.state == SweepState.AWAITING_APPROVAL and "/sweep approve" in req.reply
+    scheduler.tick(env["factory"], lambda s: gw)
+    assert gw.dispatches == []
+    with env["factory"]() as s:
+        refused = scheduler.approve_pr(s, gw, repo=REPO, pr_number=7, head_sha=None, approver="outsider")
+        assert "needs write" in refused
+        ok = scheduler.approve_pr(s, gw, repo=REPO, pr_number=7, head_sha=None, approver="maint")
+        s.commit()
+    assert "Approved" in ok
+    gw.head_sha = SHA2  # a push lands after the approval, before the dispatch
+    res = scheduler.tick(env["factory"], lambda s: gw)
+    assert gw.dispatches == [] and res.voided == 1
+    with env["factory"]() as s:
+        sweep = s.get(Sweep, req.sweep.id)
+        assert (
+            sweep is not None and sweep.state == SweepState.AWAITING_APPROVAL and sweep.approved_sha is None
+        )
+        stale = scheduler.approve_pr(s, gw, repo=REPO, pr_number=7, head_sha="a" * 40, approver="maint")
+        assert "head is now" in stale
+    assert {j.state for j in _jobs(env["factory"], req.sweep.id)} == {JobState.QUEUED}
+
+
+def test_fork_dispatch_after_approval_uses_base_branch(env: dict[str, Any]) -> None:
+    gw = FakeGateway(fork=True)
+    _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(64,)))
+    with env["factory"]() as s:
+        scheduler.approve_pr(s, gw, repo=REPO, pr_number=7, head_sha="a" * 40, approver="maint")
+        s.commit()
+    scheduler.tick(env["factory"], lambda s: gw)
+    assert len(gw.dispatches) == 1 and gw.dispatches[0]["ref"] == "main"
+    assert gw.dispatches[0]["inputs"]["ref"] == "a" * 40
+
+
+def test_dispatch_falls_back_to_the_run_name(env: dict[str, Any]) -> None:
+    gw = FakeGateway(return_details=False)
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(64,)))
+    scheduler.tick(env["factory"], lambda s: gw)
+    jobs = _jobs(env["factory"], req.sweep.id)
+    assert {j.run_id for j in jobs} == {gw.dispatches[0]["run_id"]}
+    assert jobs[0].run_name == f"sweepbot-{req.sweep.id}-{jobs[0].id}"
+
+
+def test_reused_point_is_never_dispatched(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+
+    class Stored:
+        id = 1
+        run_url = "https://github.test/run/1"
+
+    reused_name: list[str] = []
+
+    def fake_reusable(session: Session, *, image: str, fingerprint: str, result_name: str) -> Any:
+        return Stored() if reused_name and result_name == reused_name[0] else None
+
+    env["mp"].setattr(scheduler, "_find_reusable", fake_reusable)
+    master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
+    point = next(p for p in expand_points(master, KEY, seq="8k1k", conc=[256]))
+    reused_name.append(point.result_name)
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(256,)))
+    assert req.plan.reused == 1
+    jobs = {j.result_name: j for j in _jobs(env["factory"], req.sweep.id)}
+    assert jobs[point.result_name].state == JobState.REUSED
+    assert jobs[point.result_name].result_url == "https://github.test/run/1"
+
+
+def _wf_job(
+    run_id: int, name: str, conclusion: str | None, status: str = "completed", lost: bool = False
+) -> dict[str, Any]:
+    steps = [{"name": "Run benchmark", "conclusion": conclusion}]
+    if lost:
+        steps.append({"name": "The self-hosted runner: mi355x-amds_01 lost communication with the server"})
+    return {
+        "run_id": run_id,
+        "name": f"benchmark ({name})",
+        "status": status,
+        "conclusion": conclusion,
+        "steps": steps,
+        "runner_name": "mi355x-amds_01",
+        "html_url": "https://github.test/job",
+    }
+
+
+def _ctx(session: Session, event: str, payload: dict[str, Any]) -> HandlerContext:
+    return HandlerContext(session=session, event=Event("d1", event, payload.get("action"), payload))
+
+
+def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any]) -> None:
+    env["mp"].setenv("SWEEPBOT_INFRA_RETRY_LIMIT", "1")
+    from app.settings import reset_settings_cache
+
+    reset_settings_cache()
+    gw = FakeGateway()
+    env["mp"].setattr(scheduler, "_handler_gateway", lambda ctx: gw)
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(1,)))
+    scheduler.tick(env["factory"], lambda s: gw)
+    jobs = _jobs(env["factory"], req.sweep.id)
+    run_id = gw.dispatches[0]["run_id"]
+    ok, lost, bad = jobs
+    with env["factory"]() as s:
+        for payload in (
+            {"action": "in_progress", "workflow_job": _wf_job(run_id, ok.result_name, None, "in_progress")},
+            {"action": "completed", "workflow_job": _wf_job(run_id, ok.result_name, "success")},
+            {"action": "completed", "workflow_job": _wf_job(run_id, lost.result_name, "failure", lost=True)},
+            {"action": "completed", "workflow_job": _wf_job(run_id, bad.result_name, "failure")},
+        ):
+            ctx = _ctx(s, "workflow_job", payload)
+            scheduler.on_workflow_job(ctx)
+            for cb in ctx.after_commit:
+                cb()
+        s.commit()
+    by_id = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
+    assert by_id[ok.id].state == JobState.RUNNING and by_id[ok.id].run_conclusion == "success"
+    assert ("sweepbot.collect_job", (ok.id,)) in env["enqueued"]
+    assert by_id[lost.id].state == JobState.QUEUED and "runner lost" in (by_id[lost.id].reason or "")
+    assert by_id[bad.id].state == JobState.FAILED and "benchmark failure" in (by_id[bad.id].reason or "")
+    # the succeeded job only waits for collection, so its runner is free: the retry goes out now
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1
+    with env["factory"]() as s:
+        scheduler.finish_job(s, ok.id, JobState.SUCCEEDED, result_url="r1")
+        s.commit()
+    retry_run = gw.dispatches[-1]["run_id"]
+    assert retry_run != run_id
+    with env["factory"]() as s:
+        scheduler.on_workflow_job(
+            _ctx(
+                s,
+                "workflow_job",
+                {
+                    "action": "completed",
+                    "workflow_job": _wf_job(retry_run, lost.result_name, "failure", lost=True),
+                },
+            )
+        )
+        s.commit()
+        sweep = s.get(Sweep, req.sweep.id)
+        assert sweep is not None and sweep.state == SweepState.DONE
+    assert {j.id: j.state for j in _jobs(env["factory"], req.sweep.id)}[lost.id] == JobState.FAILED
+
+
+def test_run_level_startup_failure_is_retried(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    env["mp"].setattr(scheduler, "_handler_gateway", lambda ctx: gw)
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(256,)))
+    scheduler.tick(env["factory"], lambda s: gw)
+    run_id = gw.dispatches[0]["run_id"]
+    with env["factory"]() as s:
+        scheduler.on_workflow_run(
+            _ctx(
+                s,
+                "workflow_run",
+                {
+                    "action": "completed",
+                    "workflow_run": {
+                        "id": run_id,
+                        "name": gw.runs[run_id]["name"],
+                        "status": "completed",
+                        "conclusion": "startup_failure",
+                    },
+                },
+            )
+        )
+        s.commit()
+    assert {j.state for j in _jobs(env["factory"], req.sweep.id)} == {JobState.QUEUED}
+
+
+def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(256, 512)))
+    scheduler.tick(env["factory"], lambda s: gw)
+    first, *_ = _jobs(env["factory"], req.sweep.id)
+    # a crash lost the recorded run id; the run itself is in progress
+    with env["factory"]() as s:
+        job = s.get(SweepJob, first.id)
+        assert job is not None
+        job.run_id = None
+        s.commit()
+    run_id = next(d["run_id"] for d in gw.dispatches if d["inputs"]["test-name"] == first.run_name)
+    gw.runs[run_id]["status"] = "in_progress"
+    res = scheduler.repair_jobs(env["factory"], lambda s: gw)
+    adopted = _jobs(env["factory"], req.sweep.id)[0]
+    assert res.updated >= 1 and adopted.run_id == run_id and adopted.state == JobState.RUNNING
+    # stuck past the timeout: failed with the reason, run cancelled
+    with env["factory"]() as s:
+        job = s.get(SweepJob, first.id)
+        assert job is not None
+        job.dispatched_at = datetime.now(UTC) - timedelta(hours=7)
+        s.commit()
+    res = scheduler.repair_jobs(env["factory"], lambda s: gw)
+    timed = _jobs(env["factory"], req.sweep.id)[0]
+    assert res.timed_out == 1 and timed.state == JobState.FAILED and "timed out" in (timed.reason or "")
+    assert run_id in gw.cancelled
+
+
+def test_push_supersedes_and_cancels_runs(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    env["mp"].setattr(scheduler, "_handler_gateway", lambda ctx: gw)
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    scheduler.tick(env["factory"], lambda s: gw)
+    with env["factory"]() as s:
+        scheduler.on_pull_request_synchronize(
+            _ctx(
+                s,
+                "pull_request",
+                {
+                    "action": "synchronize",
+                    "repository": {"full_name": REPO},
+                    "sender": {"login": "carol"},
+                    "pull_request": {"number": 7, "head": {"sha": SHA2}},
+                },
+            )
+        )
+        s.commit()
+        sweep = s.get(Sweep, req.sweep.id)
+        assert sweep is not None and sweep.state == SweepState.SUPERSEDED
+    assert {j.state for j in _jobs(env["factory"], req.sweep.id)} == {JobState.CANCELLED}
+    assert gw.cancelled == [d["run_id"] for d in gw.dispatches]
+
+
+def test_retry_and_summary(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(512,)))
+    with env["factory"]() as s:
+        scheduler.cancel_sweep(s, gw, req.sweep.id, actor="maint", reason="oops")
+        s.commit()
+    with env["factory"]() as s:
+        scheduler.retry_sweep(s, req.sweep.id, actor="maint")
+        s.commit()
+        summary = scheduler.sweep_summary(s, req.sweep.id)
+    assert summary["state"] == SweepState.ACTIVE and summary["counts"] == {"queued": summary["total"]}
+    with env["factory"]() as s, pytest.raises(SweepError, match="only failed or cancelled"):
+        scheduler.retry_job(s, summary["jobs"][0]["id"], actor="maint")
+
+
+def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
+    from app.settings import SettingsError, get_settings, reset_settings_cache
+
+    settings = get_settings()
+    kw = dict(
+        seq="8k1k",
+        conc=64,
+        tp=4,
+        head_sha="a" * 40,
+        head_ref="b",
+        base_ref="main",
+        run_name="sweepbot-1-2",
+        pr=1,
+    )
+    with pytest.raises(SweepError, match="config key"):
+        scheduler.render_dispatch(settings, key="k; rm -rf /", **kw)  # type: ignore[arg-type]
+    env["mp"].setenv("SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "{key} {secret}"}')
+    reset_settings_cache()
+    with pytest.raises(SettingsError, match="secret"):
+        scheduler.render_dispatch(get_settings(), key="k", **kw)  # type: ignore[arg-type]
+    env["mp"].setenv(
+        "SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "--conc {conc} --tp {tp}", "test-name": "{run_name}"}'
+    )
+    reset_settings_cache()
+    assert scheduler.group_fields(get_settings()) == ("seq", "conc", "tp")

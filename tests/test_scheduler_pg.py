@@ -1,0 +1,80 @@
+"""No job is dispatched twice and capacity holds when many ticks run at once on PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from sqlalchemy import select
+
+from app import scheduler
+from app.models.sweeps import JobState, SweepJob
+from app.scheduler import SweepFilters
+from tests.sweep_fakes import KEY, REPO, FakeGateway
+
+
+@pytest.mark.services
+def test_concurrent_ticks_never_double_dispatch(pg_clean_url: str, settings_env: pytest.MonkeyPatch) -> None:
+    from app.db import session_factory
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_DATABASE_URL", pg_clean_url)
+    settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=7")
+    # {tp} in the template: one point per dispatch, so many small claims race for the slots
+    settings_env.setenv(
+        "SWEEPBOT_DISPATCH_INPUTS",
+        '{"generate-cli-command": "test-config --config-keys {key} --seq-lens {seq} '
+        '--conc {conc} --tp {tp}", "ref": "{head_sha}", "test-name": "{run_name}"}',
+    )
+    reset_settings_cache()
+    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    factory = session_factory()
+    gw = FakeGateway()
+    with factory() as s:
+        for pr in (1, 2, 3):
+            scheduler.request_sweep(
+                s,
+                gw,
+                repo=REPO,
+                pr_number=pr,
+                config_key=KEY,
+                requested_by="maint",
+                reason="api",
+                filters=SweepFilters(seq="8k1k"),
+            )
+        s.commit()
+
+    def inflight() -> int:
+        with factory() as s:
+            return scheduler.inflight_slots(s, "mi355x")
+
+    for _round in range(4):
+        barrier = threading.Barrier(8)
+        errors: list[BaseException] = []
+
+        def worker(barrier: threading.Barrier = barrier, errors: list[BaseException] = errors) -> None:
+            try:
+                barrier.wait(timeout=10)
+                scheduler.tick(factory, lambda s: gw)
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors
+        assert inflight() <= 7
+        runs_per_job = Counter(d["inputs"]["test-name"] for d in gw.dispatches)
+        assert max(runs_per_job.values()) == 1, "a run name was dispatched twice"
+        with factory() as s:  # finish what is in flight so the next round races again
+            for job in s.scalars(select(SweepJob).where(SweepJob.state == JobState.DISPATCHED)).all():
+                scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+            s.commit()
+    with factory() as s:
+        dispatched = s.scalars(select(SweepJob).where(SweepJob.state == JobState.SUCCEEDED)).all()
+        assert all(j.attempts == 1 for j in dispatched)
+    names = Counter(d["inputs"]["test-name"] for d in gw.dispatches)
+    assert {j.run_name for j in dispatched} == set(names) and len(dispatched) >= 4 * 6

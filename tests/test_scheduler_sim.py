@@ -1,0 +1,170 @@
+"""The scheduler against the simulated GitHub + runner fleet (polling only, no webhooks)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import scheduler
+from app.models.sweeps import JobState, SweepJob
+from app.scheduler import SweepFilters
+from sim.scenario import SeedScenario
+from sim.server import SimServer
+from sim.world import SimSettings
+
+KEY = "minimaxm3-fp4-mi355x-vllm"
+
+
+@pytest.fixture
+def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    from app.db import session_factory
+    from app.github import gateway
+    from app.settings import get_settings, reset_settings_cache
+
+    with SimServer(settings=SimSettings(time_scale=0.0002, seed=3)) as sim:
+        facts = SeedScenario(sim.world).load()
+        settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
+        settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
+        reset_settings_cache()
+        scheduler.clear_capacity_cache()
+        settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+        yield {
+            "sim": sim,
+            "factory": session_factory(),
+            "gw": lambda s: gateway(get_settings(), s),
+            "repo": "SemiAnalysisAI/InferenceX",
+            "pr": 2104,
+            "facts": facts,
+        }
+
+
+def _sim_in_flight(sim: SimServer, label: str) -> int:
+    with sim.world.lock:
+        return sum(1 for j in sim.world.jobs.values() if j.label == label and j.status != "completed")
+
+
+def _drive(bot: dict[str, Any], until: float = 20.0, collect: bool = True) -> int:
+    """Tick + repair until nothing is open; 'collect' successful runs. Returns peak sim in-flight."""
+    factory: sessionmaker[Session] = bot["factory"]
+    peak = 0
+    deadline = time.monotonic() + until
+    while time.monotonic() < deadline:
+        scheduler.tick(factory, bot["gw"])
+        peak = max(peak, _sim_in_flight(bot["sim"], "mi355x"))
+        scheduler.repair_jobs(factory, bot["gw"])
+        with factory() as s:
+            open_jobs = s.scalars(select(SweepJob).where(SweepJob.state.notin_(JobState.FINAL))).all()
+            for job in open_jobs:
+                if collect and job.run_conclusion == "success":  # stands in for the results capability
+                    scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+            s.commit()
+            if not open_jobs:
+                return peak
+        time.sleep(0.02)
+    raise AssertionError("sweep did not finish in time")
+
+
+def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
+    factory = bot["factory"]
+    with factory() as s:
+        req = scheduler.request_sweep(
+            s,
+            bot["gw"](s),
+            repo=bot["repo"],
+            pr_number=bot["pr"],
+            config_key=KEY,
+            requested_by="carol-writer",
+            reason="command",
+            filters=SweepFilters(seq="8k1k"),
+        )
+        s.commit()
+    assert req.plan.capacity == 9 and "runners.yaml" in req.plan.capacity_source
+    peak = _drive(bot)
+    assert 0 < peak <= 9
+    with factory() as s:
+        jobs = s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()
+        assert {j.state for j in jobs} == {JobState.SUCCEEDED}
+        names = {j.result_name for j in jobs}
+    with bot["sim"].world.lock:
+        ran = [j.point["result-name"] for j in bot["sim"].world.jobs.values()]
+    assert set(ran) == names and len(ran) == len(names)  # every point ran exactly once
+
+
+def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.MonkeyPatch) -> None:
+    factory = bot["factory"]
+    skipped: set[str] = set()
+
+    class Stored:
+        id = 9
+        run_url = "https://sim/run/9"
+
+    settings_env.setattr(
+        scheduler,
+        "_find_reusable",
+        lambda session, *, image, fingerprint, result_name: Stored() if result_name in skipped else None,
+    )
+    with factory() as s:
+        plan = scheduler.request_sweep(
+            s,
+            bot["gw"](s),
+            repo=bot["repo"],
+            pr_number=bot["pr"],
+            config_key=KEY,
+            requested_by="carol-writer",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=(64,)),
+        )
+        s.rollback()  # only to learn the points' names
+    skipped.add(plan.plan.points[0]["result-name"])
+    with factory() as s:
+        req = scheduler.request_sweep(
+            s,
+            bot["gw"](s),
+            repo=bot["repo"],
+            pr_number=bot["pr"],
+            config_key=KEY,
+            requested_by="carol-writer",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=(1, 64)),
+        )
+        s.commit()
+    scheduler.tick(factory, bot["gw"])
+    with factory() as s:
+        scheduler.cancel_sweep(s, bot["gw"](s), req.sweep.id, actor="alice-admin", reason="test")
+        s.commit()
+        states = {j.state for j in s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()}
+    assert states <= {JobState.CANCELLED, JobState.REUSED} and JobState.REUSED in states
+    deadline = time.monotonic() + 5
+    while _sim_in_flight(bot["sim"], "mi355x") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _sim_in_flight(bot["sim"], "mi355x") == 0
+    with bot["sim"].world.lock:
+        ran = {j.point["result-name"] for j in bot["sim"].world.jobs.values()}
+    assert not (ran & skipped)
+
+
+def test_runner_lost_is_retried_on_the_sim(bot: dict[str, Any]) -> None:
+    factory = bot["factory"]
+    bot["sim"].world.faults.runner_lost_next = 1
+    with factory() as s:
+        req = scheduler.request_sweep(
+            s,
+            bot["gw"](s),
+            repo=bot["repo"],
+            pr_number=bot["pr"],
+            config_key=KEY,
+            requested_by="carol-writer",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=(32,)),
+        )
+        s.commit()
+    _drive(bot)
+    with factory() as s:
+        jobs = s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()
+        assert {j.state for j in jobs} == {JobState.SUCCEEDED}
+        assert max(j.attempts for j in jobs) == 2
