@@ -1,0 +1,469 @@
+"""PR comment commands: one grammar that parses them and also writes ``/help``.
+
+Rules (``parse_commands``):
+
+- a command is a line that starts with ``/<name>`` (at most three leading spaces, as Markdown
+  allows for a paragraph); text that merely mentions ``/sweep`` mid-sentence is not a command;
+- quoted lines (``> /sweep``), fenced code blocks (```` ``` ```` / ``~~~``), indented code (four
+  spaces or a tab) and HTML comments are ignored, so quoting or documenting a command never runs it;
+- parsing is strict: unknown options, duplicates, malformed values and stray words are errors
+  whose message says the fix.
+
+The handler runs on ``issue_comment`` ``created`` only (an edited comment does not run again),
+on pull requests only, never for the bot itself or other bots. It reacts on receipt, checks the
+permission (write, maintain or admin) for anything that spends runner time or changes files,
+runs the command, and answers in one reply per triggering comment (hidden marker with the comment
+id, looked up before creating, so a redelivery neither re-runs nor re-posts). Every command,
+allowed or refused, is written to the audit log.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from sqlalchemy.orm import Session
+
+from app.routing import HandlerContext, HandlerSkipped, router
+
+log = structlog.get_logger(__name__)
+
+MAX_COMMANDS = 10
+
+# ------------------------------------------------------------------------------------------ grammar
+
+_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_SEQ_RE = re.compile(r"^(?:\d+k\d+k|\d+_\d+)$")
+_REF_RE = re.compile(r"^(?:https://github\.com/)?([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:#|/pull/|/issues/)(\d+)/?$")
+MAX_CONC = 4096
+
+
+class CommandSyntaxError(ValueError):
+    pass
+
+
+def _v_key(value: str) -> str:
+    if not _KEY_RE.match(value):
+        raise CommandSyntaxError(f"config={value!r} is not a config key; write it as in the master config, "
+                                 "e.g. config=minimaxm3-fp4-mi355x-vllm")
+    return value
+
+
+def _v_conc(value: str) -> dict[str, Any]:
+    fix = "write a list like conc=32,64 or a range like conc=4..256 (positive integers)"
+    if ".." in value:
+        lo_s, _, hi_s = value.partition("..")
+        if not (lo_s.isdigit() and hi_s.isdigit()):
+            raise CommandSyntaxError(f"conc={value!r} is not a range: {fix}")
+        lo, hi = int(lo_s), int(hi_s)
+        if lo < 1 or hi > MAX_CONC or lo > hi:
+            raise CommandSyntaxError(f"conc={value!r}: the range must go up, from 1 to at most {MAX_CONC}: {fix}")
+        return {"range": (lo, hi)}
+    parts = value.split(",")
+    if not parts or not all(p.isdigit() for p in parts):
+        raise CommandSyntaxError(f"conc={value!r} is not a list of concurrencies: {fix}")
+    values = sorted({int(p) for p in parts})
+    if values[0] < 1 or values[-1] > MAX_CONC:
+        raise CommandSyntaxError(f"conc={value!r}: each value must be between 1 and {MAX_CONC}: {fix}")
+    return {"list": values}
+
+
+def _v_seq(value: str) -> str:
+    if not _SEQ_RE.match(value):
+        raise CommandSyntaxError(f"seq={value!r} is not a sequence-length name; use one like seq=8k1k, "
+                                 "seq=1k1k or seq=<isl>_<osl>")
+    return value
+
+
+def _v_tp(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise CommandSyntaxError(f"tp={value!r} is not a tensor-parallel size; use an integer from 1 to 64, e.g. tp=4")
+    return int(value)
+
+
+def _v_priority(value: str) -> str:
+    if value not in ("low", "normal", "high"):
+        raise CommandSyntaxError(f"priority={value!r} is not a priority; use priority=low, normal or high")
+    return value
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    name: str
+    placeholder: str
+    help: str
+    parse: Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    name: str  # "sweep", "depends-on" ...
+    sub: str | None  # "status", "drop" ... or None
+    summary: str
+    needs_write: bool
+    options: tuple[OptionSpec, ...] = ()
+    takes_refs: bool = False
+    example: str = ""
+
+    @property
+    def words(self) -> str:
+        return f"/{self.name}" + (f" {self.sub}" if self.sub else "")
+
+    def usage(self) -> str:
+        parts = [self.words]
+        parts += [f"[{o.name}={o.placeholder}]" for o in self.options]
+        if self.takes_refs:
+            parts.append("<owner/repo>#<N> ...")
+        return " ".join(parts)
+
+
+SWEEP_OPTIONS = (
+    OptionSpec("config", "KEY", "the master-config key to sweep (default: the key(s) this PR changes)", _v_key),
+    OptionSpec("conc", "32,64 | 4..256", "only these concurrencies, a list or an inclusive range", _v_conc),
+    OptionSpec("seq", "8k1k", "only this sequence-length scenario (8k1k, 1k1k or <isl>_<osl>)", _v_seq),
+    OptionSpec("tp", "4", "only points with this tensor-parallel size", _v_tp),
+    OptionSpec("priority", "low|normal|high", "queue priority (default normal)", _v_priority),
+)
+
+GRAMMAR: tuple[CommandSpec, ...] = (
+    CommandSpec("sweep", None, "Queue a benchmark sweep of the recipe on its runners and report the gap.",
+                True, SWEEP_OPTIONS, example="/sweep conc=32,64 seq=8k1k"),
+    CommandSpec("sweep", "status", "Show the progress of this PR's sweeps.", False),
+    CommandSpec("sweep", "cancel", "Cancel this PR's queued and running sweep jobs.", True),
+    CommandSpec("sweep", "approve", "Approve the sweep of a fork PR for its current head commit.", True),
+    CommandSpec("depends-on", None, "Wait for upstream PRs to land in a nightly before bumping the image.",
+                True, takes_refs=True, example="/depends-on vllm-project/vllm#47269"),
+    CommandSpec("depends-on", "drop", "Stop waiting for these upstream PRs.", True, takes_refs=True,
+                example="/depends-on drop vllm-project/vllm#47270"),
+    CommandSpec("bump", None, "Bump the image pin now if a nightly contains every dependency.", True),
+    CommandSpec("help", None, "Show this help.", False),
+)
+NAMES = sorted({spec.name for spec in GRAMMAR})
+
+
+def help_text() -> str:
+    """The ``/help`` reply, generated from ``GRAMMAR`` (so it cannot drift from the parser)."""
+    lines = ["**sweepbot commands** (one per line, at the start of the line, in a PR comment):", ""]
+    for spec in GRAMMAR:
+        perm = " *(write access)*" if spec.needs_write else ""
+        lines.append(f"- `{spec.usage()}` — {spec.summary}{perm}")
+        for opt in spec.options:
+            lines.append(f"  - `{opt.name}={opt.placeholder}`: {opt.help}")
+        if spec.example:
+            lines.append(f"  - example: `{spec.example}`")
+    lines += ["", "Quoted lines (`> /sweep`) and code blocks are ignored. Editing a comment does not run it again."]
+    return "\n".join(lines)
+
+
+@dataclass
+class Command:
+    name: str
+    sub: str | None
+    line: str  # the command line as written
+    line_no: int
+    options: dict[str, Any] = field(default_factory=dict)
+    refs: tuple[str, ...] = ()
+    error: str | None = None
+    spec: CommandSpec | None = None
+
+    @property
+    def words(self) -> str:
+        return f"/{self.name}" + (f" {self.sub}" if self.sub else "")
+
+    @property
+    def needs_write(self) -> bool:
+        return self.spec.needs_write if self.spec is not None else False
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _parse_line(text: str, line_no: int) -> Command | None:
+    tokens = text.split()
+    head = tokens[0]
+    name = head[1:]
+    if name not in NAMES:
+        close = difflib.get_close_matches(name.lower(), NAMES, n=1, cutoff=0.75)
+        if close:  # "/swep", "/Sweep", "/depends_on": clearly meant for us
+            return Command(name, None, text, line_no,
+                           error=f"unknown command `{head}`: did you mean `/{close[0]}`? Reply `/help` for the list.")
+        return None  # a path or someone else's slash command
+    rest = tokens[1:]
+    subs = {s.sub: s for s in GRAMMAR if s.name == name and s.sub}
+    spec = next(s for s in GRAMMAR if s.name == name and s.sub is None)
+    if rest and rest[0] in subs:
+        spec = subs[rest[0]]
+        rest = rest[1:]
+    cmd = Command(name, spec.sub, text, line_no, spec=spec)
+    try:
+        if spec.takes_refs:
+            if not rest:
+                raise CommandSyntaxError(f"`{spec.words}` needs at least one PR, e.g. `{spec.example}`")
+            refs = []
+            for tok in rest:
+                m = _REF_RE.match(tok.rstrip(",;"))
+                if m is None:
+                    raise CommandSyntaxError(f"{tok!r} is not a pull request reference; write owner/repo#N or the "
+                                             f"PR URL, e.g. `{spec.example}`")
+                refs.append(f"{m.group(1)}#{m.group(2)}")
+            cmd.refs = tuple(dict.fromkeys(refs))
+        elif spec.options:
+            by_name = {o.name: o for o in spec.options}
+            for tok in rest:
+                key, sep, value = tok.partition("=")
+                if not sep:
+                    choices = ", ".join(sorted(subs))
+                    raise CommandSyntaxError(
+                        f"unexpected word {tok!r}: `/{name}` takes options as key=value "
+                        f"({', '.join(o.name + '=' for o in spec.options)}) or one of: {choices}")
+                if key not in by_name:
+                    raise CommandSyntaxError(f"unknown option {key!r}.{_did_you_mean(key, list(by_name))} "
+                                             f"Options: {', '.join(o.name + '=' for o in spec.options)}")
+                if key in cmd.options:
+                    raise CommandSyntaxError(f"option {key}= is given twice; give it once")
+                if not value:
+                    raise CommandSyntaxError(f"option {key}= has no value; write {key}={by_name[key].placeholder}")
+                cmd.options[key] = by_name[key].parse(value)
+        elif rest:
+            raise CommandSyntaxError(f"`{spec.words}` takes no arguments; remove {' '.join(rest)!r}")
+    except CommandSyntaxError as exc:
+        cmd.error = f"{exc} (usage: `{spec.usage()}`)"
+    return cmd
+
+
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def parse_commands(body: str) -> list[Command]:
+    """Every command in a comment body, in order; malformed ones carry ``error``."""
+    out: list[Command] = []
+    fence: str | None = None
+    in_html_comment = False
+    for line_no, raw in enumerate((body or "").replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1):
+        m = _FENCE_RE.match(raw)
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not raw.strip()[len(m.group(1)):]:
+                fence = None
+            continue
+        if m:
+            fence = m.group(1)
+            continue
+        if in_html_comment:
+            if "-->" in raw:
+                in_html_comment = False
+            continue
+        if raw.lstrip().startswith("<!--"):
+            in_html_comment = "-->" not in raw
+            continue
+        if raw.startswith(("    ", "\t")):
+            continue  # indented code block
+        text = raw.strip()
+        if not text.startswith("/") or len(raw) - len(raw.lstrip(" ")) > 3:
+            continue  # quotes ("> /sweep") and mid-sentence mentions never start with "/"
+        cmd = _parse_line(text, line_no)
+        if cmd is None:
+            continue
+        if len(out) >= MAX_COMMANDS:
+            out.append(Command(cmd.name, cmd.sub, text, line_no,
+                               error=f"more than {MAX_COMMANDS} commands in one comment; split them up"))
+            break
+        out.append(cmd)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ handler
+
+
+def reply_marker(comment_id: int) -> str:
+    return f"<!-- sweepbot:reply comment={comment_id} -->"
+
+
+def is_bot(user: Mapping[str, Any] | None, bot_login: str) -> bool:
+    if not isinstance(user, Mapping):
+        return False
+    login = str(user.get("login") or "")
+    return login == bot_login or user.get("type") == "Bot" or login.endswith("[bot]")
+
+
+@dataclass
+class HandleOutcome:
+    status: str  # "ignored" | "answered" | "already-answered"
+    reason: str = ""
+    reply: str | None = None
+    results: list[tuple[str, str]] = field(default_factory=list)  # (command, outcome)
+
+
+def sweep_filters(cmd: Command) -> Any:
+    """The scheduler's ``SweepFilters`` from the /sweep options (None when no filter is given)."""
+    from app.scheduler import SweepFilters
+
+    conc = cmd.options.get("conc") or {}
+    if not any(k in cmd.options for k in ("seq", "conc", "tp")):
+        return None
+    return SweepFilters(seq=cmd.options.get("seq"),
+                        conc=tuple(conc["list"]) if "list" in conc else None,
+                        conc_range=tuple(conc["range"]) if "range" in conc else None,
+                        tp=cmd.options.get("tp"))
+
+
+def _pr_config_keys(session: Session, gw: Any, repo: str, number: int) -> list[str]:
+    from app import tracking
+
+    pull = gw.get_pull(repo, number)
+    return list(tracking.target_keys(gw, repo, pull, tracking.bot_config(session, gw, repo)))
+
+
+def _run_command(session: Session, gw: Any, cmd: Command, *, repo: str, number: int, login: str) -> str:
+    """Execute one allowed command; return the reply text (domain errors raise ValueError)."""
+    if cmd.name == "help":
+        return help_text()
+    if cmd.name == "sweep" and cmd.sub is None:
+        from app.scheduler import request_sweep
+
+        keys = [cmd.options["config"]] if "config" in cmd.options else _pr_config_keys(session, gw, repo, number)
+        if not keys:
+            raise ValueError("I could not tell which config key this PR is about: name it, e.g. "
+                             "`/sweep config=minimaxm3-fp4-mi355x-vllm`")
+        replies = []
+        for key in keys:
+            req = request_sweep(session, gw, repo=repo, pr_number=number, config_key=key, requested_by=login,
+                                reason="command", filters=sweep_filters(cmd),
+                                priority=cmd.options.get("priority", "normal"))
+            replies.append(str(req.reply))
+        return "\n\n".join(replies)
+    if cmd.name == "sweep" and cmd.sub == "status":
+        from app.reports import pr_status_text
+
+        return pr_status_text(session, repo=repo, pr_number=number)
+    if cmd.name == "sweep" and cmd.sub == "cancel":
+        from app.scheduler import cancel_pr_sweeps
+
+        got = cancel_pr_sweeps(session, gw, repo=repo, pr_number=number, actor=login,
+                               reason=f"/sweep cancel by @{login}")
+        if isinstance(got, str):
+            return got
+        ids = ", ".join(f"#{s.id}" for s in got)
+        return f"Cancelled sweep(s) {ids}." if got else "No open sweep on this PR: nothing to cancel."
+    if cmd.name == "sweep" and cmd.sub == "approve":
+        from app.scheduler import approve_pr
+
+        head_sha = str(gw.get_pull(repo, number)["head"]["sha"])
+        return str(approve_pr(session, gw, repo=repo, pr_number=number, head_sha=head_sha, approver=login))
+    if cmd.name == "depends-on":
+        from app import tracking
+
+        refs = tracking.parse_dependency_refs("\n".join(f"Depends-On: {r}" for r in cmd.refs))
+        fn = tracking.drop_dependencies if cmd.sub == "drop" else tracking.add_dependencies
+        return str(fn(session, gw, repo=repo, pr_number=number, refs=refs, actor=login))
+    if cmd.name == "bump":
+        from app.tracking import request_bump
+
+        return str(request_bump(session, gw, repo=repo, pr_number=number, actor=login))
+    raise ValueError(f"{cmd.words} is not implemented")  # unreachable: GRAMMAR and this table agree
+
+
+def handle_comment(session: Session, gw: Any, payload: Mapping[str, Any], *, bot_login: str,
+                   delivery_id: str | None = None) -> HandleOutcome:
+    """Process one ``issue_comment`` payload (action ``created``)."""
+    from app.audit import record
+    from app.github import GitHubError
+    from app.permissions import can_write
+    from app.routing import TransientError
+
+    if payload.get("action") != "created":
+        return HandleOutcome("ignored", "only new comments run commands (an edit does not run again)")
+    issue = payload.get("issue") or {}
+    comment = payload.get("comment") or {}
+    if not issue.get("pull_request"):
+        return HandleOutcome("ignored", "commands run on pull requests only")
+    user = comment.get("user") or payload.get("sender") or {}
+    if is_bot(user, bot_login) or is_bot(payload.get("sender"), bot_login):
+        return HandleOutcome("ignored", "comment by a bot")
+    commands = parse_commands(str(comment.get("body") or ""))
+    if not commands:
+        return HandleOutcome("ignored", "no command in the comment")
+    repo = str((payload.get("repository") or {}).get("full_name"))
+    number = int(issue["number"])
+    comment_id = int(comment["id"])
+    login = str(user.get("login"))
+    target = f"{repo}#{number}"
+    marker = reply_marker(comment_id)
+    try:
+        gw.add_reaction(repo, comment_id, "eyes")
+    except GitHubError as exc:  # a reaction is a courtesy: never lose the command over it
+        log.warning("reaction_failed", error=str(exc))
+    if gw.find_comment(repo, number, marker) is not None:
+        return HandleOutcome("already-answered", "this comment was answered before (redelivery)")
+
+    sections: list[str] = []
+    outcome = HandleOutcome("answered")
+    for cmd in commands:
+        detail: dict[str, Any] = {"line": cmd.line, "comment_id": comment_id}
+        if cmd.error is not None:
+            sections.append(f"❌ `{cmd.line}`\n\n{cmd.error}")
+            state = "rejected"
+            detail["error"] = cmd.error
+        else:
+            allowed, role = (True, "")
+            if cmd.needs_write:
+                allowed, role = can_write(gw, repo, login)
+            if not allowed:
+                state = "refused"
+                why = (f"@{login} has `{role}` permission on {repo}; `{cmd.words}` needs write, maintain or admin "
+                       "permission because it spends runner time or changes files. Ask a maintainer to run it.")
+                sections.append(f"⛔ `{cmd.line}`\n\n{why}")
+                detail["reason"] = why
+                detail["role"] = role
+            else:
+                try:
+                    with session.begin_nested():
+                        text = _run_command(session, gw, cmd, repo=repo, number=number, login=login)
+                    state = "ok"
+                    sections.append(f"✅ `{cmd.line}`\n\n{text}" if cmd.name != "help" else text)
+                except TransientError:
+                    raise
+                except (ValueError, LookupError, GitHubError) as exc:
+                    state = "failed"
+                    sections.append(f"❌ `{cmd.line}`\n\n{exc}")
+                    detail["error"] = str(exc)
+        record(session, actor=login, action=f"command.{cmd.name}" + (f".{cmd.sub}" if cmd.sub else ""),
+               target=target, outcome=state, detail=detail, delivery_id=delivery_id)
+        outcome.results.append((cmd.words, state))
+    body = "\n\n---\n\n".join(sections) + f"\n\n{marker}"
+    gw.upsert_comment(repo, number, marker, body)
+    outcome.reply = body
+    return outcome
+
+
+def _gateway_for(ctx: HandlerContext, actor: str) -> Any:
+    from app.github import gateway
+    from app.settings import get_settings
+
+    return gateway(get_settings(), ctx.session, actor=actor, delivery_id=ctx.event.delivery_id)
+
+
+@router.register("issue_comment", "created")
+def on_issue_comment_created(ctx: HandlerContext) -> None:
+    from app.settings import get_settings
+
+    payload = ctx.event.payload
+    body = str((payload.get("comment") or {}).get("body") or "")
+    if "/" not in body:  # cheap exit before building a gateway
+        raise HandlerSkipped("no command in the comment")
+    gw = _gateway_for(ctx, ctx.event.sender or "sweepbot")
+    result = handle_comment(ctx.session, gw, payload, bot_login=get_settings().bot_login,
+                            delivery_id=ctx.event.delivery_id)
+    if result.status != "answered":
+        raise HandlerSkipped(result.reason)
+    from app.queue import enqueue
+
+    def tick() -> None:
+        enqueue("sweepbot.scheduler_tick")
+
+    ctx.after_commit.append(tick)

@@ -1,0 +1,175 @@
+"""The gap between a recipe and its reference, per concurrency (pure: values in, rows out).
+
+- Gap = (recipe - reference) / reference on the metric the reference publishes (mean TPOT for
+  the ATOM table: mean compared with mean, never median with mean).
+- Verdict: a difference inside the measured noise is ``matched``; the noise is two sample
+  standard deviations of the recipe's runs at that conc relative to their mean, or 1% when there
+  is a single run. For latencies lower is better (a positive gap is ``behind``); for throughput
+  and interactivity higher is better.
+- Missing data is said, not guessed: "no result" (reference but no recipe run), "no reference at
+  this conc" (run but no reference point).
+- Throughput per GPU at equal interactivity: at each reference point's interactivity, the
+  recipe's throughput per GPU is interpolated linearly between its two neighbouring points, only
+  where the recipe's curve covers that interactivity; otherwise "not enough data".
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+SINGLE_RUN_TOLERANCE = 0.01
+NO_RESULT = "no result"
+NO_REFERENCE = "no reference at this conc"
+NOT_ENOUGH = "not enough data"
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric.endswith("_ms")
+
+
+@dataclass(frozen=True)
+class GapRow:
+    conc: int
+    recipe: float | None  # mean over the recipe's runs at this conc
+    runs: int
+    reference: float | None
+    gap: float | None  # (recipe - reference) / reference
+    tolerance: float | None  # relative noise band used for the verdict
+    verdict: str  # behind | matched | ahead | no result | no reference at this conc
+
+
+@dataclass(frozen=True)
+class TputGapRow:
+    interactivity: float  # tok/s/user, the reference point's
+    reference_conc: int
+    reference: float  # reference throughput per GPU
+    recipe: float | None  # interpolated recipe throughput per GPU
+    gap: float | None
+    note: str  # "" or "not enough data"
+
+
+def noise_tolerance(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return SINGLE_RUN_TOLERANCE
+    mean = statistics.fmean(values)
+    if mean == 0:
+        return SINGLE_RUN_TOLERANCE
+    return 2.0 * statistics.stdev(values) / abs(mean)
+
+
+def verdict(gap: float, tolerance: float, *, lower_better: bool) -> str:
+    if abs(gap) <= tolerance + 1e-12:
+        return "matched"
+    worse = gap > 0 if lower_better else gap < 0
+    return "behind" if worse else "ahead"
+
+
+def compute_gap(
+    recipe: Mapping[int, Sequence[float]],
+    reference: Mapping[int, float],
+    *,
+    metric: str = "mean_tpot_ms",
+    concs: Iterable[int] | None = None,
+) -> list[GapRow]:
+    """One row per conc in ``concs`` (default: every conc that has a result or a reference point)."""
+    lower = lower_is_better(metric)
+    wanted = sorted(set(concs) if concs is not None else set(recipe) | set(reference))
+    rows: list[GapRow] = []
+    for conc in wanted:
+        values = [v for v in recipe.get(conc, ()) if v is not None and math.isfinite(v)]
+        ref = reference.get(conc)
+        mean = statistics.fmean(values) if values else None
+        if mean is None:
+            rows.append(GapRow(conc, None, 0, ref, None, None, NO_RESULT))
+            continue
+        if ref is None or ref == 0:
+            rows.append(GapRow(conc, mean, len(values), None, None, None, NO_REFERENCE))
+            continue
+        gap = (mean - ref) / ref
+        tol = noise_tolerance(values)
+        rows.append(GapRow(conc, mean, len(values), ref, gap, tol, verdict(gap, tol, lower_better=lower)))
+    return rows
+
+
+def interpolate(curve: Sequence[tuple[float, float]], x: float) -> float | None:
+    """Linear interpolation of ``y`` at ``x`` on ``curve`` (x, y); None outside it (no extrapolation)."""
+    by_x: dict[float, list[float]] = {}
+    for cx, cy in curve:
+        by_x.setdefault(cx, []).append(cy)
+    pts = sorted((cx, statistics.fmean(ys)) for cx, ys in by_x.items())
+    if len(pts) < 2 or x < pts[0][0] or x > pts[-1][0]:
+        if len(pts) == 1 and math.isclose(pts[0][0], x, rel_tol=1e-9):
+            return pts[0][1]
+        return None
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+        if x0 <= x <= x1:
+            if x1 == x0:
+                return y0
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return None
+
+
+def tput_gap_at_equal_interactivity(
+    recipe_curve: Sequence[tuple[float, float]],
+    reference_points: Mapping[int, tuple[float, float]],
+) -> list[TputGapRow]:
+    """``recipe_curve``: (interactivity, tput/GPU) per run; ``reference_points``: conc -> the same."""
+    rows: list[TputGapRow] = []
+    for conc in sorted(reference_points):
+        x, ref = reference_points[conc]
+        got = interpolate(recipe_curve, x)
+        if got is None or ref == 0:
+            rows.append(TputGapRow(x, conc, ref, None, None, NOT_ENOUGH))
+        else:
+            rows.append(TputGapRow(x, conc, ref, got, (got - ref) / ref, ""))
+    return rows
+
+
+# ------------------------------------------------------------------------------------ formatting
+
+
+def fmt_pct(gap: float | None) -> str:
+    if gap is None:
+        return "—"
+    pct = round(gap * 100, 1)
+    if pct == 0:
+        return "0.0%"
+    return f"{pct:+.1f}%"
+
+
+def fmt_value(value: float | None, metric: str) -> str:
+    if value is None:
+        return "—"
+    if metric.endswith("_ms"):
+        return f"{value:.2f} ms"
+    return f"{value:,.1f}"
+
+
+_VERDICT_ICON = {"behind": "🔴 behind", "matched": "🟢 matched", "ahead": "🔵 ahead"}
+
+
+def render_gap_table(rows: Sequence[GapRow], *, metric: str, recipe_label: str = "vLLM",
+                     reference_label: str = "ATOM ref", icons: bool = False) -> str:
+    """Markdown table ``conc | vLLM | ATOM ref | gap | verdict``."""
+    lines = [f"| conc | {recipe_label} | {reference_label} | gap | verdict |", "| ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        recipe = fmt_value(r.recipe, metric)
+        if r.runs > 1:
+            recipe += f" (n={r.runs})"
+        shown = _VERDICT_ICON.get(r.verdict, r.verdict) if icons else r.verdict
+        lines.append(f"| {r.conc} | {recipe} | {fmt_value(r.reference, metric)} | {fmt_pct(r.gap)} | {shown} |")
+    return "\n".join(lines)
+
+
+def render_tput_table(rows: Sequence[TputGapRow], *, recipe_label: str = "vLLM",
+                      reference_label: str = "ATOM ref") -> str:
+    lines = [f"| interactivity (tok/s/user) | {recipe_label} tok/s/GPU | {reference_label} tok/s/GPU | gap |",
+             "| ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        recipe = f"{r.recipe:,.1f}" if r.recipe is not None else r.note
+        lines.append(f"| {r.interactivity:.1f} (ref conc {r.reference_conc}) | {recipe} | {r.reference:,.1f} | "
+                     f"{fmt_pct(r.gap)} |")
+    return "\n".join(lines)

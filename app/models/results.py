@@ -1,0 +1,93 @@
+"""Results tables: one normalized result per benchmark point, and the state of each sticky report.
+
+``job_id``/``sweep_id`` are plain indexed integers rather than foreign keys: results outlive the
+sweeps that produced them (reuse across sweeps) and may be imported offline without a job.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, func
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+
+class Result(Base):
+    __tablename__ = "results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    # Identity of the point (the benchmark repo's result name plus its parts).
+    result_name: Mapped[str] = mapped_column(String(400), index=True)
+    config_key: Mapped[str] = mapped_column(String(200), index=True)
+    image: Mapped[str] = mapped_column(String(400))
+    fingerprint: Mapped[str] = mapped_column(String(128))
+    model: Mapped[str | None] = mapped_column(String(200))
+    framework: Mapped[str | None] = mapped_column(String(64))
+    precision: Mapped[str | None] = mapped_column(String(32))
+    runner: Mapped[str | None] = mapped_column(String(64))
+    isl: Mapped[int | None] = mapped_column(Integer)
+    osl: Mapped[int | None] = mapped_column(Integer)
+    conc: Mapped[int] = mapped_column(Integer)
+    tp: Mapped[int] = mapped_column(Integer)
+    pp: Mapped[int] = mapped_column(Integer)
+    ep: Mapped[int] = mapped_column(Integer)
+
+    # Metrics: latencies in milliseconds, throughputs in tokens per second.
+    mean_tpot_ms: Mapped[float | None] = mapped_column(Float)
+    median_tpot_ms: Mapped[float | None] = mapped_column(Float)
+    p99_tpot_ms: Mapped[float | None] = mapped_column(Float)
+    std_tpot_ms: Mapped[float | None] = mapped_column(Float)
+    mean_ttft_ms: Mapped[float | None] = mapped_column(Float)
+    median_ttft_ms: Mapped[float | None] = mapped_column(Float)
+    p99_ttft_ms: Mapped[float | None] = mapped_column(Float)
+    mean_itl_ms: Mapped[float | None] = mapped_column(Float)
+    median_itl_ms: Mapped[float | None] = mapped_column(Float)
+    p99_itl_ms: Mapped[float | None] = mapped_column(Float)
+    mean_e2el_ms: Mapped[float | None] = mapped_column(Float)
+    median_e2el_ms: Mapped[float | None] = mapped_column(Float)
+    p99_e2el_ms: Mapped[float | None] = mapped_column(Float)
+    output_tput: Mapped[float | None] = mapped_column(Float)
+    total_tput: Mapped[float | None] = mapped_column(Float)
+    tput_per_gpu: Mapped[float | None] = mapped_column(Float)
+    interactivity: Mapped[float | None] = mapped_column(Float)  # tok/s/user = 1000 / mean TPOT (ms)
+    completed: Mapped[int | None] = mapped_column(Integer)
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    schema: Mapped[str] = mapped_column(String(32))  # "raw" (benchmark_serving *_ms) or "aggregated"
+
+    # Provenance.
+    job_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    sweep_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    repo: Mapped[str | None] = mapped_column(String(200))
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    run_url: Mapped[str | None] = mapped_column(String(500))
+    artifact_id: Mapped[int | None] = mapped_column(BigInteger)
+    artifact_name: Mapped[str | None] = mapped_column(String(400))
+    file_name: Mapped[str | None] = mapped_column(String(400))
+
+    __table_args__ = (Index("ix_results_reuse", "image", "fingerprint", "result_name"),)
+
+
+class ReportState(Base):
+    """One sticky report comment per PR and config key; ``version`` > ``flushed_version`` = dirty."""
+
+    __tablename__ = "report_states"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    pr_number: Mapped[int] = mapped_column(Integer)
+    config_key: Mapped[str] = mapped_column(String(200))
+    sweep_id: Mapped[int] = mapped_column(Integer, index=True)  # the newest sweep: the one shown
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    flushed_version: Mapped[int] = mapped_column(Integer, default=0)
+    marked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    flushed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("repo", "pr_number", "config_key", name="uq_report_states_key"),
+    )

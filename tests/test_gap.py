@@ -1,0 +1,131 @@
+"""The gap, its verdicts, interpolation, and ``sweepbot gap`` on the seed's figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from app.gap import (
+    NO_REFERENCE,
+    NO_RESULT,
+    NOT_ENOUGH,
+    compute_gap,
+    fmt_pct,
+    interpolate,
+    tput_gap_at_equal_interactivity,
+)
+from app.references import HERE, load_reference, shipped_reference
+
+SHIPPED = HERE / "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k.yaml"
+
+
+def _raw_result(conc: int, mean_tpot_ms: float) -> dict[str, object]:
+    # The benchmark_serving raw form, as ATOM's/InferenceX's fork writes it (typo key included).
+    return {
+        "date": "20260701-000000", "backend": "vllm", "model_id": "amd/MiniMax-M3-MXFP4", "best_of": 1,
+        "num_prompts": 10 * conc, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": conc,
+        "duration": 600.0, "completed": 10 * conc, "total_input_tokens": 7372 * 10 * conc,
+        "total_output_tokens": 921 * 10 * conc, "request_throughput": 0.5, "request_goodput:": None,
+        "output_throughput": 1800.0, "total_token_throughput": 16000.0,
+        "mean_ttft_ms": 500.0, "median_ttft_ms": 420.0, "std_ttft_ms": 100.0, "p99_ttft_ms": 4400.0,
+        "mean_tpot_ms": mean_tpot_ms, "median_tpot_ms": mean_tpot_ms * 0.99, "std_tpot_ms": 0.5,
+        "p99_tpot_ms": mean_tpot_ms * 1.15, "mean_itl_ms": mean_tpot_ms, "median_itl_ms": mean_tpot_ms,
+        "std_itl_ms": 3.0, "p99_itl_ms": mean_tpot_ms * 2.4,
+    }
+
+
+@pytest.fixture
+def seed_results(tmp_path: Path) -> Path:
+    d = tmp_path / "results"
+    d.mkdir()
+    for conc, tpot in ((32, 17.21), (64, 25.13)):
+        (d / f"minimaxm3_8k1k_fp4_vllm_tp4_conc{conc}.json").write_text(json.dumps(_raw_result(conc, tpot)))
+    return d
+
+
+def _cli() -> typer.Typer:
+    from app.cli.report import gap_command
+
+    app = typer.Typer()
+    app.command("gap")(gap_command)
+    app.command("noop")(lambda: None)  # two commands, so "gap" stays a subcommand
+    return app
+
+
+def _table_rows(output: str) -> dict[int, list[str]]:
+    rows: dict[int, list[str]] = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].isdigit() and len(cells) == 5:
+            rows[int(cells[0])] = cells
+    return rows
+
+
+def test_gap_cli_on_seed_figures_against_shipped_atom_table(seed_results: Path) -> None:
+    result = CliRunner().invoke(_cli(), ["gap", "--results", str(seed_results), "--reference", str(SHIPPED)])
+    assert result.exit_code == 0, result.output
+    rows = _table_rows(result.output)
+    assert rows[32][1:4] == ["17.21 ms", "16.74 ms", "+2.8%"]
+    assert rows[32][4] == "behind"
+    # (25.13 - 25.00) / 25.00 = +0.52%: inside the 1% single-run noise band, so matched.
+    assert rows[64][1:4] == ["25.13 ms", "25.00 ms", "+0.5%"]
+    assert rows[64][4] == "matched"
+    for conc in (4, 8, 16):
+        assert rows[conc][4] == NO_RESULT
+    assert "github.com/ROCm/ATOM" in result.output and "Caveat" in result.output
+
+
+def test_gap_cli_with_other_metric_and_bad_inputs(seed_results: Path, tmp_path: Path) -> None:
+    ok = CliRunner().invoke(_cli(), ["gap", "--results", str(seed_results), "--reference", str(SHIPPED),
+                                     "--metric", "p99_tpot"])
+    assert ok.exit_code == 0, ok.output
+    assert _table_rows(ok.output)[32][2] == "19.12 ms"
+    (seed_results / "broken.json").write_text('{"max_concurrency": 8, "mean_tpot_ms": "fast"}')
+    bad = CliRunner().invoke(_cli(), ["gap", "--results", str(seed_results), "--reference", str(SHIPPED)])
+    assert bad.exit_code == 2
+    assert "broken.json" in bad.output and "mean_tpot_ms" in bad.output
+
+
+def test_shipped_reference_has_provenance() -> None:
+    ref = shipped_reference("atom-minimaxm3-mxfp4-mi355x-tp4-8k1k")
+    assert ref is not None
+    assert ref.commit == "d72060af8ef86b39939b4899a09876d09606fbd5"
+    assert ref.source and ref.source.startswith("https://github.com/ROCm/ATOM/blob/d72060af")
+    assert ref.caveat and "re-measured" in ref.caveat
+    assert ref.metric == "mean_tpot_ms" and sorted(ref.points) == [4, 8, 16, 32, 64]
+    assert ref.points[64]["tput_per_gpu"] == pytest.approx(21928.25 / 4)
+
+
+def test_shipped_table_matches_the_published_fixture(fixtures_dir: Path) -> None:
+    fixture = load_reference(fixtures_dir / "references" / "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k.yaml")
+    shipped = load_reference(SHIPPED)
+    assert fixture.points == shipped.points
+
+
+def test_verdicts_respect_direction_and_noise() -> None:
+    rows = compute_gap({8: [9.0], 16: [11.0], 32: [16.8, 16.2, 17.4], 128: [40.0]},
+                       {8: 8.78, 16: 11.73, 32: 16.74, 4: 7.5})
+    by = {r.conc: r for r in rows}
+    assert by[8].verdict == "behind" and by[16].verdict == "ahead"  # lower TPOT is better
+    assert by[32].verdict == "matched" and by[32].runs == 3 and by[32].tolerance > 0.05
+    assert by[128].verdict == NO_REFERENCE and by[4].verdict == NO_RESULT
+    tput = compute_gap({8: [110.0]}, {8: 100.0}, metric="tput_per_gpu")
+    assert tput[0].verdict == "ahead"  # more throughput is better
+    tight = compute_gap({32: [17.21, 17.20, 17.22]}, {32: 16.74})
+    assert tight[0].verdict == "behind"
+    assert fmt_pct(0.0281) == "+2.8%" and fmt_pct(-0.004) == "-0.4%" and fmt_pct(None) == "—"
+
+
+def test_interpolation_never_extrapolates() -> None:
+    curve = [(100.0, 1000.0), (50.0, 3000.0), (25.0, 5000.0)]
+    assert interpolate(curve, 75.0) == pytest.approx(2000.0)
+    assert interpolate(curve, 100.0) == pytest.approx(1000.0)
+    assert interpolate(curve, 120.0) is None and interpolate(curve, 10.0) is None
+    assert interpolate([(50.0, 1.0)], 60.0) is None
+    rows = tput_gap_at_equal_interactivity(curve, {4: (133.3, 1100.0), 32: (75.0, 2200.0)})
+    assert rows[0].note == NOT_ENOUGH and rows[0].gap is None
+    assert rows[1].recipe == pytest.approx(2000.0) and rows[1].gap == pytest.approx(-200.0 / 2200.0)

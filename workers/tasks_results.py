@@ -1,0 +1,43 @@
+"""Celery tasks of the results capability (thin: they call app/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from workers.celery_app import celery_app
+
+
+def _gateway(session: Session) -> Any:
+    from app.github import gateway
+    from app.settings import get_settings
+
+    return gateway(get_settings(), session)
+
+
+@celery_app.task(name="sweepbot.collect_job", bind=True, max_retries=8)
+def collect_job(self: Any, job_id: int) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from app.db import session_scope
+    from app.queue import enqueue
+    from app.results import collect_job as collect
+    from app.routing import TransientError
+
+    try:
+        with session_scope() as session:
+            outcome = collect(session, _gateway(session), job_id)
+    except TransientError as exc:
+        raise self.retry(exc=exc, countdown=exc.retry_after or min(300, 5 * 2 ** self.request.retries)) from exc
+    enqueue("sweepbot.flush_reports")
+    enqueue("sweepbot.scheduler_tick")  # a runner is free again
+    return asdict(outcome)
+
+
+@celery_app.task(name="sweepbot.flush_reports")
+def flush_reports() -> int:
+    from app.db import session_factory
+    from app.reports import flush_reports as flush
+
+    return flush(session_factory(), _gateway)
