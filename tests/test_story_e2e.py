@@ -1,0 +1,91 @@
+"""The whole story end to end on PostgreSQL + Redis, with separate API, worker and beat processes.
+
+The simulated GitHub plays the seed scenario; nobody touches the bot. Every observable effect is
+asserted in the sim's GitHub state (app/story.py). Then the same story again with every webhook
+delivered twice and the worker SIGKILLed once mid-run: the same effects, none duplicated.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.demo import play_story
+from app.story import STATUS_MARKER, StoryReport, bot_comments
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+
+def _run(tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool) -> StoryReport:
+    from app.db import session_factory
+    from app.launcher import SIM_CADENCE, stack
+    from app.settings import Settings, reset_settings_cache
+    from sim.scenario import SeedScenario
+    from sim.server import SimServer, free_port
+    from sim.world import SimSettings
+
+    reset_settings_cache()
+    settings = Settings(data_dir=tmp_path / "data", database_url=pg_url, broker_url=redis_url)
+    extra = {"SWEEPBOT_QUEUE_NAME": f"e2e-{uuid.uuid4().hex[:8]}", "SWEEPBOT_DELIVERY_LEASE_SECONDS": "5",
+             "SWEEPBOT_LOG_LEVEL": "INFO"}
+    statuses: dict[str, str] = {}
+    with SimServer(settings=SimSettings(time_scale=0.001, seed=11)) as sim:
+        if chaos:
+            sim.world.duplicate_deliveries = True
+        scenario = SeedScenario(sim.world)
+        with stack(port=free_port(), sim=sim, settings=settings, extra_env=extra) as running:
+            def before(step: str) -> None:
+                if step == "drop-47270":
+                    statuses["before-drop"] = bot_comments(sim.world, "SemiAnalysisAI/InferenceX", 2104,
+                                                           STATUS_MARKER)[0].body
+
+            def kill_worker() -> None:
+                running.kill("worker", signal.SIGKILL)
+                time.sleep(1.0)
+                running.start_process("worker", "worker")
+
+            run = play_story(
+                sim.world, scenario, session_factory(), say=lambda line: None,
+                poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]), timeout=240,
+                on_sweep_started=kill_worker if chaos else None, before_step=before,
+            )
+            assert not running.dead(), f"processes died: {running.dead()} (logs in {running.log_dir})"
+    if chaos:
+        with sim.world.lock:
+            duplicated = [d for d in sim.world.deliveries if d.duplicate_of]
+        assert duplicated, "the sim did not duplicate deliveries"
+    body = statuses["before-drop"]
+    assert "#47269" in body and "merged" in body
+    assert "#47270" in body and "closed without merg" in body
+    assert "/depends-on drop vllm-project/vllm#47270" in body
+    return run.report
+
+
+@pytest.fixture
+def story_env(pg_clean_url: str, redis_url: str, settings_env: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+    settings_env.setenv("SWEEPBOT_DATABASE_URL", pg_clean_url)
+    settings_env.setenv("SWEEPBOT_BROKER_URL", redis_url)
+    from app.settings import reset_settings_cache
+
+    reset_settings_cache()
+    yield pg_clean_url, redis_url
+
+
+def _assert_story(report: StoryReport) -> None:
+    failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+    assert not failed, "\n".join(failed)
+    assert report.summary["jobs"] == {"succeeded": 10}
+
+
+def test_the_whole_story(story_env: tuple[str, str], tmp_path: Path) -> None:
+    _assert_story(_run(tmp_path, *story_env, chaos=False))
+
+
+def test_the_whole_story_with_duplicate_webhooks_and_a_killed_worker(story_env: tuple[str, str],
+                                                                      tmp_path: Path) -> None:
+    _assert_story(_run(tmp_path, *story_env, chaos=True))
