@@ -22,8 +22,9 @@ def record(
     detail: dict[str, Any] | None = None,
     delivery_id: str | None = None,
 ) -> AuditEntry:
-    entry = AuditEntry(actor=actor, action=action, target=target, outcome=outcome, detail=detail,
-                       delivery_id=delivery_id)
+    entry = AuditEntry(
+        actor=actor, action=action, target=target, outcome=outcome, detail=detail, delivery_id=delivery_id
+    )
     session.add(entry)
     log.info("audit", actor=actor, action=action, target=target, outcome=outcome, delivery_id=delivery_id)
     return entry

@@ -38,7 +38,9 @@ MAX_COMMANDS = 10
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _SEQ_RE = re.compile(r"^(?:\d+k\d+k|\d+_\d+)$")
-_REF_RE = re.compile(r"^(?:https://github\.com/)?([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:#|/pull/|/issues/)(\d+)/?$")
+_REF_RE = re.compile(
+    r"^(?:https://github\.com/)?([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:#|/pull/|/issues/)(\d+)/?$"
+)
 MAX_CONC = 4096
 
 
@@ -48,8 +50,10 @@ class CommandSyntaxError(ValueError):
 
 def _v_key(value: str) -> str:
     if not _KEY_RE.match(value):
-        raise CommandSyntaxError(f"config={value!r} is not a config key; write it as in the master config, "
-                                 "e.g. config=minimaxm3-fp4-mi355x-vllm")
+        raise CommandSyntaxError(
+            f"config={value!r} is not a config key; write it as in the master config, "
+            "e.g. config=minimaxm3-fp4-mi355x-vllm"
+        )
     return value
 
 
@@ -61,7 +65,9 @@ def _v_conc(value: str) -> dict[str, Any]:
             raise CommandSyntaxError(f"conc={value!r} is not a range: {fix}")
         lo, hi = int(lo_s), int(hi_s)
         if lo < 1 or hi > MAX_CONC or lo > hi:
-            raise CommandSyntaxError(f"conc={value!r}: the range must go up, from 1 to at most {MAX_CONC}: {fix}")
+            raise CommandSyntaxError(
+                f"conc={value!r}: the range must go up, from 1 to at most {MAX_CONC}: {fix}"
+            )
         return {"range": (lo, hi)}
     parts = value.split(",")
     if not parts or not all(p.isdigit() for p in parts):
@@ -74,14 +80,17 @@ def _v_conc(value: str) -> dict[str, Any]:
 
 def _v_seq(value: str) -> str:
     if not _SEQ_RE.match(value):
-        raise CommandSyntaxError(f"seq={value!r} is not a sequence-length name; use one like seq=8k1k, "
-                                 "seq=1k1k or seq=<isl>_<osl>")
+        raise CommandSyntaxError(
+            f"seq={value!r} is not a sequence-length name; use one like seq=8k1k, seq=1k1k or seq=<isl>_<osl>"
+        )
     return value
 
 
 def _v_tp(value: str) -> int:
     if not value.isdigit() or not 1 <= int(value) <= 64:
-        raise CommandSyntaxError(f"tp={value!r} is not a tensor-parallel size; use an integer from 1 to 64, e.g. tp=4")
+        raise CommandSyntaxError(
+            f"tp={value!r} is not a tensor-parallel size; use an integer from 1 to 64, e.g. tp=4"
+        )
     return int(value)
 
 
@@ -122,7 +131,9 @@ class CommandSpec:
 
 
 SWEEP_OPTIONS = (
-    OptionSpec("config", "KEY", "the master-config key to sweep (default: the key(s) this PR changes)", _v_key),
+    OptionSpec(
+        "config", "KEY", "the master-config key to sweep (default: the key(s) this PR changes)", _v_key
+    ),
     OptionSpec("conc", "32,64 | 4..256", "only these concurrencies, a list or an inclusive range", _v_conc),
     OptionSpec("seq", "8k1k", "only this sequence-length scenario (8k1k, 1k1k or <isl>_<osl>)", _v_seq),
     OptionSpec("tp", "4", "only points with this tensor-parallel size", _v_tp),
@@ -130,15 +141,33 @@ SWEEP_OPTIONS = (
 )
 
 GRAMMAR: tuple[CommandSpec, ...] = (
-    CommandSpec("sweep", None, "Queue a benchmark sweep of the recipe on its runners and report the gap.",
-                True, SWEEP_OPTIONS, example="/sweep conc=32,64 seq=8k1k"),
+    CommandSpec(
+        "sweep",
+        None,
+        "Queue a benchmark sweep of the recipe on its runners and report the gap.",
+        True,
+        SWEEP_OPTIONS,
+        example="/sweep conc=32,64 seq=8k1k",
+    ),
     CommandSpec("sweep", "status", "Show the progress of this PR's sweeps.", False),
     CommandSpec("sweep", "cancel", "Cancel this PR's queued and running sweep jobs.", True),
     CommandSpec("sweep", "approve", "Approve the sweep of a fork PR for its current head commit.", True),
-    CommandSpec("depends-on", None, "Wait for upstream PRs to land in a nightly before bumping the image.",
-                True, takes_refs=True, example="/depends-on vllm-project/vllm#47269"),
-    CommandSpec("depends-on", "drop", "Stop waiting for these upstream PRs.", True, takes_refs=True,
-                example="/depends-on drop vllm-project/vllm#47270"),
+    CommandSpec(
+        "depends-on",
+        None,
+        "Wait for upstream PRs to land in a nightly before bumping the image.",
+        True,
+        takes_refs=True,
+        example="/depends-on vllm-project/vllm#47269",
+    ),
+    CommandSpec(
+        "depends-on",
+        "drop",
+        "Stop waiting for these upstream PRs.",
+        True,
+        takes_refs=True,
+        example="/depends-on drop vllm-project/vllm#47270",
+    ),
     CommandSpec("bump", None, "Bump the image pin now if a nightly contains every dependency.", True),
     CommandSpec("help", None, "Show this help.", False),
 )
@@ -155,7 +184,10 @@ def help_text() -> str:
             lines.append(f"  - `{opt.name}={opt.placeholder}`: {opt.help}")
         if spec.example:
             lines.append(f"  - example: `{spec.example}`")
-    lines += ["", "Quoted lines (`> /sweep`) and code blocks are ignored. Editing a comment does not run it again."]
+    lines += [
+        "",
+        "Quoted lines (`> /sweep`) and code blocks are ignored. Editing a comment does not run it again.",
+    ]
     return "\n".join(lines)
 
 
@@ -191,8 +223,13 @@ def _parse_line(text: str, line_no: int) -> Command | None:
     if name not in NAMES:
         close = difflib.get_close_matches(name.lower(), NAMES, n=1, cutoff=0.75)
         if close:  # "/swep", "/Sweep", "/depends_on": clearly meant for us
-            return Command(name, None, text, line_no,
-                           error=f"unknown command `{head}`: did you mean `/{close[0]}`? Reply `/help` for the list.")
+            return Command(
+                name,
+                None,
+                text,
+                line_no,
+                error=f"unknown command `{head}`: did you mean `/{close[0]}`? Reply `/help` for the list.",
+            )
         return None  # a path or someone else's slash command
     rest = tokens[1:]
     subs = {s.sub: s for s in GRAMMAR if s.name == name and s.sub}
@@ -209,8 +246,10 @@ def _parse_line(text: str, line_no: int) -> Command | None:
             for tok in rest:
                 m = _REF_RE.match(tok.rstrip(",;"))
                 if m is None:
-                    raise CommandSyntaxError(f"{tok!r} is not a pull request reference; write owner/repo#N or the "
-                                             f"PR URL, e.g. `{spec.example}`")
+                    raise CommandSyntaxError(
+                        f"{tok!r} is not a pull request reference; write owner/repo#N or the "
+                        f"PR URL, e.g. `{spec.example}`"
+                    )
                 refs.append(f"{m.group(1)}#{m.group(2)}")
             cmd.refs = tuple(dict.fromkeys(refs))
         elif spec.options:
@@ -221,14 +260,19 @@ def _parse_line(text: str, line_no: int) -> Command | None:
                     choices = ", ".join(sorted(subs))
                     raise CommandSyntaxError(
                         f"unexpected word {tok!r}: `/{name}` takes options as key=value "
-                        f"({', '.join(o.name + '=' for o in spec.options)}) or one of: {choices}")
+                        f"({', '.join(o.name + '=' for o in spec.options)}) or one of: {choices}"
+                    )
                 if key not in by_name:
-                    raise CommandSyntaxError(f"unknown option {key!r}.{_did_you_mean(key, list(by_name))} "
-                                             f"Options: {', '.join(o.name + '=' for o in spec.options)}")
+                    raise CommandSyntaxError(
+                        f"unknown option {key!r}.{_did_you_mean(key, list(by_name))} "
+                        f"Options: {', '.join(o.name + '=' for o in spec.options)}"
+                    )
                 if key in cmd.options:
                     raise CommandSyntaxError(f"option {key}= is given twice; give it once")
                 if not value:
-                    raise CommandSyntaxError(f"option {key}= has no value; write {key}={by_name[key].placeholder}")
+                    raise CommandSyntaxError(
+                        f"option {key}= has no value; write {key}={by_name[key].placeholder}"
+                    )
                 cmd.options[key] = by_name[key].parse(value)
         elif rest:
             raise CommandSyntaxError(f"`{spec.words}` takes no arguments; remove {' '.join(rest)!r}")
@@ -245,10 +289,17 @@ def parse_commands(body: str) -> list[Command]:
     out: list[Command] = []
     fence: str | None = None
     in_html_comment = False
-    for line_no, raw in enumerate((body or "").replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1):
+    for line_no, raw in enumerate(
+        (body or "").replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1
+    ):
         m = _FENCE_RE.match(raw)
         if fence is not None:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not raw.strip()[len(m.group(1)):]:
+            if (
+                m
+                and m.group(1)[0] == fence[0]
+                and len(m.group(1)) >= len(fence)
+                and not raw.strip()[len(m.group(1)) :]
+            ):
                 fence = None
             continue
         if m:
@@ -270,8 +321,15 @@ def parse_commands(body: str) -> list[Command]:
         if cmd is None:
             continue
         if len(out) >= MAX_COMMANDS:
-            out.append(Command(cmd.name, cmd.sub, text, line_no,
-                               error=f"more than {MAX_COMMANDS} commands in one comment; split them up"))
+            out.append(
+                Command(
+                    cmd.name,
+                    cmd.sub,
+                    text,
+                    line_no,
+                    error=f"more than {MAX_COMMANDS} commands in one comment; split them up",
+                )
+            )
             break
         out.append(cmd)
     return out
@@ -306,10 +364,12 @@ def sweep_filters(cmd: Command) -> Any:
     conc = cmd.options.get("conc") or {}
     if not any(k in cmd.options for k in ("seq", "conc", "tp")):
         return None
-    return SweepFilters(seq=cmd.options.get("seq"),
-                        conc=tuple(conc["list"]) if "list" in conc else None,
-                        conc_range=tuple(conc["range"]) if "range" in conc else None,
-                        tp=cmd.options.get("tp"))
+    return SweepFilters(
+        seq=cmd.options.get("seq"),
+        conc=tuple(conc["list"]) if "list" in conc else None,
+        conc_range=tuple(conc["range"]) if "range" in conc else None,
+        tp=cmd.options.get("tp"),
+    )
 
 
 def _pr_config_keys(session: Session, gw: Any, repo: str, number: int) -> list[str]:
@@ -326,15 +386,27 @@ def _run_command(session: Session, gw: Any, cmd: Command, *, repo: str, number: 
     if cmd.name == "sweep" and cmd.sub is None:
         from app.scheduler import request_sweep
 
-        keys = [cmd.options["config"]] if "config" in cmd.options else _pr_config_keys(session, gw, repo, number)
+        keys = (
+            [cmd.options["config"]] if "config" in cmd.options else _pr_config_keys(session, gw, repo, number)
+        )
         if not keys:
-            raise ValueError("I could not tell which config key this PR is about: name it, e.g. "
-                             "`/sweep config=minimaxm3-fp4-mi355x-vllm`")
+            raise ValueError(
+                "I could not tell which config key this PR is about: name it, e.g. "
+                "`/sweep config=minimaxm3-fp4-mi355x-vllm`"
+            )
         replies = []
         for key in keys:
-            req = request_sweep(session, gw, repo=repo, pr_number=number, config_key=key, requested_by=login,
-                                reason="command", filters=sweep_filters(cmd),
-                                priority=cmd.options.get("priority", "normal"))
+            req = request_sweep(
+                session,
+                gw,
+                repo=repo,
+                pr_number=number,
+                config_key=key,
+                requested_by=login,
+                reason="command",
+                filters=sweep_filters(cmd),
+                priority=cmd.options.get("priority", "normal"),
+            )
             replies.append(str(req.reply))
         return "\n\n".join(replies)
     if cmd.name == "sweep" and cmd.sub == "status":
@@ -344,8 +416,9 @@ def _run_command(session: Session, gw: Any, cmd: Command, *, repo: str, number: 
     if cmd.name == "sweep" and cmd.sub == "cancel":
         from app.scheduler import cancel_pr_sweeps
 
-        got = cancel_pr_sweeps(session, gw, repo=repo, pr_number=number, actor=login,
-                               reason=f"/sweep cancel by @{login}")
+        got = cancel_pr_sweeps(
+            session, gw, repo=repo, pr_number=number, actor=login, reason=f"/sweep cancel by @{login}"
+        )
         if isinstance(got, str):
             return got
         ids = ", ".join(f"#{s.id}" for s in got)
@@ -368,8 +441,9 @@ def _run_command(session: Session, gw: Any, cmd: Command, *, repo: str, number: 
     raise ValueError(f"{cmd.words} is not implemented")  # unreachable: GRAMMAR and this table agree
 
 
-def handle_comment(session: Session, gw: Any, payload: Mapping[str, Any], *, bot_login: str,
-                   delivery_id: str | None = None) -> HandleOutcome:
+def handle_comment(
+    session: Session, gw: Any, payload: Mapping[str, Any], *, bot_login: str, delivery_id: str | None = None
+) -> HandleOutcome:
     """Process one ``issue_comment`` payload (action ``created``)."""
     from app.audit import record
     from app.github import GitHubError
@@ -415,8 +489,11 @@ def handle_comment(session: Session, gw: Any, payload: Mapping[str, Any], *, bot
                 allowed, role = can_write(gw, repo, login)
             if not allowed:
                 state = "refused"
-                why = (f"@{login} has `{role}` permission on {repo}; `{cmd.words}` needs write, maintain or admin "
-                       "permission because it spends runner time or changes files. Ask a maintainer to run it.")
+                why = (
+                    f"@{login} has `{role}` permission on {repo}; "
+                    f"`{cmd.words}` needs write, maintain or admin "
+                    "permission because it spends runner time or changes files. Ask a maintainer to run it."
+                )
                 sections.append(f"⛔ `{cmd.line}`\n\n{why}")
                 detail["reason"] = why
                 detail["role"] = role
@@ -432,8 +509,15 @@ def handle_comment(session: Session, gw: Any, payload: Mapping[str, Any], *, bot
                     state = "failed"
                     sections.append(f"❌ `{cmd.line}`\n\n{exc}")
                     detail["error"] = str(exc)
-        record(session, actor=login, action=f"command.{cmd.name}" + (f".{cmd.sub}" if cmd.sub else ""),
-               target=target, outcome=state, detail=detail, delivery_id=delivery_id)
+        record(
+            session,
+            actor=login,
+            action=f"command.{cmd.name}" + (f".{cmd.sub}" if cmd.sub else ""),
+            target=target,
+            outcome=state,
+            detail=detail,
+            delivery_id=delivery_id,
+        )
         outcome.results.append((cmd.words, state))
     body = "\n\n---\n\n".join(sections) + f"\n\n{marker}"
     gw.upsert_comment(repo, number, marker, body)
@@ -457,8 +541,9 @@ def on_issue_comment_created(ctx: HandlerContext) -> None:
     if "/" not in body:  # cheap exit before building a gateway
         raise HandlerSkipped("no command in the comment")
     gw = _gateway_for(ctx, ctx.event.sender or "sweepbot")
-    result = handle_comment(ctx.session, gw, payload, bot_login=get_settings().bot_login,
-                            delivery_id=ctx.event.delivery_id)
+    result = handle_comment(
+        ctx.session, gw, payload, bot_login=get_settings().bot_login, delivery_id=ctx.event.delivery_id
+    )
     if result.status != "answered":
         raise HandlerSkipped(result.reason)
     from app.queue import enqueue

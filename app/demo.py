@@ -55,22 +55,28 @@ class Timeline:
         from app.models import AuditEntry
 
         with self.world.lock:
-            fresh = self.world.deliveries[self.seen_deliveries:]
+            fresh = self.world.deliveries[self.seen_deliveries :]
             self.seen_deliveries = len(self.world.deliveries)
         for d in fresh:
             repo = (d.payload.get("repository") or {}).get("full_name", "")
             self.say(f"{self.stamp()} github -> bot  {d.event}{'.' + d.action if d.action else ''} {repo}")
         with self.factory() as session:
-            rows = session.execute(
-                select(AuditEntry).where(AuditEntry.id > self.seen_audit).order_by(AuditEntry.id)
-            ).scalars().all()
+            rows = (
+                session.execute(
+                    select(AuditEntry).where(AuditEntry.id > self.seen_audit).order_by(AuditEntry.id)
+                )
+                .scalars()
+                .all()
+            )
         for row in rows:
             self.seen_audit = max(self.seen_audit, row.id)
             if row.action == "github.git/update-ref" or row.action == "github.git/create-ref":
                 self.mark("bump_committed")
             if row.action == "github.actions/create-workflow-dispatch":
                 self.mark("first_dispatch")
-            self.say(f"{self.stamp()} bot          {row.actor}: {row.action} {row.target or ''} [{row.outcome}]")
+            self.say(
+                f"{self.stamp()} bot          {row.actor}: {row.action} {row.target or ''} [{row.outcome}]"
+            )
 
 
 def wait_until(predicate: Callable[[], bool], timeline: Timeline, timeout: float, what: str) -> None:
@@ -93,10 +99,15 @@ def _sweep_progress(factory: sessionmaker[Session], repo: str, pr: int) -> tuple
     from app.models.sweeps import Sweep, SweepJob
 
     with factory() as session:
-        jobs = session.execute(
-            select(SweepJob.state).join(Sweep, Sweep.id == SweepJob.sweep_id)
-            .where(Sweep.repo == repo, Sweep.pr_number == pr)
-        ).scalars().all()
+        jobs = (
+            session.execute(
+                select(SweepJob.state)
+                .join(Sweep, Sweep.id == SweepJob.sweep_id)
+                .where(Sweep.repo == repo, Sweep.pr_number == pr)
+            )
+            .scalars()
+            .all()
+        )
     done = sum(1 for s in jobs if s in ("succeeded", "failed", "cancelled", "reused"))
     return done, len(jobs)
 
@@ -139,8 +150,12 @@ def play_story(
     base_sha = _branch_head(world, repo, branch)
     deps = ", ".join(f"{facts['vllm_repo']}#{n}" for n in facts["deps"])
     say(f"{timeline.stamp()} sim          seed world loaded: {repo}#{pr} waits on {deps}")
-    wait_until(lambda: bool(bot_comments(world, repo, pr, STATUS_MARKER)), timeline, timeout,
-               "the status comment on the recipe PR")
+    wait_until(
+        lambda: bool(bot_comments(world, repo, pr, STATUS_MARKER)),
+        timeline,
+        timeout,
+        "the status comment on the recipe PR",
+    )
     for step in list(scenario.steps):
         if before_step is not None:
             timeline.pump()
@@ -150,11 +165,19 @@ def play_story(
         if entry["step"] in ("nightly-after-47269", "nightly-contains-both"):
             timeline.mark("containing_nightly_pushed")
         if entry["step"] == "drop-47270" or entry["step"] == "nightly-contains-both":
-            wait_until(lambda: _branch_head(world, repo, branch) != base_sha, timeline, timeout,
-                       "the bump commit on the recipe branch")
+            wait_until(
+                lambda: _branch_head(world, repo, branch) != base_sha,
+                timeline,
+                timeout,
+                "the bump commit on the recipe branch",
+            )
         elif entry["step"] == "close-47270":
-            wait_until(lambda: "closed without merg" in bot_comments(world, repo, pr, STATUS_MARKER)[0].body,
-                       timeline, timeout, "the status comment to show #47270 closed without merge")
+            wait_until(
+                lambda: "closed without merg" in bot_comments(world, repo, pr, STATUS_MARKER)[0].body,
+                timeline,
+                timeout,
+                "the status comment to show #47270 closed without merge",
+            )
         else:
             # Let one poll cycle see the change before the next one happens.
             end = time.monotonic() + 1.5 * poll_interval
@@ -185,14 +208,17 @@ def play_story(
 
 
 def demo_command(
-    until_done: Annotated[bool, typer.Option("--until-done", help="Exit when the story has finished")] = False,
+    until_done: Annotated[
+        bool, typer.Option("--until-done", help="Exit when the story has finished")
+    ] = False,
     port: Annotated[int, typer.Option(help="Port of the bot's API and dashboard")] = 8000,
     sim_port: Annotated[int, typer.Option(help="Port of the simulated GitHub")] = 8001,
     variant: Annotated[str, typer.Option(help="seed (#47270 closed, then dropped) or both-merge")] = "seed",
     time_scale: Annotated[float, typer.Option(help="Real seconds per simulated runner second")] = 0.002,
     timeout: Annotated[float, typer.Option(help="Give up after this many seconds")] = 420.0,
 ) -> None:
-    """Play the whole story against the simulator: deps land, the pin is bumped, the sweep runs, the gap is posted."""
+    """Play the whole story against the simulator: deps land, the pin is bumped, the sweep runs,
+    the gap is posted."""
     from app.db import session_factory
     from app.launcher import SIM_CADENCE, stack
     from app.settings import Settings, reset_settings_cache
@@ -218,24 +244,43 @@ def demo_command(
     scenario = SeedScenario(sim.world, variant=variant)
     try:
         with stack(port=port, sim=sim, settings=settings) as running:
-            console.print(f"[bold]sweepbot demo[/bold]: dashboard {running.dashboard_url}  "
-                          f"simulated GitHub {sim.url}  logs {running.log_dir}")
+            console.print(
+                f"[bold]sweepbot demo[/bold]: dashboard {running.dashboard_url}  "
+                f"simulated GitHub {sim.url}  logs {running.log_dir}"
+            )
             factory = session_factory()
-            with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          console=console, transient=False) as progress:
-                run = play_story(sim.world, scenario, factory, say=progress.console.print,
-                                 poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]), timeout=timeout,
-                                 progress=progress)
+            with Progress(
+                TextColumn("sweep"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=False,
+            ) as progress:
+                run = play_story(
+                    sim.world,
+                    scenario,
+                    factory,
+                    say=progress.console.print,
+                    poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]),
+                    timeout=timeout,
+                    progress=progress,
+                )
             for check in run.report.checks:
                 mark = "[green]ok[/green]  " if check.ok else "[red]FAIL[/red]"
                 console.print(f"{mark} {check.name}: {check.detail}")
-            summary = {**run.report.as_dict(), "wall_seconds": round(time.monotonic() - started, 1),
-                       "marks": {k: round(v, 2) for k, v in run.marks.items()}}
+            summary = {
+                **run.report.as_dict(),
+                "wall_seconds": round(time.monotonic() - started, 1),
+                "marks": {k: round(v, 2) for k, v in run.marks.items()},
+            }
             if until_done:
                 typer.echo(json.dumps(summary, default=str))
                 raise typer.Exit(0 if run.report.ok else 1)
-            console.print(f"\nThe story is done. Dashboard: {running.dashboard_url}"
-                          + (f"  (operator token: {running.operator_token})" if running.operator_token else ""))
+            console.print(
+                f"\nThe story is done. Dashboard: {running.dashboard_url}"
+                + (f"  (operator token: {running.operator_token})" if running.operator_token else "")
+            )
             console.print("Ctrl-C stops everything.")
             stop = {"now": False}
             signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
@@ -246,8 +291,11 @@ def demo_command(
     except RuntimeError as exc:  # StoryTimeout, a child that died
         console.print(f"[red]{exc}[/red]")
         if until_done:
-            typer.echo(json.dumps({"ok": False, "error": str(exc),
-                                   "wall_seconds": round(time.monotonic() - started, 1)}))
+            typer.echo(
+                json.dumps(
+                    {"ok": False, "error": str(exc), "wall_seconds": round(time.monotonic() - started, 1)}
+                )
+            )
         raise typer.Exit(1) from exc
     finally:
         sim.stop()

@@ -151,25 +151,41 @@ def fmt_value(value: float | None, metric: str) -> str:
 _VERDICT_ICON = {"behind": "🔴 behind", "matched": "🟢 matched", "ahead": "🔵 ahead"}
 
 
-def render_gap_table(rows: Sequence[GapRow], *, metric: str, recipe_label: str = "vLLM",
-                     reference_label: str = "ATOM ref", icons: bool = False) -> str:
+def render_gap_table(
+    rows: Sequence[GapRow],
+    *,
+    metric: str,
+    recipe_label: str = "vLLM",
+    reference_label: str = "ATOM ref",
+    icons: bool = False,
+) -> str:
     """Markdown table ``conc | vLLM | ATOM ref | gap | verdict``."""
-    lines = [f"| conc | {recipe_label} | {reference_label} | gap | verdict |", "| ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        f"| conc | {recipe_label} | {reference_label} | gap | verdict |",
+        "| ---: | ---: | ---: | ---: | --- |",
+    ]
     for r in rows:
         recipe = fmt_value(r.recipe, metric)
         if r.runs > 1:
             recipe += f" (n={r.runs})"
         shown = _VERDICT_ICON.get(r.verdict, r.verdict) if icons else r.verdict
-        lines.append(f"| {r.conc} | {recipe} | {fmt_value(r.reference, metric)} | {fmt_pct(r.gap)} | {shown} |")
+        lines.append(
+            f"| {r.conc} | {recipe} | {fmt_value(r.reference, metric)} | {fmt_pct(r.gap)} | {shown} |"
+        )
     return "\n".join(lines)
 
 
-def render_tput_table(rows: Sequence[TputGapRow], *, recipe_label: str = "vLLM",
-                      reference_label: str = "ATOM ref") -> str:
-    lines = [f"| interactivity (tok/s/user) | {recipe_label} tok/s/GPU | {reference_label} tok/s/GPU | gap |",
-             "| ---: | ---: | ---: | ---: |"]
+def render_tput_table(
+    rows: Sequence[TputGapRow], *, recipe_label: str = "vLLM", reference_label: str = "ATOM ref"
+) -> str:
+    lines = [
+        f"| interactivity (tok/s/user) | {recipe_label} tok/s/GPU | {reference_label} tok/s/GPU | gap |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         recipe = f"{r.recipe:,.1f}" if r.recipe is not None else r.note
-        lines.append(f"| {r.interactivity:.1f} (ref conc {r.reference_conc}) | {recipe} | {r.reference:,.1f} | "
-                     f"{fmt_pct(r.gap)} |")
+        lines.append(
+            f"| {r.interactivity:.1f} (ref conc {r.reference_conc}) | {recipe} | {r.reference:,.1f} | "
+            f"{fmt_pct(r.gap)} |"
+        )
     return "\n".join(lines)

@@ -15,6 +15,7 @@ make them idempotent by looking before creating, and the task is retried.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.parse
@@ -118,7 +119,11 @@ class GitHubGateway:
         retry_after = lower.get("retry-after")
         rate_limited = status == 429 or (
             status == 403
-            and (retry_after is not None or lower.get("x-ratelimit-remaining") == "0" or "rate limit" in message.lower())
+            and (
+                retry_after is not None
+                or lower.get("x-ratelimit-remaining") == "0"
+                or "rate limit" in message.lower()
+            )
         )
         if rate_limited:
             wait = float(retry_after) if retry_after else None
@@ -147,8 +152,14 @@ class GitHubGateway:
             self._audit(f"github.{op}", target or path, detail)
         return data
 
-    def _paginate(self, op: str, path: str, params: dict[str, Any] | None = None, key: str | None = None,
-                  limit: int = 2000) -> Iterator[dict[str, Any]]:
+    def _paginate(
+        self,
+        op: str,
+        path: str,
+        params: dict[str, Any] | None = None,
+        key: str | None = None,
+        limit: int = 2000,
+    ) -> Iterator[dict[str, Any]]:
         params = dict(params or {})
         params.setdefault("per_page", 100)
         page = 1
@@ -199,7 +210,9 @@ class GitHubGateway:
 
         params = {"ref": ref} if ref else None
         try:
-            data = self._get("repos/get-content", f"/repos/{repo}/contents/{urllib.parse.quote(path)}", params)
+            data = self._get(
+                "repos/get-content", f"/repos/{repo}/contents/{urllib.parse.quote(path)}", params
+            )
         except NotFound:
             return None
         if not isinstance(data, dict) or data.get("type") != "file":
@@ -210,7 +223,9 @@ class GitHubGateway:
     def list_dir(self, repo: str, path: str, ref: str | None = None) -> list[dict[str, Any]]:
         params = {"ref": ref} if ref else None
         try:
-            data = self._get("repos/get-content", f"/repos/{repo}/contents/{urllib.parse.quote(path)}", params)
+            data = self._get(
+                "repos/get-content", f"/repos/{repo}/contents/{urllib.parse.quote(path)}", params
+            )
         except NotFound:
             return []
         return data if isinstance(data, list) else []
@@ -228,31 +243,56 @@ class GitHubGateway:
             return None
 
     def create_ref(self, repo: str, ref: str, sha: str) -> dict[str, Any]:
-        return self._write("git/create-ref", "POST", f"/repos/{repo}/git/refs",
-                           {"ref": f"refs/{ref}", "sha": sha}, target=f"{repo}:{ref}")
+        return self._write(
+            "git/create-ref",
+            "POST",
+            f"/repos/{repo}/git/refs",
+            {"ref": f"refs/{ref}", "sha": sha},
+            target=f"{repo}:{ref}",
+        )
 
     def update_ref(self, repo: str, ref: str, sha: str, *, force: bool = False) -> dict[str, Any]:
-        return self._write("git/update-ref", "PATCH", f"/repos/{repo}/git/refs/{ref}",
-                           {"sha": sha, "force": force}, target=f"{repo}:{ref}")
+        return self._write(
+            "git/update-ref",
+            "PATCH",
+            f"/repos/{repo}/git/refs/{ref}",
+            {"sha": sha, "force": force},
+            target=f"{repo}:{ref}",
+        )
 
     def get_commit(self, repo: str, sha: str) -> dict[str, Any]:
         return self._get("git/get-commit", f"/repos/{repo}/git/commits/{sha}")
 
     def create_blob(self, repo: str, text: str) -> str:
-        data = self._write("git/create-blob", "POST", f"/repos/{repo}/git/blobs",
-                           {"content": text, "encoding": "utf-8"}, target=repo)
+        data = self._write(
+            "git/create-blob",
+            "POST",
+            f"/repos/{repo}/git/blobs",
+            {"content": text, "encoding": "utf-8"},
+            target=repo,
+        )
         return str(data["sha"])
 
     def create_tree(self, repo: str, base_tree: str, files: dict[str, str]) -> str:
         """``files``: path -> blob sha (mode 100644)."""
         tree = [{"path": p, "mode": "100644", "type": "blob", "sha": s} for p, s in sorted(files.items())]
-        data = self._write("git/create-tree", "POST", f"/repos/{repo}/git/trees",
-                           {"base_tree": base_tree, "tree": tree}, target=repo)
+        data = self._write(
+            "git/create-tree",
+            "POST",
+            f"/repos/{repo}/git/trees",
+            {"base_tree": base_tree, "tree": tree},
+            target=repo,
+        )
         return str(data["sha"])
 
     def create_commit(self, repo: str, message: str, tree: str, parents: list[str]) -> dict[str, Any]:
-        return self._write("git/create-commit", "POST", f"/repos/{repo}/git/commits",
-                           {"message": message, "tree": tree, "parents": parents}, target=repo)
+        return self._write(
+            "git/create-commit",
+            "POST",
+            f"/repos/{repo}/git/commits",
+            {"message": message, "tree": tree, "parents": parents},
+            target=repo,
+        )
 
     # ------------------------------------------------------------------ pulls
 
@@ -266,8 +306,9 @@ class GitHubGateway:
         """Changed files of a PR (``filename``, ``status``, ``previous_filename``...), up to GitHub's 3000."""
         return list(self._paginate("pulls/list-files", f"/repos/{repo}/pulls/{number}/files", limit=3000))
 
-    def list_pulls(self, repo: str, *, state: str = "open", head: str | None = None,
-                   base: str | None = None) -> list[dict[str, Any]]:
+    def list_pulls(
+        self, repo: str, *, state: str = "open", head: str | None = None, base: str | None = None
+    ) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"state": state}
         if head:
             params["head"] = head
@@ -276,12 +317,18 @@ class GitHubGateway:
         return list(self._paginate("pulls/list", f"/repos/{repo}/pulls", params))
 
     def create_pull(self, repo: str, *, title: str, head: str, base: str, body: str) -> dict[str, Any]:
-        return self._write("pulls/create", "POST", f"/repos/{repo}/pulls",
-                           {"title": title, "head": head, "base": base, "body": body}, target=repo)
+        return self._write(
+            "pulls/create",
+            "POST",
+            f"/repos/{repo}/pulls",
+            {"title": title, "head": head, "base": base, "body": body},
+            target=repo,
+        )
 
     def update_pull(self, repo: str, number: int, **fields: Any) -> dict[str, Any]:
-        return self._write("pulls/update", "PATCH", f"/repos/{repo}/pulls/{number}", fields,
-                           target=f"{repo}#{number}")
+        return self._write(
+            "pulls/update", "PATCH", f"/repos/{repo}/pulls/{number}", fields, target=f"{repo}#{number}"
+        )
 
     # ------------------------------------------------------------------ comments and reactions
 
@@ -289,12 +336,22 @@ class GitHubGateway:
         return list(self._paginate("issues/list-comments", f"/repos/{repo}/issues/{number}/comments"))
 
     def create_comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
-        return self._write("issues/create-comment", "POST", f"/repos/{repo}/issues/{number}/comments",
-                           {"body": body}, target=f"{repo}#{number}")
+        return self._write(
+            "issues/create-comment",
+            "POST",
+            f"/repos/{repo}/issues/{number}/comments",
+            {"body": body},
+            target=f"{repo}#{number}",
+        )
 
     def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
-        return self._write("issues/update-comment", "PATCH", f"/repos/{repo}/issues/comments/{comment_id}",
-                           {"body": body}, target=f"{repo} comment {comment_id}")
+        return self._write(
+            "issues/update-comment",
+            "PATCH",
+            f"/repos/{repo}/issues/comments/{comment_id}",
+            {"body": body},
+            target=f"{repo} comment {comment_id}",
+        )
 
     def find_comment(self, repo: str, number: int, marker: str) -> dict[str, Any] | None:
         """The first comment holding ``marker`` (a hidden HTML comment) — the sticky-comment lookup."""
@@ -316,17 +373,23 @@ class GitHubGateway:
 
     def add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
         # GitHub answers 200 (not 201) when the reaction already exists: naturally idempotent.
-        return self._write("reactions/create-for-issue-comment", "POST",
-                           f"/repos/{repo}/issues/comments/{comment_id}/reactions", {"content": content},
-                           target=f"{repo} comment {comment_id}")
+        return self._write(
+            "reactions/create-for-issue-comment",
+            "POST",
+            f"/repos/{repo}/issues/comments/{comment_id}/reactions",
+            {"content": content},
+            target=f"{repo} comment {comment_id}",
+        )
 
     # ------------------------------------------------------------------ permissions
 
     def permission(self, repo: str, username: str) -> str:
         """``admin``, ``maintain``, ``write``, ``triage``, ``read`` or ``none``."""
         try:
-            data = self._get("repos/get-collaborator-permission-level",
-                             f"/repos/{repo}/collaborators/{_quote(username)}/permission")
+            data = self._get(
+                "repos/get-collaborator-permission-level",
+                f"/repos/{repo}/collaborators/{_quote(username)}/permission",
+            )
         except NotFound:
             return "none"
         role = data.get("role_name") or data.get("permission") or "none"
@@ -334,36 +397,60 @@ class GitHubGateway:
 
     # ------------------------------------------------------------------ actions
 
-    def dispatch_workflow(self, repo: str, workflow: str, ref: str, inputs: dict[str, str]) -> dict[str, Any] | None:
+    def dispatch_workflow(
+        self, repo: str, workflow: str, ref: str, inputs: dict[str, str]
+    ) -> dict[str, Any] | None:
         """Dispatch and return ``{workflow_run_id, run_url, html_url}`` when the server tells it."""
-        data = self._write("actions/create-workflow-dispatch", "POST",
-                           f"/repos/{repo}/actions/workflows/{_quote(workflow)}/dispatches",
-                           {"ref": ref, "inputs": inputs, "return_run_details": True}, target=f"{repo}:{workflow}")
+        data = self._write(
+            "actions/create-workflow-dispatch",
+            "POST",
+            f"/repos/{repo}/actions/workflows/{_quote(workflow)}/dispatches",
+            {"ref": ref, "inputs": inputs, "return_run_details": True},
+            target=f"{repo}:{workflow}",
+        )
         return data if isinstance(data, dict) and data.get("workflow_run_id") else None
 
-    def list_workflow_runs(self, repo: str, workflow: str | None = None, **params: Any) -> list[dict[str, Any]]:
-        path = (f"/repos/{repo}/actions/workflows/{_quote(workflow)}/runs" if workflow
-                else f"/repos/{repo}/actions/runs")
+    def list_workflow_runs(
+        self, repo: str, workflow: str | None = None, **params: Any
+    ) -> list[dict[str, Any]]:
+        path = (
+            f"/repos/{repo}/actions/workflows/{_quote(workflow)}/runs"
+            if workflow
+            else f"/repos/{repo}/actions/runs"
+        )
         op = "actions/list-workflow-runs" if workflow else "actions/list-workflow-runs-for-repo"
-        return list(self._paginate(op, path, params, key="workflow_runs", limit=int(params.pop("limit", 300))))
+        return list(
+            self._paginate(op, path, params, key="workflow_runs", limit=int(params.pop("limit", 300)))
+        )
 
     def get_run(self, repo: str, run_id: int) -> dict[str, Any]:
         return self._get("actions/get-workflow-run", f"/repos/{repo}/actions/runs/{run_id}")
 
     def list_run_jobs(self, repo: str, run_id: int) -> list[dict[str, Any]]:
-        return list(self._paginate("actions/list-jobs-for-workflow-run",
-                                   f"/repos/{repo}/actions/runs/{run_id}/jobs", key="jobs"))
+        return list(
+            self._paginate(
+                "actions/list-jobs-for-workflow-run", f"/repos/{repo}/actions/runs/{run_id}/jobs", key="jobs"
+            )
+        )
 
     def cancel_run(self, repo: str, run_id: int) -> None:
-        try:
-            self._write("actions/cancel-workflow-run", "POST", f"/repos/{repo}/actions/runs/{run_id}/cancel",
-                        target=f"{repo} run {run_id}")
-        except Conflict:
-            pass  # 409: the run already finished — the state we wanted anyway
+        # 409: the run already finished — the state we wanted anyway.
+        with contextlib.suppress(Conflict):
+            self._write(
+                "actions/cancel-workflow-run",
+                "POST",
+                f"/repos/{repo}/actions/runs/{run_id}/cancel",
+                target=f"{repo} run {run_id}",
+            )
 
     def list_run_artifacts(self, repo: str, run_id: int) -> list[dict[str, Any]]:
-        return list(self._paginate("actions/list-workflow-run-artifacts",
-                                   f"/repos/{repo}/actions/runs/{run_id}/artifacts", key="artifacts"))
+        return list(
+            self._paginate(
+                "actions/list-workflow-run-artifacts",
+                f"/repos/{repo}/actions/runs/{run_id}/artifacts",
+                key="artifacts",
+            )
+        )
 
     def download_artifact(self, repo: str, artifact_id: int, max_bytes: int = MAX_ARTIFACT_BYTES) -> bytes:
         """The artifact's zip, refusing anything larger than ``max_bytes`` before reading it whole."""
@@ -381,7 +468,9 @@ class GitHubGateway:
                 raise GitHubError(resp.status_code, f"artifact {artifact_id}: download refused")
             declared = int(resp.headers.get("content-length") or 0)
             if declared > max_bytes:
-                raise GitHubError(413, f"artifact {artifact_id} is {declared} bytes, over the {max_bytes} cap")
+                raise GitHubError(
+                    413, f"artifact {artifact_id} is {declared} bytes, over the {max_bytes} cap"
+                )
             chunks: list[bytes] = []
             total = 0
             for chunk in resp.iter_bytes():
@@ -410,16 +499,22 @@ class GitHubGateway:
 def _retry() -> GithubRetry:
     # Idempotent methods only (urllib3's default); waits for Retry-After on secondary limits but
     # never for long: a long wait becomes a TransientError and the task is retried later.
-    return GithubRetry(total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504],
-                       secondary_rate_wait=5.0)
+    return GithubRetry(
+        total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504], secondary_rate_wait=5.0
+    )
 
 
 def make_requester(settings: Settings) -> Requester:
     auth = make_auth(settings)
-    gh = Github(auth=auth, base_url=settings.github_api_url.rstrip("/"),
-                timeout=int(settings.github_timeout_seconds), retry=_retry(), per_page=100,
-                seconds_between_requests=settings.github_seconds_between_requests,
-                seconds_between_writes=settings.github_seconds_between_writes)
+    gh = Github(
+        auth=auth,
+        base_url=settings.github_api_url.rstrip("/"),
+        timeout=int(settings.github_timeout_seconds),
+        retry=_retry(),
+        per_page=100,
+        seconds_between_requests=settings.github_seconds_between_requests,
+        seconds_between_writes=settings.github_seconds_between_writes,
+    )
     return gh.requester
 
 
@@ -437,15 +532,27 @@ def make_auth(settings: Settings) -> Auth.Auth | None:
     return None
 
 
-def gateway(settings: Settings, session: Session | None = None, *, actor: str = "sweepbot",
-            delivery_id: str | None = None) -> GitHubGateway:
+def gateway(
+    settings: Settings,
+    session: Session | None = None,
+    *,
+    actor: str = "sweepbot",
+    delivery_id: str | None = None,
+) -> GitHubGateway:
     """A gateway whose writes are audited in ``session`` (when given) and whose GETs are cached there."""
     audit: AuditHook | None = None
     if session is not None:
         from app.audit import record
 
         def audit(action: str, target: str, detail: dict[str, Any]) -> None:
-            record(session, actor=actor, action=action, target=target, outcome="ok", detail=detail,
-                   delivery_id=delivery_id)
+            record(
+                session,
+                actor=actor,
+                action=action,
+                target=target,
+                outcome="ok",
+                detail=detail,
+                delivery_id=delivery_id,
+            )
 
     return GitHubGateway(make_requester(settings), cache_session=session, audit=audit)

@@ -70,8 +70,13 @@ def store_delivery(incoming: IncomingDelivery) -> Stored:
         return Stored(created=False, enqueue=False)
     if is_ping:
         DELIVERIES.labels(event="ping", outcome=S.DONE).inc()
-    log.info("delivery_stored", delivery_id=incoming.id, event_name=incoming.event, action=incoming.action,
-             bytes=len(incoming.payload))
+    log.info(
+        "delivery_stored",
+        delivery_id=incoming.id,
+        event_name=incoming.event,
+        action=incoming.action,
+        bytes=len(incoming.payload),
+    )
     return Stored(created=True, enqueue=not is_ping)
 
 
@@ -89,17 +94,24 @@ def claim(session: Session, delivery_id: str, worker: str) -> bool:
         .where(
             Delivery.id == delivery_id,
             or_(
-                and_(Delivery.status.in_(S.PENDING),
-                     or_(Delivery.next_attempt_at.is_(None), Delivery.next_attempt_at <= t)),
+                and_(
+                    Delivery.status.in_(S.PENDING),
+                    or_(Delivery.next_attempt_at.is_(None), Delivery.next_attempt_at <= t),
+                ),
                 and_(Delivery.status == S.PROCESSING, Delivery.lease_until < t),
             ),
         )
-        .values(status=S.PROCESSING, attempts=Delivery.attempts + 1, started_at=t,
-                lease_until=t + timedelta(seconds=_lease_seconds()), worker=worker)
+        .values(
+            status=S.PROCESSING,
+            attempts=Delivery.attempts + 1,
+            started_at=t,
+            lease_until=t + timedelta(seconds=_lease_seconds()),
+            worker=worker,
+        )
         .execution_options(synchronize_session=False)
     )
     session.commit()
-    return bool(result.rowcount)
+    return bool(result.rowcount)  # type: ignore[attr-defined]  # a CursorResult for UPDATE
 
 
 def worker_name() -> str:
@@ -171,8 +183,13 @@ def _run_claimed(factory: Any, delivery_id: str, max_attempts: int) -> str:
     if received is not None:
         INGEST_TO_DONE.observe((now() - received).total_seconds())
     DELIVERIES.labels(event=event.name, outcome=outcome).inc()
-    log.info("delivery_processed", event_name=event.name, action=event.action, outcome=outcome,
-             handlers=len(handlers))
+    log.info(
+        "delivery_processed",
+        event_name=event.name,
+        action=event.action,
+        outcome=outcome,
+        handlers=len(handlers),
+    )
     return outcome
 
 
@@ -197,8 +214,9 @@ def _retry_later(factory: Any, delivery_id: str, exc: TransientError, max_attemp
         assert delivery is not None
         if delivery.attempts >= max_attempts:
             session.close()
-            _finish(factory, delivery_id, S.FAILED,
-                    f"gave up after {max_attempts} attempts; last error: {exc}")
+            _finish(
+                factory, delivery_id, S.FAILED, f"gave up after {max_attempts} attempts; last error: {exc}"
+            )
             return S.FAILED
         wait = exc.retry_after if exc.retry_after is not None else backoff_seconds(delivery.attempts)
         delivery.status = S.RETRY
@@ -216,23 +234,40 @@ def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
     from app.queue import enqueue
     from app.settings import get_settings
 
-    grace = timedelta(seconds=grace_seconds if grace_seconds is not None else get_settings().reaper_grace_seconds)
+    grace = timedelta(
+        seconds=grace_seconds if grace_seconds is not None else get_settings().reaper_grace_seconds
+    )
     t = now()
     with session_scope() as session:
         stale = or_(Delivery.enqueued_at.is_(None), Delivery.enqueued_at < t - grace)
-        rows = session.execute(
-            select(Delivery.id).where(
-                or_(
-                    and_(Delivery.status.in_((S.RECEIVED, S.QUEUED)), Delivery.received_at < t - grace, stale),
-                    and_(Delivery.status == S.RETRY, Delivery.next_attempt_at <= t, stale),
-                    and_(Delivery.status == S.PROCESSING, Delivery.lease_until < t, stale),
+        rows = (
+            session.execute(
+                select(Delivery.id)
+                .where(
+                    or_(
+                        and_(
+                            Delivery.status.in_((S.RECEIVED, S.QUEUED)),
+                            Delivery.received_at < t - grace,
+                            stale,
+                        ),
+                        and_(Delivery.status == S.RETRY, Delivery.next_attempt_at <= t, stale),
+                        and_(Delivery.status == S.PROCESSING, Delivery.lease_until < t, stale),
+                    )
                 )
-            ).order_by(Delivery.received_at).limit(limit)
-        ).scalars().all()
+                .order_by(Delivery.received_at)
+                .limit(limit)
+            )
+            .scalars()
+            .all()
+        )
         ids = list(rows)
         if ids:
-            session.execute(update(Delivery).where(Delivery.id.in_(ids)).values(enqueued_at=t)
-                            .execution_options(synchronize_session=False))
+            session.execute(
+                update(Delivery)
+                .where(Delivery.id.in_(ids))
+                .values(enqueued_at=t)
+                .execution_options(synchronize_session=False)
+            )
     sent = [i for i in ids if enqueue("sweepbot.process_delivery", i)]
     if ids:
         log.info("reaper_requeued", count=len(sent), found=len(ids))
@@ -253,8 +288,14 @@ def replay(session: Session, delivery_id: str, *, actor: str) -> Delivery:
     delivery.next_attempt_at = None
     delivery.error = None
     delivery.enqueued_at = now()
-    record(session, actor=actor, action="delivery.replay", target=delivery_id, outcome="ok",
-           detail={"event": delivery.event, "action": delivery.action})
+    record(
+        session,
+        actor=actor,
+        action="delivery.replay",
+        target=delivery_id,
+        outcome="ok",
+        detail={"event": delivery.event, "action": delivery.action},
+    )
     session.commit()
     enqueue("sweepbot.process_delivery", delivery_id)
     return delivery

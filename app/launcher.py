@@ -56,8 +56,14 @@ class Stack:
     def start_process(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         assert self.log_dir is not None
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child's lifetime
-        proc = subprocess.Popen([sys.executable, "-m", "app", *args], cwd=ROOT, env=self.env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app", *args],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.procs[name] = proc
         return proc
 
@@ -110,7 +116,9 @@ def sim_environment(sim: Any, data_dir: Path, api_url: str) -> dict[str, str]:
         "SWEEPBOT_GITHUB_API_URL": sim.github_api_url,
         "SWEEPBOT_GITHUB_TOKEN": sim.world.settings.default_token,
         "SWEEPBOT_WEBHOOK_SECRETS": webhook_secret,
-        "SWEEPBOT_REGISTRY_URLS": f"docker.io={sim.url}/hub,ghcr.io={sim.url},registry-1.docker.io={sim.url}/hub",
+        "SWEEPBOT_REGISTRY_URLS": (
+            f"docker.io={sim.url}/hub,ghcr.io={sim.url},registry-1.docker.io={sim.url}/hub"
+        ),
         "SWEEPBOT_OAUTH_CLIENT_ID": "sweepbot-dashboard",
         "SWEEPBOT_OAUTH_CLIENT_SECRET": "sim-oauth-secret",
         "SWEEPBOT_OAUTH_BASE_URL": sim.url,
@@ -153,8 +161,14 @@ def stack(
     log_dir.mkdir(exist_ok=True)
     api_url = f"http://{host}:{port}"
     env = {k: v for k, v in os.environ.items()}
-    env.update({"SWEEPBOT_DATA_DIR": str(data_dir), "SWEEPBOT_DATABASE_URL": settings.database_url,
-                "SWEEPBOT_BROKER_URL": settings.broker_url, "PYTHONPATH": str(ROOT)})
+    env.update(
+        {
+            "SWEEPBOT_DATA_DIR": str(data_dir),
+            "SWEEPBOT_DATABASE_URL": settings.database_url,
+            "SWEEPBOT_BROKER_URL": settings.broker_url,
+            "PYTHONPATH": str(ROOT),
+        }
+    )
     operator_token = None
     if sim is not None:
         env.update(sim_environment(sim, data_dir, api_url))
@@ -196,7 +210,10 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
     signal.signal(signal.SIGTERM, _stop)
     try:
         with stack(host=host, port=port, sim=sim) as running:
-            console.print(f"[bold green]sweepbot is up[/bold green] ({'simulated GitHub' if sim else settings.github_api_url})")
+            console.print(
+                "[bold green]sweepbot is up[/bold green] "
+                f"({'simulated GitHub' if sim else settings.github_api_url})"
+            )
             console.print(f"  dashboard      {running.dashboard_url}")
             console.print(f"  webhooks       {running.api_url}/webhooks/github")
             console.print(f"  API docs       {running.api_url}/docs")
@@ -204,7 +221,9 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
             if running.operator_token:
                 console.print(f"  operator token {running.operator_token}  (sign in on the dashboard to act)")
             if sim is not None:
-                console.print(f"  simulated GitHub {sim.url}  (seed world loaded; `sweepbot demo` plays the story)")
+                console.print(
+                    f"  simulated GitHub {sim.url}  (seed world loaded; `sweepbot demo` plays the story)"
+                )
             console.print(f"  logs           {running.log_dir}")
             console.print("Ctrl-C stops everything.")
             while not stop["now"]:

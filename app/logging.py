@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -12,7 +13,7 @@ import structlog
 _SECRET_KEYS = re.compile(r"(secret|token|signature|password|private_key|authorization)", re.I)
 
 
-def _redact(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key in list(event):
         if _SECRET_KEYS.search(key):
             event[key] = "[redacted]"

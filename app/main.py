@@ -23,12 +23,15 @@ class _StoredDeliveries:
         from app.db import session_scope
         from app.models import Delivery
 
-        stored = GaugeMetricFamily("sweepbot_deliveries_stored", "Stored deliveries by event and status",
-                                   labels=["event", "status"])
+        stored = GaugeMetricFamily(
+            "sweepbot_deliveries_stored", "Stored deliveries by event and status", labels=["event", "status"]
+        )
         try:
             with session_scope() as session:
                 rows = session.execute(
-                    select(Delivery.event, Delivery.status, func.count()).group_by(Delivery.event, Delivery.status)
+                    select(Delivery.event, Delivery.status, func.count()).group_by(
+                        Delivery.event, Delivery.status
+                    )
                 ).all()
         except Exception:
             rows = []

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-DELIVERIES = Counter("sweepbot_deliveries_total", "Webhook deliveries by event and outcome", ["event", "outcome"])
+DELIVERIES = Counter(
+    "sweepbot_deliveries_total", "Webhook deliveries by event and outcome", ["event", "outcome"]
+)
 INGEST_TO_DONE = Histogram(
     "sweepbot_delivery_ingest_to_done_seconds",
     "Seconds from a delivery being stored to its processing finishing",
@@ -12,6 +14,7 @@ INGEST_TO_DONE = Histogram(
 )
 TASK_FAILURES = Counter("sweepbot_task_failures_total", "Task failures by task and kind", ["task", "kind"])
 QUEUE_DEPTH = Gauge("sweepbot_queue_depth", "Deliveries stored but not finished", ["status"])
-GITHUB_CALLS = Counter("sweepbot_github_calls_total", "GitHub API calls by operation and status",
-                       ["operation", "status"])
+GITHUB_CALLS = Counter(
+    "sweepbot_github_calls_total", "GitHub API calls by operation and status", ["operation", "status"]
+)
 JOBS = Gauge("sweepbot_jobs", "Sweep jobs by state", ["state"])

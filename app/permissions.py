@@ -18,8 +18,9 @@ _lock = threading.Lock()
 _cache: dict[tuple[str, str], tuple[str, float]] = {}
 
 
-def permission_of(gw: Any, repo: str, login: str, *, ttl: float = TTL_SECONDS,
-                  clock: Callable[[], float] = time.monotonic) -> str:
+def permission_of(
+    gw: Any, repo: str, login: str, *, ttl: float = TTL_SECONDS, clock: Callable[[], float] = time.monotonic
+) -> str:
     """The user's role on ``repo`` (``admin`` ... ``none``), cached for ``ttl`` seconds."""
     key = (repo.lower(), login.lower())
     now = clock()

@@ -49,14 +49,23 @@ def mark_report_dirty(session: Session, sweep_id: int) -> None:
     sweep = session.get(Sweep, sweep_id)
     if sweep is None:
         return
-    stmt = select(ReportState).where(ReportState.repo == sweep.repo, ReportState.pr_number == sweep.pr_number,
-                                     ReportState.config_key == sweep.config_key)
+    stmt = select(ReportState).where(
+        ReportState.repo == sweep.repo,
+        ReportState.pr_number == sweep.pr_number,
+        ReportState.config_key == sweep.config_key,
+    )
     state = session.scalars(stmt).first()
     if state is None:
         try:
             with session.begin_nested():
-                state = ReportState(repo=sweep.repo, pr_number=sweep.pr_number, config_key=sweep.config_key,
-                                    sweep_id=sweep_id, version=0, flushed_version=0)
+                state = ReportState(
+                    repo=sweep.repo,
+                    pr_number=sweep.pr_number,
+                    config_key=sweep.config_key,
+                    sweep_id=sweep_id,
+                    version=0,
+                    flushed_version=0,
+                )
                 session.add(state)
         except IntegrityError:  # another worker created it first
             state = session.scalars(stmt).one()
@@ -66,8 +75,13 @@ def mark_report_dirty(session: Session, sweep_id: int) -> None:
     session.flush()
 
 
-def flush_reports(session_factory: Callable[[], Session], gw_factory: Callable[[Session], Any], *,
-                  debounce_seconds: float | None = None, now: datetime | None = None) -> int:
+def flush_reports(
+    session_factory: Callable[[], Session],
+    gw_factory: Callable[[Session], Any],
+    *,
+    debounce_seconds: float | None = None,
+    now: datetime | None = None,
+) -> int:
     """Upsert every dirty report not flushed within the debounce interval; return how many landed."""
     from app.routing import TransientError
 
@@ -77,7 +91,9 @@ def flush_reports(session_factory: Callable[[], Session], gw_factory: Callable[[
         debounce_seconds = get_settings().report_debounce_seconds
     moment = now or _now()
     with session_factory() as session:
-        ids = list(session.scalars(select(ReportState.id).where(ReportState.version > ReportState.flushed_version)))
+        ids = list(
+            session.scalars(select(ReportState.id).where(ReportState.version > ReportState.flushed_version))
+        )
     landed = 0
     for state_id in ids:
         with session_factory() as session:
@@ -91,7 +107,9 @@ def flush_reports(session_factory: Callable[[], Session], gw_factory: Callable[[
             try:
                 body = render_report(session, state.sweep_id)
                 gw = gw_factory(session)
-                comment = gw.upsert_comment(state.repo, state.pr_number, report_marker(state.config_key), body)
+                comment = gw.upsert_comment(
+                    state.repo, state.pr_number, report_marker(state.config_key), body
+                )
             except TransientError as exc:
                 session.rollback()
                 log.warning("report_flush_failed", report=state_id, error=str(exc))
@@ -148,33 +166,64 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
     sweep = session.get(Sweep, sweep_id)
     if sweep is None:
         raise LookupError(f"sweep {sweep_id} does not exist; list sweeps with `sweepbot sweep status`")
-    jobs = list(session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id).order_by(SweepJob.position)))
+    jobs = list(
+        session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id).order_by(SweepJob.position))
+    )
     views = [JobView(j.id, j.conc, j.seq, j.tp, j.state, j.run_url, j.reason, j.result_name) for j in jobs]
     results: dict[str, list[Result]] = {}
     for row in session.scalars(select(Result).where(Result.sweep_id == sweep_id).order_by(Result.id)):
         results.setdefault(row.result_name, []).append(row)
     for j in jobs:
         if j.state == "reused" and j.result_name not in results:
-            hit = find_reusable(session, image=sweep.image, fingerprint=sweep.fingerprint, result_name=j.result_name)
+            hit = find_reusable(
+                session, image=sweep.image, fingerprint=sweep.fingerprint, result_name=j.result_name
+            )
             if hit is not None:
                 results[j.result_name] = [hit]
     newer = session.scalars(
-        select(Sweep.id).where(Sweep.repo == sweep.repo, Sweep.pr_number == sweep.pr_number,
-                               Sweep.config_key == sweep.config_key, Sweep.id > sweep.id)
-        .order_by(Sweep.id.desc()).limit(1)).first()
+        select(Sweep.id)
+        .where(
+            Sweep.repo == sweep.repo,
+            Sweep.pr_number == sweep.pr_number,
+            Sweep.config_key == sweep.config_key,
+            Sweep.id > sweep.id,
+        )
+        .order_by(Sweep.id.desc())
+        .limit(1)
+    ).first()
     superseded = sweep.superseded_by or newer
     point = dict(jobs[0].point) if jobs else {}
     notes: list[str] = []
     reference = None
     try:
         reference = choose_reference(
-            session, config_key=sweep.config_key, model=point.get("model"), hardware=point.get("runner"),
-            tp=point.get("tp"), isl=point.get("isl"), osl=point.get("osl"),
-            configured=_configured_references(session, sweep.repo))
+            session,
+            config_key=sweep.config_key,
+            model=point.get("model"),
+            hardware=point.get("runner"),
+            tp=point.get("tp"),
+            isl=point.get("isl"),
+            osl=point.get("osl"),
+            configured=_configured_references(session, sweep.repo),
+        )
     except ReferenceError as exc:
         notes.append(f"Reference configuration problem: {exc}")
-    return ReportData(sweep.id, sweep.repo, sweep.pr_number, sweep.config_key, sweep.image, sweep.fingerprint,
-                      sweep.head_sha, sweep.requested_by, sweep.state, views, results, reference, superseded, notes)
+    return ReportData(
+        sweep.id,
+        sweep.repo,
+        sweep.pr_number,
+        sweep.config_key,
+        sweep.image,
+        sweep.fingerprint,
+        sweep.head_sha,
+        sweep.requested_by,
+        sweep.state,
+        views,
+        results,
+        reference,
+        superseded,
+        notes,
+    )
 
 
 def _configured_references(session: Session, repo: str) -> dict[str, str] | None:
@@ -196,14 +245,25 @@ def progress_bar(done: int, total: int, width: int = 20) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-def _mermaid(concs: Sequence[int], recipe: Sequence[float], ref: Sequence[float] | None, recipe_label: str,
-             ref_label: str) -> str:
+def _mermaid(
+    concs: Sequence[int],
+    recipe: Sequence[float],
+    ref: Sequence[float] | None,
+    recipe_label: str,
+    ref_label: str,
+) -> str:
     top = max([*recipe, *(ref or [])]) * 1.15
-    title = f"Mean TPOT (ms) vs conc: {recipe_label} (1st line)" + (f" vs {ref_label} (2nd line)" if ref else "")
-    lines = ["```mermaid", "xychart-beta", f'    title "{title}"',
-             f"    x-axis \"conc\" [{', '.join(str(c) for c in concs)}]",
-             f'    y-axis "mean TPOT (ms)" 0 --> {top:.0f}',
-             f"    line [{', '.join(f'{v:.2f}' for v in recipe)}]"]
+    title = f"Mean TPOT (ms) vs conc: {recipe_label} (1st line)" + (
+        f" vs {ref_label} (2nd line)" if ref else ""
+    )
+    lines = [
+        "```mermaid",
+        "xychart-beta",
+        f'    title "{title}"',
+        f'    x-axis "conc" [{", ".join(str(c) for c in concs)}]',
+        f'    y-axis "mean TPOT (ms)" 0 --> {top:.0f}',
+        f"    line [{', '.join(f'{v:.2f}' for v in recipe)}]",
+    ]
     if ref:
         lines.append(f"    line [{', '.join(f'{v:.2f}' for v in ref)}]")
     lines.append("```")
@@ -217,7 +277,8 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
     for stored in data.results.values():
         framework = stored[0].framework or framework
     label = recipe_label or {"vllm": "vLLM", "sglang": "SGLang", "atom": "ATOM", "trt": "TRT-LLM"}.get(
-        (framework or "").lower(), framework or "recipe")
+        (framework or "").lower(), framework or "recipe"
+    )
     ref = data.reference
     ref_label = ref.label() if ref is not None else "reference"
     metric = ref.metric if ref is not None else "mean_tpot_ms"
@@ -228,15 +289,22 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
         counts[j.state] = counts.get(j.state, 0) + 1
     out = [f"### sweepbot: `{data.config_key}` — {label} vs {ref_label}", ""]
     if data.superseded_by:
-        out += [f"> [!NOTE]\n> Superseded by sweep #{data.superseded_by}: a newer sweep of this config key "
-                "replaces these results.", ""]
+        out += [
+            f"> [!NOTE]\n> Superseded by sweep #{data.superseded_by}: a newer sweep of this config key "
+            "replaces these results.",
+            "",
+        ]
     state_text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     if done < total:
         out.append(f"**Running** `{progress_bar(done, total)}` {done}/{total} points done ({state_text})")
     else:
         out.append(f"**Finished**: {total} points ({state_text})")
-    out += ["", f"Image `{data.image}` · recipe fingerprint `{data.fingerprint[:12]}` · head `{data.head_sha[:7]}` · "
-                f"sweep #{data.sweep_id} requested by @{data.requested_by}", ""]
+    out += [
+        "",
+        f"Image `{data.image}` · recipe fingerprint `{data.fingerprint[:12]}` · head `{data.head_sha[:7]}` · "
+        f"sweep #{data.sweep_id} requested by @{data.requested_by}",
+        "",
+    ]
 
     # One table per (seq, tp) group; the common case is a single group.
     groups: dict[tuple[str, int], list[JobView]] = {}
@@ -260,30 +328,59 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
         rows = compute_gap(by_conc, ref_values, metric=metric, concs=concs)
         if len(groups) > 1:
             out += [f"#### {seq}, tp {tp}", ""]
-        out += [render_gap_table(rows, metric=metric, recipe_label=label, reference_label=ref_label, icons=True), ""]
+        out += [
+            render_gap_table(rows, metric=metric, recipe_label=label, reference_label=ref_label, icons=True),
+            "",
+        ]
         if ref is None:
-            out += ["No reference applies to this config key (configure one under `references:` in "
-                    "`.github/sweepbot.yml`).", ""]
+            out += [
+                "No reference applies to this config key (configure one under `references:` in "
+                "`.github/sweepbot.yml`).",
+                "",
+            ]
         elif not applies:
             out += [f"The reference {ref.name} is for a different tp or sequence length; no gap shown.", ""]
         else:
             direction = "lower is better" if metric.endswith("_ms") else "higher is better"
-            out += [f"Gap = ({label} − {ref_label}) / {ref_label} on `{metric}` ({direction}); *matched* means "
-                    "inside the noise (2σ of repeated runs, or 1% for a single run).", ""]
+            out += [
+                f"Gap = ({label} − {ref_label}) / {ref_label} on `{metric}` ({direction}); *matched* means "
+                "inside the noise (2σ of repeated runs, or 1% for a single run).",
+                "",
+            ]
         both = [c for c in concs if by_conc.get(c) and c in ref_values]
         only = [c for c in concs if by_conc.get(c)]
         if len(both) >= 2:
-            out += [_mermaid(both, [statistics.fmean(by_conc[c]) for c in both], [ref_values[c] for c in both],
-                             label, ref_label), ""]
+            out += [
+                _mermaid(
+                    both,
+                    [statistics.fmean(by_conc[c]) for c in both],
+                    [ref_values[c] for c in both],
+                    label,
+                    ref_label,
+                ),
+                "",
+            ]
         elif len(only) >= 2:
             out += [_mermaid(only, [statistics.fmean(by_conc[c]) for c in only], None, label, ref_label), ""]
         if applies and curve and ref is not None:
-            ref_curve = {c: (v["interactivity"], v["tput_per_gpu"]) for c, v in ref.points.items()
-                         if "interactivity" in v and "tput_per_gpu" in v}
+            ref_curve = {
+                c: (v["interactivity"], v["tput_per_gpu"])
+                for c, v in ref.points.items()
+                if "interactivity" in v and "tput_per_gpu" in v
+            }
             if ref_curve:
-                out += ["<details><summary>Throughput per GPU at equal interactivity</summary>", "",
-                        render_tput_table(tput_gap_at_equal_interactivity(curve, ref_curve), recipe_label=label,
-                                          reference_label=ref_label), "", "</details>", ""]
+                out += [
+                    "<details><summary>Throughput per GPU at equal interactivity</summary>",
+                    "",
+                    render_tput_table(
+                        tput_gap_at_equal_interactivity(curve, ref_curve),
+                        recipe_label=label,
+                        reference_label=ref_label,
+                    ),
+                    "",
+                    "</details>",
+                    "",
+                ]
     if ref is not None:
         src = f"[{ref.name}]({ref.source})" if ref.source else ref.name
         commit = f" @ `{ref.commit[:10]}`" if ref.commit else ""
@@ -291,8 +388,12 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
         if ref.caveat:
             out.append(f"\n> [!CAUTION]\n> {ref.caveat}")
         out.append("")
-    out += ["<details><summary>Runs</summary>", "", "| conc | seq | tp | state | run | note |",
-            "| ---: | --- | ---: | --- | --- | --- |"]
+    out += [
+        "<details><summary>Runs</summary>",
+        "",
+        "| conc | seq | tp | state | run | note |",
+        "| ---: | --- | ---: | --- | --- | --- |",
+    ]
     for j in data.jobs:
         run = f"[run]({j.run_url})" if j.run_url else "—"
         note = (j.reason or "").replace("|", "\\|").replace("\n", " ")[:200]
@@ -320,8 +421,11 @@ def pr_status_text(session: Session, *, repo: str, pr_number: int) -> str:
     """``/sweep status``: the newest sweep per config key of this PR, with progress."""
     from app.models.sweeps import Sweep, SweepJob
 
-    sweeps = list(session.scalars(select(Sweep).where(Sweep.repo == repo, Sweep.pr_number == pr_number)
-                                  .order_by(Sweep.id.desc())))
+    sweeps = list(
+        session.scalars(
+            select(Sweep).where(Sweep.repo == repo, Sweep.pr_number == pr_number).order_by(Sweep.id.desc())
+        )
+    )
     if not sweeps:
         return "No sweep has been requested on this PR yet. Start one with `/sweep`."
     seen: set[str] = set()
@@ -332,6 +436,8 @@ def pr_status_text(session: Session, *, repo: str, pr_number: int) -> str:
         seen.add(sweep.config_key)
         states = list(session.scalars(select(SweepJob.state).where(SweepJob.sweep_id == sweep.id)))
         done = sum(1 for s in states if s in FINAL_JOB_STATES)
-        lines.append(f"| `{sweep.config_key}` | #{sweep.id} | {sweep.state} | "
-                     f"`{progress_bar(done, len(states), 10)}` {done}/{len(states)} |")
+        lines.append(
+            f"| `{sweep.config_key}` | #{sweep.id} | {sweep.state} | "
+            f"`{progress_bar(done, len(states), 10)}` {done}/{len(states)} |"
+        )
     return "\n".join(lines)

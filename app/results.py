@@ -115,7 +115,8 @@ def safe_json_members(
         name = info.filename
         if info.file_size > max_member_bytes:
             raise ArtifactError(
-                f"artifact member {name!r} declares {info.file_size} bytes, over the {max_member_bytes}-byte cap"
+                f"artifact member {name!r} declares {info.file_size} bytes, "
+                f"over the {max_member_bytes}-byte cap"
             )
         if info.file_size > 1024 and info.file_size / max(info.compress_size, 1) > max_ratio:
             raise ArtifactError(
@@ -132,7 +133,8 @@ def safe_json_members(
                     buf += chunk
                     if len(buf) > max_member_bytes or total + len(buf) > max_total_bytes:
                         raise ArtifactError(
-                            f"artifact member {name!r} decompresses past the size cap: refusing a likely zip bomb"
+                            f"artifact member {name!r} decompresses past the size cap: "
+                            "refusing a likely zip bomb"
                         )
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError) as exc:
             raise ArtifactError(f"artifact member {name!r} cannot be read: {exc}") from exc
@@ -225,7 +227,9 @@ def _number(file_name: str, key: str, value: Any) -> float | None:
     return f
 
 
-def parse_result(body: bytes | str, file_name: str, *, tp: int | None = None, gpus: int | None = None) -> ParsedResult:
+def parse_result(
+    body: bytes | str, file_name: str, *, tp: int | None = None, gpus: int | None = None
+) -> ParsedResult:
     """Parse one result file of either schema; ``gpus`` (tp*pp*pcp) derives throughput per GPU."""
     try:
         data = json.loads(body)
@@ -253,7 +257,8 @@ def parse_result(body: bytes | str, file_name: str, *, tp: int | None = None, gp
     has_s = any(f"{s}_{m}" in keys for s in _STATS for m in _LAT_METRICS)
     if not has_ms and not has_s:
         raise ResultFileError(
-            file_name, "mean_tpot_ms",
+            file_name,
+            "mean_tpot_ms",
             "no latency fields found (expected benchmark_serving keys like mean_tpot_ms, "
             "or aggregated keys in seconds like median_tpot)",
         )
@@ -273,8 +278,11 @@ def parse_result(body: bytes | str, file_name: str, *, tp: int | None = None, gp
     conc = num(*_CONC_KEYS)
     if conc is not None:
         if conc != int(conc) or conc < 1:
-            raise ResultFileError(file_name, keys[next(k for k in _CONC_KEYS if k in keys)][0],
-                                  f"expected a positive integer concurrency, got {conc}")
+            raise ResultFileError(
+                file_name,
+                keys[next(k for k in _CONC_KEYS if k in keys)][0],
+                f"expected a positive integer concurrency, got {conc}",
+            )
         out.conc = int(conc)
     file_tp = num("tp", "tensor_parallel_size")
     out.tp = int(file_tp) if file_tp is not None else tp
@@ -315,8 +323,22 @@ def point_identity(job: Any) -> dict[str, Any]:
         point.update(raw)
     elif raw is not None and hasattr(raw, "__dict__"):
         point.update({k.replace("_", "-"): v for k, v in vars(raw).items()})
-    for attr in ("result_name", "config_key", "conc", "tp", "pp", "ep", "isl", "osl", "framework",
-                 "precision", "runner", "model", "image", "fingerprint"):
+    for attr in (
+        "result_name",
+        "config_key",
+        "conc",
+        "tp",
+        "pp",
+        "ep",
+        "isl",
+        "osl",
+        "framework",
+        "precision",
+        "runner",
+        "model",
+        "image",
+        "fingerprint",
+    ):
         value = getattr(job, attr, None)
         if value is not None:
             point.setdefault(attr.replace("_", "-"), value)
@@ -404,14 +426,17 @@ def _job_and_sweep(session: Session, job_id: int) -> tuple[Any, Any]:
     return job, sweep
 
 
-def _finish(session: Session, job_id: int, state: str, *, reason: str | None = None,
-            result_url: str | None = None) -> None:
+def _finish(
+    session: Session, job_id: int, state: str, *, reason: str | None = None, result_url: str | None = None
+) -> None:
     from app.scheduler import finish_job
 
     finish_job(session, job_id, state, reason=reason, result_url=result_url)
 
 
-def collect_job(session: Session, gw: Any, job_id: int, *, max_bytes: int = MAX_ARTIFACT_BYTES) -> CollectOutcome:
+def collect_job(
+    session: Session, gw: Any, job_id: int, *, max_bytes: int = MAX_ARTIFACT_BYTES
+) -> CollectOutcome:
     """Download, check and parse a finished job's artifact; store its result; finish the job."""
     job, sweep = _job_and_sweep(session, job_id)
     existing = session.scalars(select(Result).where(Result.job_id == job_id).limit(1)).first()
@@ -427,8 +452,12 @@ def collect_job(session: Session, gw: Any, job_id: int, *, max_bytes: int = MAX_
     run_id = getattr(job, "run_id", None) or getattr(job, "workflow_run_id", None)
     run_url = getattr(job, "run_url", None) or getattr(job, "html_url", None)
     image = str(point.get("image") or getattr(sweep, "image", "") or "")
-    fingerprint = str(point.get("fingerprint") or getattr(sweep, "fingerprint", None)
-                      or getattr(sweep, "recipe_fingerprint", "") or "")
+    fingerprint = str(
+        point.get("fingerprint")
+        or getattr(sweep, "fingerprint", None)
+        or getattr(sweep, "recipe_fingerprint", "")
+        or ""
+    )
 
     def fail(reason: str) -> CollectOutcome:
         log.warning("collect_failed", job_id=job_id, reason=reason)
@@ -470,15 +499,29 @@ def collect_job(session: Session, gw: Any, job_id: int, *, max_bytes: int = MAX_
         parsed = parse_result(body, file_name, tp=tp, gpus=gpus)
         want_conc = point.get("conc")
         if want_conc is not None and parsed.conc is not None and int(want_conc) != parsed.conc:
-            raise ResultFileError(file_name, "max_concurrency",
-                                  f"the file measured conc {parsed.conc} but the job's point is conc {want_conc}")
+            raise ResultFileError(
+                file_name,
+                "max_concurrency",
+                f"the file measured conc {parsed.conc} but the job's point is conc {want_conc}",
+            )
     except (ArtifactError, ResultFileError) as exc:
         return fail(str(exc))
     row = store_result(
-        session, parsed, point=point, image=image, fingerprint=fingerprint,
-        provenance={"job_id": job_id, "sweep_id": job.sweep_id, "repo": repo, "run_id": int(run_id),
-                    "run_url": run_url, "artifact_id": int(artifact["id"]),
-                    "artifact_name": artifact.get("name"), "file_name": file_name},
+        session,
+        parsed,
+        point=point,
+        image=image,
+        fingerprint=fingerprint,
+        provenance={
+            "job_id": job_id,
+            "sweep_id": job.sweep_id,
+            "repo": repo,
+            "run_id": int(run_id),
+            "run_url": run_url,
+            "artifact_id": int(artifact["id"]),
+            "artifact_name": artifact.get("name"),
+            "file_name": file_name,
+        },
     )
     _finish(session, job_id, "succeeded", result_url=run_url)
     mark_report_dirty(session, job.sweep_id)

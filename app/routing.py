@@ -64,7 +64,9 @@ class HandlerContext:
             from app.github import gateway
             from app.settings import get_settings
 
-            self._gateway = gateway(get_settings(), self.session, actor=actor, delivery_id=self.event.delivery_id)
+            self._gateway = gateway(
+                get_settings(), self.session, actor=actor, delivery_id=self.event.delivery_id
+            )
         return self._gateway
 
 

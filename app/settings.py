@@ -20,8 +20,12 @@ class SettingsError(ValueError):
 
 def _split_csv(value: object) -> object:
     if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
+        return _parts(value)
     return value
+
+
+def _parts(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 class Settings(BaseSettings):
@@ -90,8 +94,9 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = True
 
-    @field_validator("webhook_secrets", "operator_tokens", "operator_basic", "extra_handler_modules",
-                     mode="before")
+    @field_validator(
+        "webhook_secrets", "operator_tokens", "operator_basic", "extra_handler_modules", mode="before"
+    )
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
@@ -102,7 +107,7 @@ class Settings(BaseSettings):
         # "mi355x=9,h100=4" -> {"mi355x": 9, "h100": 4}
         if isinstance(value, str):
             out: dict[str, int] = {}
-            for part in _split_csv(value):  # type: ignore[union-attr]
+            for part in _parts(value):
                 label, sep, count = str(part).partition("=")
                 if not sep or not count.strip().isdigit():
                     raise SettingsError(
@@ -117,7 +122,7 @@ class Settings(BaseSettings):
     def _registries(cls, value: object) -> object:
         if isinstance(value, str):
             out: dict[str, str] = {}
-            for part in _split_csv(value):  # type: ignore[union-attr]
+            for part in _parts(value):
                 host, sep, url = str(part).partition("=")
                 if not sep or not url.strip().startswith(("http://", "https://")):
                     raise SettingsError(

@@ -102,8 +102,11 @@ def changed_lines(old: str, new: str) -> tuple[list[str], list[str]]:
 
 def peak_in_flight(world: Any, label: str) -> int:
     with world.lock:
-        spans = [(j.started_at, j.completed_at or float("inf")) for j in world.jobs.values()
-                 if j.label == label and j.started_at is not None]
+        spans = [
+            (j.started_at, j.completed_at or float("inf"))
+            for j in world.jobs.values()
+            if j.label == label and j.started_at is not None
+        ]
     events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
     peak = level = 0
     for _, delta in events:
@@ -126,15 +129,26 @@ def report_table(body: str) -> list[str]:
     return []
 
 
-def observe(world: Any, scenario: Any, session: Session, *, recipe_base_sha: str,
-            changelog_path: str = "perf-changelog.yaml") -> StoryReport:
+def observe(
+    world: Any,
+    scenario: Any,
+    session: Session,
+    *,
+    recipe_base_sha: str,
+    changelog_path: str = "perf-changelog.yaml",
+) -> StoryReport:
     """Check every expected effect; ``recipe_base_sha`` is the recipe branch head before the story."""
     from app.models import AuditEntry
     from app.models.sweeps import Sweep, SweepJob
     from app.recipes import expand_points, parse_master
 
     facts = scenario.facts
-    repo, pr, key, branch = facts["bench_repo"], facts["recipe_pr"], facts["config_key"], facts["recipe_branch"]
+    repo, pr, key, branch = (
+        facts["bench_repo"],
+        facts["recipe_pr"],
+        facts["config_key"],
+        facts["recipe_branch"],
+    )
     master_path = facts["master_path"]
     report = StoryReport()
 
@@ -145,71 +159,119 @@ def observe(world: Any, scenario: Any, session: Session, *, recipe_base_sha: str
     # 2. the bump commit
     bot_login = world.settings.default_token_user
     commits = _commits_since(world, repo, recipe_base_sha, branch)
-    bot_commits = [(sha, c) for sha, c in commits if bot_login in str(getattr(c, "author", "")) or
-                   bot_login in str(getattr(c, "committer", ""))]
-    report.add("one bump commit", len(bot_commits) == 1 and len(commits) == 1,
-               f"{len(commits)} new commit(s) on {branch}, {len(bot_commits)} by {bot_login}")
+    bot_commits = [
+        (sha, c)
+        for sha, c in commits
+        if bot_login in str(getattr(c, "author", "")) or bot_login in str(getattr(c, "committer", ""))
+    ]
+    report.add(
+        "one bump commit",
+        len(bot_commits) == 1 and len(commits) == 1,
+        f"{len(commits)} new commit(s) on {branch}, {len(bot_commits)} by {bot_login}",
+    )
     bump: dict[str, Any] = {}
     if len(commits) == 1:
         sha, commit = commits[0]
         parent = commit.parents[0]
         before, after = _flatten(world, repo, parent), _flatten(world, repo, sha)
         changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-        old_master, new_master = _file_at(world, repo, parent, master_path), _file_at(world, repo, sha, master_path)
+        old_master, new_master = (
+            _file_at(world, repo, parent, master_path),
+            _file_at(world, repo, sha, master_path),
+        )
         removed, added = changed_lines(old_master, new_master)
         tag = expected_tag(scenario)
-        new_image_ok = len(added) == 1 and tag is not None and added[0].strip() == f"image: {facts['image']}:{tag}"
+        new_image_ok = (
+            len(added) == 1 and tag is not None and added[0].strip() == f"image: {facts['image']}:{tag}"
+        )
         old_key_image = parse_master(old_master)[key]["image"]
-        report.add("bump edits exactly the image line",
-                   len(removed) == 1 and removed[0].strip() == f"image: {old_key_image}" and new_image_ok,
-                   f"-{removed} +{added}; expected tag {tag}")
-        old_log, new_log = _file_at(world, repo, parent, changelog_path), _file_at(world, repo, sha, changelog_path)
+        report.add(
+            "bump edits exactly the image line",
+            len(removed) == 1 and removed[0].strip() == f"image: {old_key_image}" and new_image_ok,
+            f"-{removed} +{added}; expected tag {tag}",
+        )
+        old_log, new_log = (
+            _file_at(world, repo, parent, changelog_path),
+            _file_at(world, repo, sha, changelog_path),
+        )
         entries = yaml.safe_load(new_log) or []
         last = entries[-1] if entries else {}
-        report.add("one changelog entry appended",
-                   new_log.startswith(old_log) and len(entries) == len(yaml.safe_load(old_log) or []) + 1
-                   and last.get("config-keys") == [key] and str(last.get("pr-link", "")).endswith(f"/pull/{pr}"),
-                   f"entry: {last}")
-        report.add("the commit touches only the config and the changelog",
-                   changed == sorted({master_path, changelog_path}), f"files changed: {changed}")
+        report.add(
+            "one changelog entry appended",
+            new_log.startswith(old_log)
+            and len(entries) == len(yaml.safe_load(old_log) or []) + 1
+            and last.get("config-keys") == [key]
+            and str(last.get("pr-link", "")).endswith(f"/pull/{pr}"),
+            f"entry: {last}",
+        )
+        report.add(
+            "the commit touches only the config and the changelog",
+            changed == sorted({master_path, changelog_path}),
+            f"files changed: {changed}",
+        )
         plus, minus = changed_lines(old_log, new_log)
-        bump = {"sha": sha, "files": changed, "image": added[0].strip() if added else None,
-                "lines_added": len(added) + len(minus), "lines_removed": len(removed) + len(plus)}
+        bump = {
+            "sha": sha,
+            "files": changed,
+            "image": added[0].strip() if added else None,
+            "lines_added": len(added) + len(minus),
+            "lines_removed": len(removed) + len(plus),
+        }
         points = expand_points(parse_master(new_master), key, seq="8k1k")
         expected_names = sorted(p.result_name for p in points)
     else:
         expected_names = []
 
     # 3. the sweep
-    sweeps = session.execute(select(Sweep).where(Sweep.repo == repo, Sweep.pr_number == pr,
-                                                 Sweep.config_key == key)).scalars().all()
-    jobs = session.execute(select(SweepJob).where(SweepJob.sweep_id.in_([s.id for s in sweeps]))).scalars().all()
+    sweeps = (
+        session.execute(
+            select(Sweep).where(Sweep.repo == repo, Sweep.pr_number == pr, Sweep.config_key == key)
+        )
+        .scalars()
+        .all()
+    )
+    jobs = (
+        session.execute(select(SweepJob).where(SweepJob.sweep_id.in_([s.id for s in sweeps]))).scalars().all()
+    )
     states = Counter(j.state for j in jobs)
-    report.add("one sweep, one job per 8k1k point",
-               len(sweeps) == 1 and sorted(j.result_name for j in jobs) == expected_names and bool(expected_names),
-               f"{len(sweeps)} sweep(s), {len(jobs)} job(s), expected {len(expected_names)}")
-    report.add("every job finished", bool(jobs) and all(j.state in ("succeeded", "reused") for j in jobs),
-               f"job states: {dict(states)}")
+    report.add(
+        "one sweep, one job per 8k1k point",
+        len(sweeps) == 1 and sorted(j.result_name for j in jobs) == expected_names and bool(expected_names),
+        f"{len(sweeps)} sweep(s), {len(jobs)} job(s), expected {len(expected_names)}",
+    )
+    report.add(
+        "every job finished",
+        bool(jobs) and all(j.state in ("succeeded", "reused") for j in jobs),
+        f"job states: {dict(states)}",
+    )
     label = jobs[0].runner_label if jobs else "mi355x"
     with world.lock:
         capacity = len(world.runners.get(label, []))
     peak = peak_in_flight(world, label)
-    report.add("never more in flight than runners", 0 < peak <= capacity, f"peak {peak} on {capacity} {label} runners")
+    report.add(
+        "never more in flight than runners",
+        0 < peak <= capacity,
+        f"peak {peak} on {capacity} {label} runners",
+    )
 
     # 4. the report
     reports = bot_comments(world, repo, pr, REPORT_MARKER_PREFIX)
     table = report_table(reports[0].body) if len(reports) == 1 else []
     rows = {int(m.group(1)): line for line in table if (m := re.match(r"\|\s*(\d+)\s*\|", line))}
     with_gap = [c for c in ATOM_CONCS if c in rows and re.search(r"\d+\.\d+%", rows[c])]
-    report.add("one report comment with the gap at every ATOM conc",
-               len(reports) == 1 and with_gap == list(ATOM_CONCS),
-               f"{len(reports)} report comment(s); gap at conc {with_gap}")
+    report.add(
+        "one report comment with the gap at every ATOM conc",
+        len(reports) == 1 and with_gap == list(ATOM_CONCS),
+        f"{len(reports)} report comment(s); gap at conc {with_gap}",
+    )
 
     # 5. the audit log
     audit = session.execute(select(AuditEntry)).scalars().all()
-    audited_writes = Counter(a.action.removeprefix("github.") for a in audit if a.action.startswith("github."))
+    audited_writes = Counter(
+        a.action.removeprefix("github.") for a in audit if a.action.startswith("github.")
+    )
     calls = world.call_summary()
-    sim_writes = Counter()
+    sim_writes: Counter[str] = Counter()
     for op, by_status in calls["by_operation"].items():
         ok = sum(n for status, n in by_status.items() if status.startswith("2"))
         if ok and _is_write(op):
@@ -217,10 +279,16 @@ def observe(world: Any, scenario: Any, session: Session, *, recipe_base_sha: str
     unaccounted = {op: n for op, n in sim_writes.items() if audited_writes.get(op, 0) < n}
     commands = [c for c in _human_comments(world, repo, pr, bot_login) if c.body.lstrip().startswith("/")]
     audited_commands = [a for a in audit if a.action.startswith("command.")]
-    report.add("audit accounts for every GitHub write", not unaccounted,
-               f"writes by op {dict(sim_writes)}; unaccounted {unaccounted}")
-    report.add("audit accounts for every command", len(audited_commands) >= len(commands),
-               f"{len(commands)} command comment(s), {len(audited_commands)} audited")
+    report.add(
+        "audit accounts for every GitHub write",
+        not unaccounted,
+        f"writes by op {dict(sim_writes)}; unaccounted {unaccounted}",
+    )
+    report.add(
+        "audit accounts for every command",
+        len(audited_commands) >= len(commands),
+        f"{len(commands)} command comment(s), {len(audited_commands)} audited",
+    )
 
     report.summary = {
         "bump_commit": bump,

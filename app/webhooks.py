@@ -47,24 +47,31 @@ class IncomingDelivery:
 def verify_signature(body: bytes, header: str | None, secrets: list[bytes]) -> None:
     """Check ``X-Hub-Signature-256`` against every configured secret in constant time."""
     if not header:
-        raise WebhookRejected(401, "missing_signature",
-                              "X-Hub-Signature-256 is missing: configure the webhook secret on GitHub")
+        raise WebhookRejected(
+            401, "missing_signature", "X-Hub-Signature-256 is missing: configure the webhook secret on GitHub"
+        )
     algo, _, digest = header.partition("=")
     if algo != "sha256" or not digest:
         raise WebhookRejected(401, "bad_signature", "X-Hub-Signature-256 must look like sha256=<hex>")
     if not secrets:
-        raise WebhookRejected(401, "no_secret_configured",
-                              "this server has no webhook secret configured (SWEEPBOT_WEBHOOK_SECRETS)")
+        raise WebhookRejected(
+            401,
+            "no_secret_configured",
+            "this server has no webhook secret configured (SWEEPBOT_WEBHOOK_SECRETS)",
+        )
     matched = False
     for secret in secrets:  # no early exit: the time taken does not reveal which secret matched
         expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
         matched |= hmac.compare_digest(expected, digest)
     if not matched:
-        raise WebhookRejected(401, "bad_signature", "signature does not match the body with any configured secret")
+        raise WebhookRejected(
+            401, "bad_signature", "signature does not match the body with any configured secret"
+        )
 
 
-def parse_delivery(headers: Mapping[str, str], body: bytes, secrets: list[bytes], *,
-                   verify: bool = True) -> IncomingDelivery:
+def parse_delivery(
+    headers: Mapping[str, str], body: bytes, secrets: list[bytes], *, verify: bool = True
+) -> IncomingDelivery:
     """Validate headers, signature and body; ``headers`` keys are matched case-insensitively."""
     h = {k.lower(): v for k, v in headers.items()}
     delivery_id = h.get("x-github-delivery", "")
@@ -84,8 +91,11 @@ def parse_delivery(headers: Mapping[str, str], body: bytes, secrets: list[bytes]
     elif content_type in ("application/json", ""):
         raw = body
     else:
-        raise WebhookRejected(400, "unsupported_content_type",
-                              f"content type {content_type!r} is not application/json or form-encoded")
+        raise WebhookRejected(
+            400,
+            "unsupported_content_type",
+            f"content type {content_type!r} is not application/json or form-encoded",
+        )
     try:
         payload = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -139,8 +149,12 @@ async def receive(request: Request, background: BackgroundTasks) -> JSONResponse
         body = await read_capped(request, settings.max_webhook_bytes)
         incoming = parse_delivery(request.headers, body, settings.secret_values)
     except WebhookRejected as exc:
-        log.info("webhook_rejected", status=exc.status, error=exc.error,
-                 delivery_id=request.headers.get("x-github-delivery"))
+        log.info(
+            "webhook_rejected",
+            status=exc.status,
+            error=exc.error,
+            delivery_id=request.headers.get("x-github-delivery"),
+        )
         return _error(exc.status, exc.error, exc.message)
     from starlette.concurrency import run_in_threadpool
 

@@ -53,9 +53,13 @@ def free_port() -> int:
 
 
 def payloads() -> list[tuple[str, bytes]]:
-    found = [(p.parent.name, p.read_bytes()) for p in sorted(FIXTURES.glob("*/*.json")) if p.parent.name != "ping"]
+    found = [
+        (p.parent.name, p.read_bytes()) for p in sorted(FIXTURES.glob("*/*.json")) if p.parent.name != "ping"
+    ]
     if not found:  # no ../shared: synthesize payloads of realistic size
-        body = ('{"action": "created", "repository": {"full_name": "o/r"}, "pad": "' + "x" * 15000 + '"}').encode()
+        body = (
+            '{"action": "created", "repository": {"full_name": "o/r"}, "pad": "' + "x" * 15000 + '"}'
+        ).encode()
         found = [("issue_comment", body)]
     return found
 
@@ -128,18 +132,24 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def measure(name: str, url: str, bodies: list[tuple[str, bytes]], args: argparse.Namespace) -> dict[str, float]:
+def measure(
+    name: str, url: str, bodies: list[tuple[str, bytes]], args: argparse.Namespace
+) -> dict[str, float]:
     asyncio.run(closed_loop(url, bodies, min(200, args.requests), args.concurrency))  # warm up
     rps = asyncio.run(closed_loop(url, bodies, args.requests, args.concurrency))
     lat = asyncio.run(open_loop(url, bodies, args.rate, args.seconds))
     result = {"rps": rps, "p50": pct(lat, 50), "p99": pct(lat, 99)}
-    print(f"{name:>6}: {rps:8.1f} req/s closed-loop | at {args.rate:.0f} req/s: "
-          f"p50 {result['p50']:6.2f} ms  p99 {result['p99']:6.2f} ms")
+    print(
+        f"{name:>6}: {rps:8.1f} req/s closed-loop | at {args.rate:.0f} req/s: "
+        f"p50 {result['p50']:6.2f} ms  p99 {result['p99']:6.2f} ms"
+    )
     return result
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rate", type=float, default=200.0)
@@ -151,24 +161,47 @@ def main() -> None:
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{db}"'))
     db_url = PG_ADMIN.rsplit("/", 1)[0] + "/" + db
-    env = {**os.environ, "SWEEPBOT_DATABASE_URL": db_url, "SWEEPBOT_BROKER_URL": "redis://127.0.0.1:6379/14",
-           "SWEEPBOT_WEBHOOK_SECRETS": SECRET, "SWEEPBOT_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
-           "SWEEPBOT_DATA_DIR": str(ROOT / ".sweepbot" / "bench")}
+    env = {
+        **os.environ,
+        "SWEEPBOT_DATABASE_URL": db_url,
+        "SWEEPBOT_BROKER_URL": "redis://127.0.0.1:6379/14",
+        "SWEEPBOT_WEBHOOK_SECRETS": SECRET,
+        "SWEEPBOT_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+        "SWEEPBOT_DATA_DIR": str(ROOT / ".sweepbot" / "bench"),
+    }
     real_port, bare_port = free_port(), free_port()
     bare_file = ROOT / ".sweepbot" / "bench_bare_app.py"
     bare_file.parent.mkdir(parents=True, exist_ok=True)
     bare_file.write_text(BARE_APP)
     procs = [
         subprocess.Popen([sys.executable, "-m", "app", "api", "--port", str(real_port)], cwd=ROOT, env=env),
-        subprocess.Popen([sys.executable, "-m", "uvicorn", "--app-dir", str(bare_file.parent), "bench_bare_app:app",
-                          "--port", str(bare_port), "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=env),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--app-dir",
+                str(bare_file.parent),
+                "bench_bare_app:app",
+                "--port",
+                str(bare_port),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
+            cwd=ROOT,
+            env=env,
+        ),
     ]
     try:
         wait_up(f"http://127.0.0.1:{real_port}/healthz", procs[0])
         wait_up(f"http://127.0.0.1:{bare_port}/docs", procs[1])
         bodies = payloads()
-        print(f"payloads: {len(bodies)} real fixtures, {min(len(b) for _, b in bodies)}.."
-              f"{max(len(b) for _, b in bodies)} bytes; concurrency {args.concurrency}")
+        print(
+            f"payloads: {len(bodies)} real fixtures, {min(len(b) for _, b in bodies)}.."
+            f"{max(len(b) for _, b in bodies)} bytes; concurrency {args.concurrency}"
+        )
         bare = measure("bare", f"http://127.0.0.1:{bare_port}/webhooks/github", bodies, args)
         real = measure("real", f"http://127.0.0.1:{real_port}/webhooks/github", bodies, args)
         print(f"throughput ratio real/bare: {real['rps'] / bare['rps']:.2f} (aim >= 0.50)")

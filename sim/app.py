@@ -155,8 +155,10 @@ def _handle_sync(
             headers.update(_rate_headers(world, identity))
             if status in (403, 429):
                 headers["Retry-After"] = str(world.faults.retry_after)
-                msg = ("You have exceeded a secondary rate limit. "
-                       "Please wait a few minutes before you try again.")
+                msg = (
+                    "You have exceeded a secondary rate limit. "
+                    "Please wait a few minutes before you try again."
+                )
             else:
                 msg = {502: "Server Error", 503: "Service Unavailable", 500: "Internal Server Error"}.get(
                     status, "Simulated failure"

@@ -85,7 +85,9 @@ def truncate_all(url: str) -> None:
     tables = [t.name for t in Base.metadata.sorted_tables]
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
-            conn.execute(text("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE"))
+            conn.execute(
+                text("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+            )
         else:
             for table in reversed(tables):
                 conn.execute(text(f'DELETE FROM "{table}"'))

@@ -46,9 +46,7 @@ def _run(*args: str) -> tuple[int, str, str]:
 def _entry_lines(lines: list[str], key: str) -> range:
     """Lines of a top-level entry: its key line up to the next column-0 key (found by regex)."""
     start = next(i for i, line in enumerate(lines) if re.match(rf"{re.escape(key)}:(\s|$)", line))
-    stop = next(
-        (i for i in range(start + 1, len(lines)) if re.match(r"[^\s#]", lines[i])), len(lines)
-    )
+    stop = next((i for i in range(start + 1, len(lines)) if re.match(r"[^\s#]", lines[i])), len(lines))
     return range(start, stop)
 
 
@@ -184,8 +182,16 @@ def test_changelog_appends_to_the_real_tail(tmp_path: Path) -> None:
     path = fixture_path("perf-changelog.tail.yaml")
     old = fixture_text("perf-changelog.tail.yaml")
     code, out, err = _run(
-        "changelog", str(path), "--key", SEED_KEY, "--key", "minimaxm3-fp4-mi355x-vllm-mtp",
-        "--description", f"Bump image to {BUMPED_IMAGE}", "--description", 'Says "why"',
+        "changelog",
+        str(path),
+        "--key",
+        SEED_KEY,
+        "--key",
+        "minimaxm3-fp4-mi355x-vllm-mtp",
+        "--description",
+        f"Bump image to {BUMPED_IMAGE}",
+        "--description",
+        'Says "why"',
     )
     assert code == 0, err
     assert out.startswith(old) and out.endswith("  pr-link: XXX\n")
@@ -195,13 +201,14 @@ def test_changelog_appends_to_the_real_tail(tmp_path: Path) -> None:
         "description": [f"Bump image to {BUMPED_IMAGE}", 'Says "why"'],
         "pr-link": "XXX",
     }
-    assert out[len(old):].startswith("\n- config-keys:\n")
+    assert out[len(old) :].startswith("\n- config-keys:\n")
 
     target = tmp_path / "perf-changelog.yaml"
     shutil.copy(path, target)
     link = "https://github.com/SemiAnalysisAI/InferenceX/pull/2104"
-    code, out, _ = _run("changelog", str(target), "--key", SEED_KEY, "--description", "x",
-                        "--pr-link", link, "--in-place")
+    code, out, _ = _run(
+        "changelog", str(target), "--key", SEED_KEY, "--description", "x", "--pr-link", link, "--in-place"
+    )
     assert code == 0 and out == ""
     assert yaml.safe_load(target.read_text())[-1]["pr-link"] == link
     assert target.read_text().startswith(old)

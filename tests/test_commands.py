@@ -18,14 +18,20 @@ def one(body: str) -> Any:
 def test_sweep_with_every_option() -> None:
     cmd = one("/sweep config=minimaxm3-fp4-mi355x-vllm conc=64,32 seq=8k1k tp=4 priority=high")
     assert cmd.error is None and (cmd.name, cmd.sub) == ("sweep", None)
-    assert cmd.options == {"config": "minimaxm3-fp4-mi355x-vllm", "conc": {"list": [32, 64]}, "seq": "8k1k",
-                           "tp": 4, "priority": "high"}
+    assert cmd.options == {
+        "config": "minimaxm3-fp4-mi355x-vllm",
+        "conc": {"list": [32, 64]},
+        "seq": "8k1k",
+        "tp": 4,
+        "priority": "high",
+    }
     assert one("/sweep conc=4..256").options["conc"] == {"range": (4, 256)}
     assert one("/sweep").options == {} and one("/sweep").needs_write
 
 
-@pytest.mark.parametrize(("body", "sub"), [("/sweep status", "status"), ("/sweep cancel", "cancel"),
-                                           ("/sweep approve", "approve")])
+@pytest.mark.parametrize(
+    ("body", "sub"), [("/sweep status", "status"), ("/sweep cancel", "cancel"), ("/sweep approve", "approve")]
+)
 def test_sweep_subcommands(body: str, sub: str) -> None:
     cmd = one(body)
     assert cmd.error is None and cmd.sub == sub
@@ -41,23 +47,25 @@ def test_depends_on_and_drop() -> None:
 
 
 def test_only_lines_that_start_with_a_command_count() -> None:
-    body = "\n".join([
-        "Thanks! Could someone run /sweep on this?",
-        "> /sweep conc=32",
-        ">/sweep",
-        "```",
-        "/sweep conc=64",
-        "```",
-        "~~~~",
-        "/bump",
-        "~~~~",
-        "    /sweep indented code",
-        "\t/sweep tabbed code",
-        "<!-- /sweep in a comment -->",
-        "see /usr/bin/env and /etc",
-        "",
-        "  /sweep conc=8",
-    ])
+    body = "\n".join(
+        [
+            "Thanks! Could someone run /sweep on this?",
+            "> /sweep conc=32",
+            ">/sweep",
+            "```",
+            "/sweep conc=64",
+            "```",
+            "~~~~",
+            "/bump",
+            "~~~~",
+            "    /sweep indented code",
+            "\t/sweep tabbed code",
+            "<!-- /sweep in a comment -->",
+            "see /usr/bin/env and /etc",
+            "",
+            "  /sweep conc=8",
+        ]
+    )
     cmds = parse_commands(body)
     assert [(c.words, c.line_no) for c in cmds] == [("/sweep", 15)]
     assert cmds[0].options["conc"] == {"list": [8]}
@@ -119,14 +127,20 @@ class NoCalls:
         raise AssertionError(f"unexpected gateway call {name}")
 
 
-def _payload(body: str, *, action: str = "created", pr: bool = True, login: str = "alice",
-             kind: str = "User") -> dict[str, Any]:
+def _payload(
+    body: str, *, action: str = "created", pr: bool = True, login: str = "alice", kind: str = "User"
+) -> dict[str, Any]:
     issue: dict[str, Any] = {"number": 7}
     if pr:
         issue["pull_request"] = {"url": "x"}
     user = {"login": login, "type": kind}
-    return {"action": action, "issue": issue, "comment": {"id": 99, "body": body, "user": user},
-            "repository": {"full_name": "acme/bench"}, "sender": user}
+    return {
+        "action": action,
+        "issue": issue,
+        "comment": {"id": 99, "body": body, "user": user},
+        "repository": {"full_name": "acme/bench"},
+        "sender": user,
+    }
 
 
 @pytest.mark.parametrize(

@@ -47,9 +47,13 @@ def _comment(session: Session, world: Any, login: str, body: str) -> Any:
 
     c = world.add_comment(BENCH_REPO, PR, login, body)
     user = {"login": login, "type": "User"}
-    payload = {"action": "created", "issue": {"number": PR, "pull_request": {"url": "x"}},
-               "comment": {"id": c.id, "body": body, "user": user},
-               "repository": {"full_name": BENCH_REPO}, "sender": user}
+    payload = {
+        "action": "created",
+        "issue": {"number": PR, "pull_request": {"url": "x"}},
+        "comment": {"id": c.id, "body": body, "user": user},
+        "repository": {"full_name": BENCH_REPO},
+        "sender": user,
+    }
     out = handle_comment(session, _gw(session), payload, bot_login=BOT, delivery_id=f"d-{c.id}")
     session.commit()
     return out
@@ -84,8 +88,9 @@ def _run_to_completion(session: Session, world: Any) -> None:
     for run in list(world.runs.values()):
         scheduler.apply_workflow_run(session, gw, gw.get_run(BENCH_REPO, run.id), after_commit=after)
     session.commit()
-    for job in session.scalars(select(SweepJob).where(SweepJob.run_conclusion == "success",
-                                                      SweepJob.state == "running")):
+    for job in session.scalars(
+        select(SweepJob).where(SweepJob.run_conclusion == "success", SweepJob.state == "running")
+    ):
         collect_job(session, gw, job.id)
     session.commit()
     flush_reports(session_factory(), _gw, debounce_seconds=0)
@@ -139,10 +144,20 @@ def test_malformed_gets_the_fix_and_quoted_does_nothing(world: Any, db_session: 
     # A redelivery of the malformed command neither re-runs nor re-posts.
     from app.commands import handle_comment
 
-    c = max(world.repo(BENCH_REPO).comments.values(), key=lambda c: c.id if c.body.startswith("/sweep") else -1)
+    c = max(
+        world.repo(BENCH_REPO).comments.values(), key=lambda c: c.id if c.body.startswith("/sweep") else -1
+    )
     user = {"login": "bob-maintainer", "type": "User"}
-    again = handle_comment(db_session, _gw(db_session),
-                           {"action": "created", "issue": {"number": PR, "pull_request": {"url": "x"}},
-                            "comment": {"id": c.id, "body": c.body, "user": user},
-                            "repository": {"full_name": BENCH_REPO}, "sender": user}, bot_login=BOT)
+    again = handle_comment(
+        db_session,
+        _gw(db_session),
+        {
+            "action": "created",
+            "issue": {"number": PR, "pull_request": {"url": "x"}},
+            "comment": {"id": c.id, "body": c.body, "user": user},
+            "repository": {"full_name": BENCH_REPO},
+            "sender": user,
+        },
+        bot_login=BOT,
+    )
     assert again.status == "already-answered" and len(_replies(world, c.id)) == 1

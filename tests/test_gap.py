@@ -26,15 +26,34 @@ SHIPPED = HERE / "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k.yaml"
 def _raw_result(conc: int, mean_tpot_ms: float) -> dict[str, object]:
     # The benchmark_serving raw form, as ATOM's/InferenceX's fork writes it (typo key included).
     return {
-        "date": "20260701-000000", "backend": "vllm", "model_id": "amd/MiniMax-M3-MXFP4", "best_of": 1,
-        "num_prompts": 10 * conc, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": conc,
-        "duration": 600.0, "completed": 10 * conc, "total_input_tokens": 7372 * 10 * conc,
-        "total_output_tokens": 921 * 10 * conc, "request_throughput": 0.5, "request_goodput:": None,
-        "output_throughput": 1800.0, "total_token_throughput": 16000.0,
-        "mean_ttft_ms": 500.0, "median_ttft_ms": 420.0, "std_ttft_ms": 100.0, "p99_ttft_ms": 4400.0,
-        "mean_tpot_ms": mean_tpot_ms, "median_tpot_ms": mean_tpot_ms * 0.99, "std_tpot_ms": 0.5,
-        "p99_tpot_ms": mean_tpot_ms * 1.15, "mean_itl_ms": mean_tpot_ms, "median_itl_ms": mean_tpot_ms,
-        "std_itl_ms": 3.0, "p99_itl_ms": mean_tpot_ms * 2.4,
+        "date": "20260701-000000",
+        "backend": "vllm",
+        "model_id": "amd/MiniMax-M3-MXFP4",
+        "best_of": 1,
+        "num_prompts": 10 * conc,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": conc,
+        "duration": 600.0,
+        "completed": 10 * conc,
+        "total_input_tokens": 7372 * 10 * conc,
+        "total_output_tokens": 921 * 10 * conc,
+        "request_throughput": 0.5,
+        "request_goodput:": None,
+        "output_throughput": 1800.0,
+        "total_token_throughput": 16000.0,
+        "mean_ttft_ms": 500.0,
+        "median_ttft_ms": 420.0,
+        "std_ttft_ms": 100.0,
+        "p99_ttft_ms": 4400.0,
+        "mean_tpot_ms": mean_tpot_ms,
+        "median_tpot_ms": mean_tpot_ms * 0.99,
+        "std_tpot_ms": 0.5,
+        "p99_tpot_ms": mean_tpot_ms * 1.15,
+        "mean_itl_ms": mean_tpot_ms,
+        "median_itl_ms": mean_tpot_ms,
+        "std_itl_ms": 3.0,
+        "p99_itl_ms": mean_tpot_ms * 2.4,
     }
 
 
@@ -80,8 +99,9 @@ def test_gap_cli_on_seed_figures_against_shipped_atom_table(seed_results: Path) 
 
 
 def test_gap_cli_with_other_metric_and_bad_inputs(seed_results: Path, tmp_path: Path) -> None:
-    ok = CliRunner().invoke(_cli(), ["gap", "--results", str(seed_results), "--reference", str(SHIPPED),
-                                     "--metric", "p99_tpot"])
+    ok = CliRunner().invoke(
+        _cli(), ["gap", "--results", str(seed_results), "--reference", str(SHIPPED), "--metric", "p99_tpot"]
+    )
     assert ok.exit_code == 0, ok.output
     assert _table_rows(ok.output)[32][2] == "19.12 ms"
     (seed_results / "broken.json").write_text('{"max_concurrency": 8, "mean_tpot_ms": "fast"}')
@@ -107,8 +127,9 @@ def test_shipped_table_matches_the_published_fixture(fixtures_dir: Path) -> None
 
 
 def test_verdicts_respect_direction_and_noise() -> None:
-    rows = compute_gap({8: [9.0], 16: [11.0], 32: [16.8, 16.2, 17.4], 128: [40.0]},
-                       {8: 8.78, 16: 11.73, 32: 16.74, 4: 7.5})
+    rows = compute_gap(
+        {8: [9.0], 16: [11.0], 32: [16.8, 16.2, 17.4], 128: [40.0]}, {8: 8.78, 16: 11.73, 32: 16.74, 4: 7.5}
+    )
     by = {r.conc: r for r in rows}
     assert by[8].verdict == "behind" and by[16].verdict == "ahead"  # lower TPOT is better
     assert by[32].verdict == "matched" and by[32].runs == 3 and by[32].tolerance > 0.05

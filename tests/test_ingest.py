@@ -40,12 +40,22 @@ def _count() -> int:
         return int(s.execute(select(func.count()).select_from(Delivery)).scalar_one())
 
 
-def _post(client: TestClient, event: str, body: bytes, secret: str | None = SECRET,
-          delivery_id: str | None = None, **kw: str):  # type: ignore[no-untyped-def]
-    return client.post("/webhooks/github", content=body, headers=headers_for(event, body, secret, delivery_id, **kw))
+def _post(
+    client: TestClient,
+    event: str,
+    body: bytes,
+    secret: str | None = SECRET,
+    delivery_id: str | None = None,
+    **kw: str,
+):  # type: ignore[no-untyped-def]
+    return client.post(
+        "/webhooks/github", content=body, headers=headers_for(event, body, secret, delivery_id, **kw)
+    )
 
 
-def test_every_fixture_payload_is_accepted_and_ends_done_or_ignored(client: TestClient, fixtures_dir: Path) -> None:
+def test_every_fixture_payload_is_accepted_and_ends_done_or_ignored(
+    client: TestClient, fixtures_dir: Path
+) -> None:
     payloads = fixture_payloads(fixtures_dir)
     assert len(payloads) >= 20
     ids = []
@@ -119,10 +129,12 @@ def test_missing_headers_are_400(client: TestClient) -> None:
 def test_oversize_body_is_413_and_stores_nothing(client: TestClient) -> None:
     big = json.dumps({"action": "x", "blob": "a" * (70 * 1024)}).encode()
     assert _post(client, "push", big).status_code == 413
+
     # Without Content-Length (chunked), the cap still holds while streaming.
     def chunks() -> Iterator[bytes]:
         for i in range(0, len(big), 8192):
             yield big[i : i + 8192]
+
     resp = client.post("/webhooks/github", content=chunks(), headers=headers_for("push", big, SECRET))
     assert resp.status_code == 413
     assert _count() == 0
@@ -139,8 +151,9 @@ def test_form_encoded_delivery_is_accepted(client: TestClient, fixtures_dir: Pat
         assert json.loads(s.get(Delivery, "form-1").body) == json.loads(raw)  # type: ignore[union-attr]
 
 
-def test_broker_down_delivery_is_stored_then_reaped(client: TestClient, fixtures_dir: Path,
-                                                   settings_env: pytest.MonkeyPatch) -> None:
+def test_broker_down_delivery_is_stored_then_reaped(
+    client: TestClient, fixtures_dir: Path, settings_env: pytest.MonkeyPatch
+) -> None:
     body = (fixtures_dir / "github/webhooks/push/payload.json").read_bytes()
     assert _post(client, "push", body, delivery_id="lost-1").status_code == 202
     with session_scope() as s:

@@ -40,12 +40,17 @@ class Stack:
         log = open(self.tmp / f"worker-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
         return subprocess.Popen(
             [sys.executable, "-m", "app", "worker", "--pool", pool, "--concurrency", "1"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def post(self, event: str, body: bytes, delivery_id: str) -> int:
-        return self.client.post("/webhooks/github", content=body,
-                                headers=headers_for(event, body, SECRET, delivery_id)).status_code
+        return self.client.post(
+            "/webhooks/github", content=body, headers=headers_for(event, body, SECRET, delivery_id)
+        ).status_code
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -73,7 +78,9 @@ def statuses() -> dict[str, str]:
 
 
 @pytest.fixture(params=["embedded", pytest.param("services", marks=pytest.mark.services)])
-def stack(request: pytest.FixtureRequest, settings_env: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
+def stack(
+    request: pytest.FixtureRequest, settings_env: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Stack]:
     from app.main import create_app
     from app.settings import reset_settings_cache
 
@@ -110,8 +117,11 @@ def test_fixture_payloads_processed_by_a_real_worker(stack: Stack, fixtures_dir:
             delivery_id = f"w-{n}"
             assert stack.post(event, path.read_bytes(), delivery_id) in (200, 202)
             expected[delivery_id] = event
-        wait_for(lambda: all(s in ("done", "ignored", "failed") for s in statuses().values()), 90,
-                 "every delivery to finish")
+        wait_for(
+            lambda: all(s in ("done", "ignored", "failed") for s in statuses().values()),
+            90,
+            "every delivery to finish",
+        )
         final = statuses()
         assert set(final) == set(expected)
         assert all(s in ("done", "ignored") for s in final.values()), final

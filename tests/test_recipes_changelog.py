@@ -49,7 +49,7 @@ def test_real_tail_gets_an_entry_in_the_repos_format() -> None:
     new = append_changelog(old, config_keys=[SEED_KEY], description=description, pr_link=LINK)
     data = _check(old, new, {"config-keys": [SEED_KEY], "description": description, "pr-link": LINK})
     assert len(data) == 36
-    assert new[len(old):] == (
+    assert new[len(old) :] == (
         "\n"
         "- config-keys:\n"
         "    - minimaxm3-fp4-mi355x-vllm\n"
@@ -71,7 +71,7 @@ def test_without_a_pr_link_the_entry_says_xxx_and_a_second_append_stacks() -> No
     assert _blank_lines_before_new_entry(twice) == 1
 
 
-ENTRY = "- config-keys:\n    - a\n  description:\n    - \"x\"\n  pr-link: XXX"
+ENTRY = '- config-keys:\n    - a\n  description:\n    - "x"\n  pr-link: XXX'
 
 
 @pytest.mark.parametrize(
@@ -98,7 +98,7 @@ def test_separator_edge_cases_keep_the_old_text_as_prefix(old: str, separator: s
 def test_more_than_one_trailing_blank_line_is_kept_not_deleted() -> None:
     old = ENTRY + "\n\n\n"
     new = append_changelog(old, config_keys=["k"], description=["d"], pr_link=None)
-    assert new.startswith(old) and new[len(old):].startswith("- config-keys:")
+    assert new.startswith(old) and new[len(old) :].startswith("- config-keys:")
 
 
 def test_crlf_files_stay_crlf() -> None:

@@ -83,10 +83,12 @@ def test_full_reparse_after_real_bumps(name: str) -> None:
         ("# head\nk:   # c\n  image:    old/img:1 # x: y\n", "  image:    new/img:2 # x: y\n"),
         ("k:\n    image: old/img:1\n    model: m\n", "    image: new/img:2\n"),
         ("\ufeffk:\n  image: old/img:1\n", "  image: new/img:2\n"),
-        ("k:\n  model: \"é ü\"\n  image: old/img:1\n", "  image: new/img:2\n"),
-        ("# 🚀 — ✓\r\nk:\r\n  note: \"🚀🚀\"\r\n  image: old/img:1\r\n", "  image: new/img:2\r\n"),
-        ("{k: {image: old/img:1}, j: {image: old/img:1}}\n",
-         "{k: {image: new/img:2}, j: {image: old/img:1}}\n"),
+        ('k:\n  model: "é ü"\n  image: old/img:1\n', "  image: new/img:2\n"),
+        ('# 🚀 — ✓\r\nk:\r\n  note: "🚀🚀"\r\n  image: old/img:1\r\n', "  image: new/img:2\r\n"),
+        (
+            "{k: {image: old/img:1}, j: {image: old/img:1}}\n",
+            "{k: {image: new/img:2}, j: {image: old/img:1}}\n",
+        ),
         ("%YAML 1.1\n---\nk:\n  image: old/img:1\n...\n", "  image: new/img:2\n"),
     ],
 )

@@ -36,9 +36,26 @@ from tests.recipe_helpers import (
 )
 
 POINT_KEYS = [
-    "config-key", "image", "model", "model-prefix", "precision", "framework", "runner", "isl", "osl",
-    "tp", "pp", "dcp-size", "pcp-size", "ep", "dp-attn", "spec-decoding", "conc", "max-model-len",
-    "exp-name", "result-name",
+    "config-key",
+    "image",
+    "model",
+    "model-prefix",
+    "precision",
+    "framework",
+    "runner",
+    "isl",
+    "osl",
+    "tp",
+    "pp",
+    "dcp-size",
+    "pcp-size",
+    "ep",
+    "dp-attn",
+    "spec-decoding",
+    "conc",
+    "max-model-len",
+    "exp-name",
+    "result-name",
 ]
 
 
@@ -49,9 +66,12 @@ def _doc(search_space: str, *, extra: str = "", scenario_extra: str = "") -> dic
     return parse_master(
         "k-fp4-mi355x-vllm:\n"
         "  image: repo/img:tag\n  model: org/model\n  model-prefix: k\n  runner: mi355x\n"
-        "  precision: fp4\n  framework: vllm\n  multinode: false\n" + extra +
-        "  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n" + scenario_extra +
-        "      search-space:\n" + search_space
+        "  precision: fp4\n  framework: vllm\n  multinode: false\n"
+        + extra
+        + "  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n"
+        + scenario_extra
+        + "      search-space:\n"
+        + search_space
     )
 
 

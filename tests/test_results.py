@@ -61,10 +61,22 @@ def test_parses_every_seconds_fixture(fixtures_dir: Path) -> None:
 
 
 def test_parses_aggregated_form_with_intvty_and_tput_per_gpu() -> None:
-    agg = {"hw": "mi355x", "tp": 4, "conc": 32, "model": "amd/MiniMax-M3-MXFP4", "framework": "vllm",
-           "mean_tpot": 0.01721, "median_tpot": 0.0171, "p99_tpot": 0.0195, "mean_ttft": 0.52,
-           "mean_intvty": 58.1, "median_intvty": 58.5, "tput_per_gpu": 4100.0, "output_tput_per_gpu": 450.0,
-           "Some Extra Key": [1, 2]}
+    agg = {
+        "hw": "mi355x",
+        "tp": 4,
+        "conc": 32,
+        "model": "amd/MiniMax-M3-MXFP4",
+        "framework": "vllm",
+        "mean_tpot": 0.01721,
+        "median_tpot": 0.0171,
+        "p99_tpot": 0.0195,
+        "mean_ttft": 0.52,
+        "mean_intvty": 58.1,
+        "median_intvty": 58.5,
+        "tput_per_gpu": 4100.0,
+        "output_tput_per_gpu": 450.0,
+        "Some Extra Key": [1, 2],
+    }
     got = parse_result(json.dumps([agg]), "agg_x.json")
     assert got.schema == "aggregated" and got.conc == 32 and got.tp == 4
     assert got.mean_tpot_ms == pytest.approx(17.21) and got.mean_ttft_ms == pytest.approx(520.0)
@@ -104,7 +116,7 @@ def _zip(members: dict[str, bytes], symlink: str | None = None) -> bytes:
             zf.writestr(name, data)
         if symlink:
             info = zipfile.ZipInfo(symlink)
-            info.external_attr = (0o120777 << 16)
+            info.external_attr = 0o120777 << 16
             zf.writestr(info, "/etc/passwd")
     return buf.getvalue()
 
@@ -127,9 +139,32 @@ def zip_bomb(name: str, size: int = 1 << 30) -> bytes:
     for _ in range(reps):
         crc = zlib.crc32(chunk, crc)
     fname = name.encode()
-    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, crc, len(data), size, len(fname), 0) + fname
-    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 0, crc, len(data), size,
-                          len(fname), 0, 0, 0, 0, 0, 0) + fname
+    local = (
+        struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, crc, len(data), size, len(fname), 0) + fname
+    )
+    central = (
+        struct.pack(
+            "<IHHHHHHIIIHHHHHII",
+            0x02014B50,
+            20,
+            20,
+            0,
+            8,
+            0,
+            0,
+            crc,
+            len(data),
+            size,
+            len(fname),
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        )
+        + fname
+    )
     end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central), len(local) + len(data), 0)
     return local + data + central + end
 
@@ -159,7 +194,9 @@ def test_one_gigabyte_zip_bomb_is_refused_without_inflating() -> None:
     assert info.file_size == 1 << 30
     with pytest.raises(ArtifactError, match="cap"):
         safe_json_members(bomb)
-    with pytest.raises(ArtifactError, match="zip bomb"):  # even under a generous size cap, the ratio catches it
+    with pytest.raises(
+        ArtifactError, match="zip bomb"
+    ):  # even under a generous size cap, the ratio catches it
         safe_json_members(bomb, max_member_bytes=2 << 30, max_total_bytes=2 << 30)
 
 
@@ -169,7 +206,7 @@ def test_member_lying_about_its_size_is_refused() -> None:
     # Patch the declared uncompressed size (local and central headers) down to 100 bytes.
     for sig, off in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
         pos = blob.find(sig)
-        blob[pos + off:pos + off + 4] = struct.pack("<I", 100)
+        blob[pos + off : pos + off + 4] = struct.pack("<I", 100)
     with pytest.raises(ArtifactError, match="cannot be read"):
         safe_json_members(bytes(blob))
 
@@ -203,17 +240,51 @@ class FakeArtifacts:
 def _job(session: Session) -> int:
     from app.models.sweeps import Sweep, SweepJob
 
-    sweep = Sweep(repo="acme/bench", pr_number=7, head_sha="a" * 40, head_ref="recipe", base_ref="main",
-                  config_key="minimaxm3-fp4-mi355x-vllm", image="vllm/vllm-openai-rocm:nightly-" + "b" * 40,
-                  fingerprint="f" * 16, points_digest="d" * 64, requested_by="maint", reason="command")
+    sweep = Sweep(
+        repo="acme/bench",
+        pr_number=7,
+        head_sha="a" * 40,
+        head_ref="recipe",
+        base_ref="main",
+        config_key="minimaxm3-fp4-mi355x-vllm",
+        image="vllm/vllm-openai-rocm:nightly-" + "b" * 40,
+        fingerprint="f" * 16,
+        points_digest="d" * 64,
+        requested_by="maint",
+        reason="command",
+    )
     session.add(sweep)
     session.flush()
-    point = {"config-key": sweep.config_key, "result-name": RESULT_NAME, "conc": 32, "tp": 4, "pp": 1,
-             "ep": 1, "pcp-size": 1, "isl": 8192, "osl": 1024, "framework": "vllm", "precision": "fp4",
-             "runner": "mi355x", "model": "amd/MiniMax-M3-MXFP4", "image": sweep.image}
-    job = SweepJob(sweep_id=sweep.id, position=0, point=point, result_name=RESULT_NAME, runner_label="mi355x",
-                   seq="8k1k", conc=32, tp=4, group_key="g", state="running", run_id=777,
-                   run_url="http://gh/acme/bench/actions/runs/777")
+    point = {
+        "config-key": sweep.config_key,
+        "result-name": RESULT_NAME,
+        "conc": 32,
+        "tp": 4,
+        "pp": 1,
+        "ep": 1,
+        "pcp-size": 1,
+        "isl": 8192,
+        "osl": 1024,
+        "framework": "vllm",
+        "precision": "fp4",
+        "runner": "mi355x",
+        "model": "amd/MiniMax-M3-MXFP4",
+        "image": sweep.image,
+    }
+    job = SweepJob(
+        sweep_id=sweep.id,
+        position=0,
+        point=point,
+        result_name=RESULT_NAME,
+        runner_label="mi355x",
+        seq="8k1k",
+        conc=32,
+        tp=4,
+        group_key="g",
+        state="running",
+        run_id=777,
+        run_url="http://gh/acme/bench/actions/runs/777",
+    )
     session.add(job)
     session.flush()
     return job.id
@@ -223,8 +294,9 @@ def _job(session: Session) -> int:
 def finished(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, str | None]]:
     calls: list[tuple[int, str, str | None]] = []
 
-    def fake_finish(session: Session, job_id: int, state: str, *, reason: str | None = None,
-                    result_url: str | None = None) -> None:
+    def fake_finish(
+        session: Session, job_id: int, state: str, *, reason: str | None = None, result_url: str | None = None
+    ) -> None:
         from app.models.sweeps import SweepJob
 
         calls.append((job_id, state, reason))
@@ -237,19 +309,32 @@ def finished(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, str | None
 
 
 def _raw(conc: int = 32, tpot: float = 17.21) -> bytes:
-    return json.dumps({"max_concurrency": conc, "mean_tpot_ms": tpot, "median_tpot_ms": tpot,
-                       "p99_tpot_ms": tpot * 1.1, "total_token_throughput": 16000.0,
-                       "output_throughput": 1800.0}).encode()
+    return json.dumps(
+        {
+            "max_concurrency": conc,
+            "mean_tpot_ms": tpot,
+            "median_tpot_ms": tpot,
+            "p99_tpot_ms": tpot * 1.1,
+            "total_token_throughput": 16000.0,
+            "output_throughput": 1800.0,
+        }
+    ).encode()
 
 
-def test_collect_stores_one_row_with_identity_and_provenance(db_session: Session, finished: list[Any]) -> None:
+def test_collect_stores_one_row_with_identity_and_provenance(
+    db_session: Session, finished: list[Any]
+) -> None:
     from app.results import collect_job, find_reusable
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(_zip({f"{RESULT_NAME}.json": _raw()})), job_id)
     assert out.state == "succeeded" and finished == [(job_id, "succeeded", None)]
-    row = find_reusable(db_session, image="vllm/vllm-openai-rocm:nightly-" + "b" * 40, fingerprint="f" * 16,
-                        result_name=RESULT_NAME)
+    row = find_reusable(
+        db_session,
+        image="vllm/vllm-openai-rocm:nightly-" + "b" * 40,
+        fingerprint="f" * 16,
+        result_name=RESULT_NAME,
+    )
     assert row is not None and row.id == out.result_id
     assert (row.conc, row.tp, row.mean_tpot_ms, row.tput_per_gpu) == (32, 4, 17.21, 4000.0)
     assert row.run_url.endswith("/777") and row.artifact_name == f"bmk_{RESULT_NAME}"
@@ -265,13 +350,19 @@ def test_collect_stores_one_row_with_identity_and_provenance(db_session: Session
         (_zip({f"{RESULT_NAME}.json": _raw(), "../escape.json": b"{}"}), "escapes the artifact"),
         (zip_bomb(f"{RESULT_NAME}.json"), "cap"),
         (_zip({"notes.txt": b"hello"}), f"missing result file {RESULT_NAME}.json"),
-        (_zip({f"{RESULT_NAME}.json": b'{"max_concurrency": 32, "mean_tpot_ms": null, "p99_tpot_ms": "?"}'}),
-         f"{RESULT_NAME}.json: field 'p99_tpot_ms'"),
+        (
+            _zip(
+                {f"{RESULT_NAME}.json": b'{"max_concurrency": 32, "mean_tpot_ms": null, "p99_tpot_ms": "?"}'}
+            ),
+            f"{RESULT_NAME}.json: field 'p99_tpot_ms'",
+        ),
         (_zip({f"{RESULT_NAME}.json": _raw(conc=64)}), "point is conc 32"),
     ],
     ids=["traversal", "zip-bomb", "missing-file", "bad-field", "wrong-conc"],
 )
-def test_collect_fails_the_job_cleanly(db_session: Session, finished: list[Any], blob: bytes, reason: str) -> None:
+def test_collect_fails_the_job_cleanly(
+    db_session: Session, finished: list[Any], blob: bytes, reason: str
+) -> None:
     from app.models.results import Result
     from app.results import collect_job
 

@@ -31,18 +31,23 @@ def _run(tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool) -> StoryRe
 
     reset_settings_cache()
     settings = Settings(data_dir=tmp_path / "data", database_url=pg_url, broker_url=redis_url)
-    extra = {"SWEEPBOT_QUEUE_NAME": f"e2e-{uuid.uuid4().hex[:8]}", "SWEEPBOT_DELIVERY_LEASE_SECONDS": "5",
-             "SWEEPBOT_LOG_LEVEL": "INFO"}
+    extra = {
+        "SWEEPBOT_QUEUE_NAME": f"e2e-{uuid.uuid4().hex[:8]}",
+        "SWEEPBOT_DELIVERY_LEASE_SECONDS": "5",
+        "SWEEPBOT_LOG_LEVEL": "INFO",
+    }
     statuses: dict[str, str] = {}
     with SimServer(settings=SimSettings(time_scale=0.001, seed=11)) as sim:
         if chaos:
             sim.world.duplicate_deliveries = True
         scenario = SeedScenario(sim.world)
         with stack(port=free_port(), sim=sim, settings=settings, extra_env=extra) as running:
+
             def before(step: str) -> None:
                 if step == "drop-47270":
-                    statuses["before-drop"] = bot_comments(sim.world, "SemiAnalysisAI/InferenceX", 2104,
-                                                           STATUS_MARKER)[0].body
+                    statuses["before-drop"] = bot_comments(
+                        sim.world, "SemiAnalysisAI/InferenceX", 2104, STATUS_MARKER
+                    )[0].body
 
             def kill_worker() -> None:
                 running.kill("worker", signal.SIGKILL)
@@ -50,9 +55,14 @@ def _run(tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool) -> StoryRe
                 running.start_process("worker", "worker")
 
             run = play_story(
-                sim.world, scenario, session_factory(), say=lambda line: None,
-                poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]), timeout=240,
-                on_sweep_started=kill_worker if chaos else None, before_step=before,
+                sim.world,
+                scenario,
+                session_factory(),
+                say=lambda line: None,
+                poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]),
+                timeout=240,
+                on_sweep_started=kill_worker if chaos else None,
+                before_step=before,
             )
             assert not running.dead(), f"processes died: {running.dead()} (logs in {running.log_dir})"
     if chaos:
@@ -67,7 +77,9 @@ def _run(tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool) -> StoryRe
 
 
 @pytest.fixture
-def story_env(pg_clean_url: str, redis_url: str, settings_env: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+def story_env(
+    pg_clean_url: str, redis_url: str, settings_env: pytest.MonkeyPatch
+) -> Iterator[tuple[str, str]]:
     settings_env.setenv("SWEEPBOT_DATABASE_URL", pg_clean_url)
     settings_env.setenv("SWEEPBOT_BROKER_URL", redis_url)
     from app.settings import reset_settings_cache
@@ -86,6 +98,7 @@ def test_the_whole_story(story_env: tuple[str, str], tmp_path: Path) -> None:
     _assert_story(_run(tmp_path, *story_env, chaos=False))
 
 
-def test_the_whole_story_with_duplicate_webhooks_and_a_killed_worker(story_env: tuple[str, str],
-                                                                      tmp_path: Path) -> None:
+def test_the_whole_story_with_duplicate_webhooks_and_a_killed_worker(
+    story_env: tuple[str, str], tmp_path: Path
+) -> None:
     _assert_story(_run(tmp_path, *story_env, chaos=True))

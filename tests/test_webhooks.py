@@ -20,8 +20,13 @@ def test_signature_accepts_any_configured_secret() -> None:
 
 @pytest.mark.parametrize(
     ("header", "error"),
-    [(None, "missing_signature"), ("", "missing_signature"), ("sha1=abc", "bad_signature"),
-     ("sha256=", "bad_signature"), (sign(BODY, "wrong"), "bad_signature")],
+    [
+        (None, "missing_signature"),
+        ("", "missing_signature"),
+        ("sha1=abc", "bad_signature"),
+        ("sha256=", "bad_signature"),
+        (sign(BODY, "wrong"), "bad_signature"),
+    ],
 )
 def test_signature_rejections(header: str | None, error: str) -> None:
     with pytest.raises(WebhookRejected) as info:
@@ -57,7 +62,11 @@ def test_parse_form_encoded_delivery_signed_over_the_form_body() -> None:
         (lambda h, b: ({**h, "X-GitHub-Delivery": "../../etc"}, b), 400, "missing_header"),
         (lambda h, b: (h, b[:-5]), 401, "bad_signature"),  # truncated in transit: signature no longer matches
         (lambda h, b: ({**h, "X-Hub-Signature-256": sign(b[:-5], "s")}, b[:-5]), 400, "malformed_body"),
-        (lambda h, b: ({**h, "X-Hub-Signature-256": sign(b"not json", "s")}, b"not json"), 400, "malformed_body"),
+        (
+            lambda h, b: ({**h, "X-Hub-Signature-256": sign(b"not json", "s")}, b"not json"),
+            400,
+            "malformed_body",
+        ),
         (lambda h, b: ({**h, "X-Hub-Signature-256": sign(b"[1]", "s")}, b"[1]"), 400, "malformed_body"),
         (lambda h, b: ({**h, "Content-Type": "text/plain"}, b), 400, "unsupported_content_type"),
     ],

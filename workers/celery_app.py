@@ -29,8 +29,12 @@ def make_celery() -> Celery:
         # kombu hands these to SQLAlchemy's create_engine: wait on a locked SQLite file, don't fail.
         transport_options = {"connect_args": {"timeout": 30}}
     else:
-        transport_options = {"visibility_timeout": 3600, "socket_connect_timeout": 2, "socket_timeout": 5,
-                             "retry_on_timeout": True}
+        transport_options = {
+            "visibility_timeout": 3600,
+            "socket_connect_timeout": 2,
+            "socket_timeout": 5,
+            "retry_on_timeout": True,
+        }
     app.conf.update(
         task_default_queue=settings.queue_name,
         task_acks_late=True,
@@ -43,24 +47,40 @@ def make_celery() -> Celery:
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=2,
         task_publish_retry=True,
-        task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.2,
-                                   "interval_max": 0.5},
+        task_publish_retry_policy={
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.5,
+        },
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         timezone="UTC",
         beat_schedule={
-            "reap-deliveries": {"task": "sweepbot.reap_deliveries",
-                                "schedule": timedelta(seconds=settings.reaper_interval)},
-            "heartbeat-beat": {"task": "sweepbot.beat_heartbeat",
-                               "schedule": timedelta(seconds=min(15.0, settings.reaper_interval))},
-            "poll-watches": {"task": "sweepbot.poll_watches",
-                             "schedule": timedelta(seconds=settings.poll_interval)},
-            "scheduler-tick": {"task": "sweepbot.scheduler_tick",
-                               "schedule": timedelta(seconds=settings.scheduler_interval)},
-            "repair-jobs": {"task": "sweepbot.repair_jobs",
-                            "schedule": timedelta(seconds=settings.job_repair_interval)},
-            "flush-reports": {"task": "sweepbot.flush_reports",
-                              "schedule": timedelta(seconds=settings.report_debounce_seconds)},
+            "reap-deliveries": {
+                "task": "sweepbot.reap_deliveries",
+                "schedule": timedelta(seconds=settings.reaper_interval),
+            },
+            "heartbeat-beat": {
+                "task": "sweepbot.beat_heartbeat",
+                "schedule": timedelta(seconds=min(15.0, settings.reaper_interval)),
+            },
+            "poll-watches": {
+                "task": "sweepbot.poll_watches",
+                "schedule": timedelta(seconds=settings.poll_interval),
+            },
+            "scheduler-tick": {
+                "task": "sweepbot.scheduler_tick",
+                "schedule": timedelta(seconds=settings.scheduler_interval),
+            },
+            "repair-jobs": {
+                "task": "sweepbot.repair_jobs",
+                "schedule": timedelta(seconds=settings.job_repair_interval),
+            },
+            "flush-reports": {
+                "task": "sweepbot.flush_reports",
+                "schedule": timedelta(seconds=settings.report_debounce_seconds),
+            },
         },
     )
     return app
@@ -77,6 +97,9 @@ def current_celery() -> Celery:
     """
     global celery_app
     settings = get_settings()
-    if celery_app.conf.broker_url != settings.broker_url or celery_app.conf.task_default_queue != settings.queue_name:
+    if (
+        celery_app.conf.broker_url != settings.broker_url
+        or celery_app.conf.task_default_queue != settings.queue_name
+    ):
         celery_app = make_celery()
     return celery_app

@@ -52,8 +52,9 @@ def api(host: str = "127.0.0.1", port: int = 8000, migrate: bool = True) -> None
         from app.migrate import upgrade
 
         upgrade(settings.database_url)
-    uvicorn.run("app.main:create_app", factory=True, host=host, port=port, log_level="warning",
-                access_log=False)
+    uvicorn.run(
+        "app.main:create_app", factory=True, host=host, port=port, log_level="warning", access_log=False
+    )
 
 
 @cli.command()
@@ -66,9 +67,21 @@ def worker(
     from workers.celery_app import celery_app
 
     chosen = pool or ("threads" if settings.is_embedded else "prefork")
-    celery_app.worker_main(["worker", "--loglevel", settings.log_level, "--pool", chosen,
-                            "--concurrency", str(concurrency), "--without-gossip", "--without-mingle",
-                            "--hostname", f"sweepbot-{os.getpid()}@%h"])
+    celery_app.worker_main(
+        [
+            "worker",
+            "--loglevel",
+            settings.log_level,
+            "--pool",
+            chosen,
+            "--concurrency",
+            str(concurrency),
+            "--without-gossip",
+            "--without-mingle",
+            "--hostname",
+            f"sweepbot-{os.getpid()}@%h",
+        ]
+    )
 
 
 @cli.command()
@@ -111,8 +124,14 @@ def db_upgrade(revision: str = "head") -> None:
 
 def _delivery_dict(d: Any, with_payload: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "id": d.id, "event": d.event, "action": d.action, "repo": d.repo, "status": d.status,
-        "attempts": d.attempts, "error": d.error, "bytes": d.body_bytes,
+        "id": d.id,
+        "event": d.event,
+        "action": d.action,
+        "repo": d.repo,
+        "status": d.status,
+        "attempts": d.attempts,
+        "error": d.error,
+        "bytes": d.body_bytes,
         "received_at": d.received_at.isoformat() if d.received_at else None,
         "finished_at": d.finished_at.isoformat() if d.finished_at else None,
     }
@@ -147,8 +166,15 @@ def deliveries_list(
         return
     table = Table("id", "event", "action", "repo", "status", "attempts", "error")
     for r in rows:
-        table.add_row(r["id"], r["event"], r["action"] or "", r["repo"] or "", r["status"], str(r["attempts"]),
-                      (r["error"] or "")[:60])
+        table.add_row(
+            r["id"],
+            r["event"],
+            r["action"] or "",
+            r["repo"] or "",
+            r["status"],
+            str(r["attempts"]),
+            (r["error"] or "")[:60],
+        )
     console.print(table)
 
 

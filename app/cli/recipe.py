@@ -117,8 +117,14 @@ def plan(
         table.add_column(column, justify="right" if column in ("tp", "ep", "conc") else "left")
     for p in points:
         table.add_row(
-            p.seq, str(p.tp), str(p.ep), str(p.dp_attn).lower(), p.spec_decoding,
-            f"{p.pp}/{p.dcp_size}/{p.pcp_size}", str(p.conc), p.result_name,
+            p.seq,
+            str(p.tp),
+            str(p.ep),
+            str(p.dp_attn).lower(),
+            p.spec_decoding,
+            f"{p.pp}/{p.dcp_size}/{p.pcp_size}",
+            str(p.conc),
+            p.result_name,
         )
     console = Console(width=220)
     console.print(f"image: {points[0].image}" if points else "no points")

@@ -32,18 +32,24 @@ def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
     field = metric_field(metric)
     files = sorted(p for p in results.iterdir() if p.is_file() and p.suffix.lower() == ".json")
     if not files:
-        raise ValueError(f"{results}: no .json result files found (expected benchmark_serving or agg_*.json files)")
+        raise ValueError(
+            f"{results}: no .json result files found (expected benchmark_serving or agg_*.json files)"
+        )
     by_conc: dict[int, list[float]] = {}
     curve: list[tuple[float, float]] = []
     for path in files:
         parsed = parse_result(path.read_bytes(), path.name, tp=ref.tp)
         if parsed.conc is None:
-            raise ValueError(f"{path.name}: field 'max_concurrency': missing, so the file cannot be placed on "
-                             "the curve; add \"max_concurrency\": N")
+            raise ValueError(
+                f"{path.name}: field 'max_concurrency': missing, so the file cannot be placed on "
+                'the curve; add "max_concurrency": N'
+            )
         value = parsed.metrics().get(field)
         if value is None:
-            raise ValueError(f"{path.name}: field {field!r}: missing; pick another --metric "
-                             f"(the reference publishes {', '.join(sorted(next(iter(ref.points.values()))))})")
+            raise ValueError(
+                f"{path.name}: field {field!r}: missing; pick another --metric "
+                f"(the reference publishes {', '.join(sorted(next(iter(ref.points.values()))))})"
+            )
         by_conc.setdefault(parsed.conc, []).append(float(value))
         if parsed.interactivity is not None and parsed.tput_per_gpu is not None:
             curve.append((parsed.interactivity, parsed.tput_per_gpu))
@@ -51,27 +57,51 @@ def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
     if not ref_values:
         raise ValueError(f"{reference_file}: the reference publishes no {field!r}; pick another --metric")
     rows = compute_gap(by_conc, ref_values, metric=field)
-    out = [f"Gap on {field} against {ref.name} ({ref.engine or 'reference'}); lower is better"
-           if field.endswith("_ms") else f"Gap on {field} against {ref.name}; higher is better"]
+    out = [
+        f"Gap on {field} against {ref.name} ({ref.engine or 'reference'}); lower is better"
+        if field.endswith("_ms")
+        else f"Gap on {field} against {ref.name}; higher is better"
+    ]
     if ref.source:
         out.append(f"Reference source: {ref.source}")
     if ref.caveat:
         out.append(f"Caveat: {ref.caveat}")
     out += ["", render_gap_table(rows, metric=field, reference_label=ref.label())]
-    ref_curve = {c: (v["interactivity"], v["tput_per_gpu"]) for c, v in ref.points.items()
-                 if "interactivity" in v and "tput_per_gpu" in v}
+    ref_curve = {
+        c: (v["interactivity"], v["tput_per_gpu"])
+        for c, v in ref.points.items()
+        if "interactivity" in v and "tput_per_gpu" in v
+    }
     if ref_curve:
-        out += ["", "Throughput per GPU at equal interactivity:", "",
-                render_tput_table(tput_gap_at_equal_interactivity(curve, ref_curve), reference_label=ref.label())]
+        out += [
+            "",
+            "Throughput per GPU at equal interactivity:",
+            "",
+            render_tput_table(tput_gap_at_equal_interactivity(curve, ref_curve), reference_label=ref.label()),
+        ]
     return "\n".join(out)
 
 
 def gap_command(
-    results: Annotated[Path, typer.Option("--results", help="Folder of result JSON files (either schema).",
-                                          exists=True, file_okay=False, dir_okay=True)],
-    reference: Annotated[Path, typer.Option("--reference", help="Reference table (YAML, as app/references/).",
-                                            exists=True, dir_okay=False)],
-    metric: Annotated[str, typer.Option("--metric", help="Metric to compare, e.g. mean_tpot, p99_tpot.")] = "mean_tpot",
+    results: Annotated[
+        Path,
+        typer.Option(
+            "--results",
+            help="Folder of result JSON files (either schema).",
+            exists=True,
+            file_okay=False,
+            dir_okay=True,
+        ),
+    ],
+    reference: Annotated[
+        Path,
+        typer.Option(
+            "--reference", help="Reference table (YAML, as app/references/).", exists=True, dir_okay=False
+        ),
+    ],
+    metric: Annotated[
+        str, typer.Option("--metric", help="Metric to compare, e.g. mean_tpot, p99_tpot.")
+    ] = "mean_tpot",
 ) -> None:
     """Print the per-concurrency gap of a folder of results against a reference, offline."""
     from app.references import ReferenceError

@@ -88,6 +88,4 @@ class ReportState(Base):
     comment_id: Mapped[int | None] = mapped_column(BigInteger)
     last_error: Mapped[str | None] = mapped_column(Text)
 
-    __table_args__ = (
-        UniqueConstraint("repo", "pr_number", "config_key", name="uq_report_states_key"),
-    )
+    __table_args__ = (UniqueConstraint("repo", "pr_number", "config_key", name="uq_report_states_key"),)

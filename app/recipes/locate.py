@@ -105,6 +105,4 @@ def locate_key(files: dict[str, str], key: str) -> KeyLocation:
     close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     unreadable = f"; unreadable: {'; '.join(broken)}" if broken else ""
-    return KeyLocation(
-        key, "missing", None, f"config key '{key}' is not in {searched}{hint}{unreadable}"
-    )
+    return KeyLocation(key, "missing", None, f"config key '{key}' is not in {searched}{hint}{unreadable}")

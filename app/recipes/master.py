@@ -57,14 +57,30 @@ CONC_STEP = 2
 
 # Search-space fields that define a point.
 _POINT_FIELDS = frozenset(
-    {"tp", "pp", "dcp-size", "pcp-size", "ep", "dp-attn", "spec-decoding", "conc-start", "conc-end",
-     "conc-list"}
+    {
+        "tp",
+        "pp",
+        "dcp-size",
+        "pcp-size",
+        "ep",
+        "dp-attn",
+        "spec-decoding",
+        "conc-start",
+        "conc-end",
+        "conc-list",
+    }
 )
 # Fields the benchmark repo accepts on single-node fixed-seq-len items that change how a point is
 # served but not which points exist or their identity; they still feed recipe_fingerprint.
 _PASSTHROUGH_FIELDS = frozenset(
-    {"router", "srt-recipe", "attn-dp-size", "num-speculative-tokens", "max-num-batched-tokens",
-     "moe-backend"}
+    {
+        "router",
+        "srt-recipe",
+        "attn-dp-size",
+        "num-speculative-tokens",
+        "max-num-batched-tokens",
+        "moe-backend",
+    }
 )
 _SEQ_RE = re.compile(r"^(?:1k1k|8k1k|(\d+)_(\d+))$")
 
@@ -221,9 +237,7 @@ def _field(entry: dict[str, Any], key: str, name: str, kind: type | tuple[type, 
     # bool is an int subclass; an int field must not accept true/false.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise InvalidRecipeError(
-            f"config key '{key}': `{name}` must be a {want}, got {value!r}"
-        )
+        raise InvalidRecipeError(f"config key '{key}': `{name}` must be a {want}, got {value!r}")
     return value
 
 
@@ -299,8 +313,7 @@ def conc_values(item: dict[str, Any], key: str = "?") -> list[int]:
     end = _positive_int(item, key, "conc-end", None)
     if start is None or end is None:
         raise InvalidRecipeError(
-            f"config key '{key}': a search-space item needs `conc-list` or both `conc-start` and "
-            "`conc-end`"
+            f"config key '{key}': a search-space item needs `conc-list` or both `conc-start` and `conc-end`"
         )
     if start > end:
         raise InvalidRecipeError(
@@ -318,9 +331,7 @@ def conc_values(item: dict[str, Any], key: str = "?") -> list[int]:
 def _parse_seq_filter(seq: str) -> str:
     match = _SEQ_RE.match(seq.strip())
     if not match:
-        raise EmptyPlanError(
-            f"unknown seq '{seq}'; use 1k1k, 8k1k or <isl>_<osl> (for example 2048_512)"
-        )
+        raise EmptyPlanError(f"unknown seq '{seq}'; use 1k1k, 8k1k or <isl>_<osl> (for example 2048_512)")
     if match.group(1) is not None:
         # `1024_1024` and `1k1k` name the same shape; normalise to the repo's own spelling.
         return seq_name(int(match.group(1)), int(match.group(2)))

@@ -166,9 +166,7 @@ def _locate_image(text: str, key: str, pure: bool = False) -> int:
     value_index = matches[0][1]
     entry = events[value_index]
     if isinstance(entry, AliasEvent):
-        raise EditError(
-            f"config key '{key}' is an alias (*{entry.anchor}); edit the anchored entry instead"
-        )
+        raise EditError(f"config key '{key}' is an alias (*{entry.anchor}); edit the anchored entry instead")
     if not isinstance(entry, MappingStartEvent):
         raise InvalidRecipeError(f"config key '{key}' is not a mapping; it cannot carry an image")
     inner = _mapping_pairs(events, value_index)
@@ -188,18 +186,14 @@ def _locate_image(text: str, key: str, pure: bool = False) -> int:
     if not isinstance(ev, ScalarEvent):
         raise NoImageError(f"config key '{key}': `image` is not a string; set it to `<repo>:<tag>`")
     if ev.anchor is not None or ev.tag is not None:
-        raise EditError(
-            f"config key '{key}': `image` carries an anchor or tag; edit that line by hand"
-        )
+        raise EditError(f"config key '{key}': `image` carries an anchor or tag; edit that line by hand")
     if not _resolves_to_str(ev):
         raise NoImageError(
             f"config key '{key}': `image` is {ev.value or 'empty'!s}, not an image reference; "
             "set it to `<repo>:<tag>`"
         )
     if (ev.style or "") in ("|", ">") or _start(ev).line != _end(ev).line:
-        raise EditError(
-            f"config key '{key}': `image` spans several lines; put it on one line, then bump"
-        )
+        raise EditError(f"config key '{key}': `image` spans several lines; put it on one line, then bump")
     return index
 
 
@@ -246,7 +240,9 @@ def _check_target(ev: Event, new_image: str) -> str | None:
 
 
 def _compare(
-    before: tuple[tuple[object, ...], ...] | list[tuple[object, ...]], after: list[Event], index: int,
+    before: tuple[tuple[object, ...], ...] | list[tuple[object, ...]],
+    after: list[Event],
+    index: int,
     new_image: str,
 ) -> str | None:
     """Events equal one for one, except `index`, which must be the new image string."""
@@ -314,8 +310,9 @@ def _verify_entry(
     return _compare(sigs[first:last], new_alone[3:-3], index - first, new_image)
 
 
-def _verify(text: str, new: str, pure: bool, index: int, span: tuple[int, int], rendered: str,
-            new_image: str) -> str | None:
+def _verify(
+    text: str, new: str, pure: bool, index: int, span: tuple[int, int], rendered: str, new_image: str
+) -> str | None:
     """None when `new` differs from `text` exactly as intended, else the reason it does not."""
     start, end = span
     # One physical line changes: the old span lies on one line (checked when locating it) and

@@ -76,7 +76,9 @@ def parse_reference(text: str, origin: str) -> Reference:
     except yaml.YAMLError as exc:
         raise ReferenceError(f"{origin}: not valid YAML ({' '.join(str(exc).split())})") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("points"), list):
-        raise ReferenceError(f"{origin}: expected a mapping with a 'points:' list of {{conc: N, metric: value}}")
+        raise ReferenceError(
+            f"{origin}: expected a mapping with a 'points:' list of {{conc: N, metric: value}}"
+        )
     tp = doc.get("tp")
     points: dict[int, dict[str, float]] = {}
     for i, item in enumerate(doc["points"]):
@@ -131,8 +133,9 @@ def shipped_reference(name: str) -> Reference | None:
     return next((r for r in shipped_references() if r.name == name), None)
 
 
-def find_shipped(*, model: str | None, hardware: str | None, tp: int | None, isl: int | None,
-                 osl: int | None) -> Reference | None:
+def find_shipped(
+    *, model: str | None, hardware: str | None, tp: int | None, isl: int | None, osl: int | None
+) -> Reference | None:
     """The shipped table for the same model, hardware, tp and sequence lengths, if one exists."""
     for ref in shipped_references():
         if (ref.model, ref.hardware, ref.tp, ref.isl, ref.osl) == (model, hardware, tp, isl, osl):
@@ -149,15 +152,37 @@ def sibling_reference(rows: Iterable[Any], *, name: str, engine: str = "atom") -
             latest[row.conc] = row
     if not latest:
         return None
-    fields = ("mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_ttft_ms", "p99_ttft_ms", "mean_itl_ms",
-              "mean_e2el_ms", "output_tput", "total_tput", "tput_per_gpu", "interactivity")
-    points = {c: {f: float(getattr(r, f)) for f in fields if getattr(r, f, None) is not None}
-              for c, r in latest.items()}
+    fields = (
+        "mean_tpot_ms",
+        "median_tpot_ms",
+        "p99_tpot_ms",
+        "mean_ttft_ms",
+        "p99_ttft_ms",
+        "mean_itl_ms",
+        "mean_e2el_ms",
+        "output_tput",
+        "total_tput",
+        "tput_per_gpu",
+        "interactivity",
+    )
+    points = {
+        c: {f: float(getattr(r, f)) for f in fields if getattr(r, f, None) is not None}
+        for c, r in latest.items()
+    }
     any_row = next(iter(latest.values()))
     return Reference(
-        name=name, engine=engine, metric="mean_tpot_ms", points=points, model=any_row.model,
-        hardware=any_row.runner, precision=any_row.precision, tp=any_row.tp, isl=any_row.isl, osl=any_row.osl,
-        source=f"latest results of {name}", caveat=None,
+        name=name,
+        engine=engine,
+        metric="mean_tpot_ms",
+        points=points,
+        model=any_row.model,
+        hardware=any_row.runner,
+        precision=any_row.precision,
+        tp=any_row.tp,
+        isl=any_row.isl,
+        osl=any_row.osl,
+        source=f"latest results of {name}",
+        caveat=None,
         runs={c: [r.run_url] for c, r in latest.items() if r.run_url},
     )
 
@@ -187,8 +212,10 @@ def choose_reference(
         ref = shipped_reference(choice)
         if ref is None:
             names = ", ".join(r.name for r in shipped_references())
-            raise ReferenceError(f"references: {config_key}: unknown table {choice!r} (shipped: {names}, "
-                                 "or 'sibling', or 'none')")
+            raise ReferenceError(
+                f"references: {config_key}: unknown table {choice!r} (shipped: {names}, "
+                "or 'sibling', or 'none')"
+            )
         return ref
     if choice != "sibling":
         ref = find_shipped(model=model, hardware=hardware, tp=tp, isl=isl, osl=osl)

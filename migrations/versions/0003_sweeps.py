@@ -45,8 +45,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True)),
         sa.Column("finished_at", sa.DateTime(timezone=True)),
-        sa.ForeignKeyConstraint(["superseded_by"], ["sweeps.id"], name=op.f("fk_sweeps_superseded_by_sweeps"),
-                                ondelete="SET NULL"),
+        sa.ForeignKeyConstraint(
+            ["superseded_by"], ["sweeps.id"], name=op.f("fk_sweeps_superseded_by_sweeps"), ondelete="SET NULL"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_sweeps")),
     )
     op.create_index("ix_sweeps_repo_pr_key", "sweeps", ["repo", "pr_number", "config_key"])
@@ -79,8 +80,9 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime(timezone=True)),
         sa.Column("finished_at", sa.DateTime(timezone=True)),
         sa.Column("updated_at", sa.DateTime(timezone=True)),
-        sa.ForeignKeyConstraint(["sweep_id"], ["sweeps.id"], name=op.f("fk_sweep_jobs_sweep_id_sweeps"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["sweep_id"], ["sweeps.id"], name=op.f("fk_sweep_jobs_sweep_id_sweeps"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_sweep_jobs")),
     )
     op.create_index("ix_sweep_jobs_sweep_position", "sweep_jobs", ["sweep_id", "position"])

@@ -14,8 +14,13 @@ def sign(body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def headers_for(event: str, body: bytes, secret: str | None, delivery_id: str | None = None,
-                content_type: str = "application/json") -> dict[str, str]:
+def headers_for(
+    event: str,
+    body: bytes,
+    secret: str | None,
+    delivery_id: str | None = None,
+    content_type: str = "application/json",
+) -> dict[str, str]:
     headers = {
         "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery_id or str(uuid.uuid4()),
