@@ -16,7 +16,6 @@ from typing import Any
 
 import structlog
 from sqlalchemy import and_, func, or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db import session_scope
@@ -47,37 +46,69 @@ class Stored:
     enqueue: bool
 
 
+def store_batch(items: list[IncomingDelivery]) -> list[Stored]:
+    """Insert deliveries in one transaction (one commit, so one WAL flush, for the whole batch).
+
+    A delivery id already stored (a redelivery), or repeated within the batch, changes nothing:
+    ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` tells which rows are new.
+    """
+    if not items:
+        return []
+    from app.db import get_engine
+
+    t = now()
+    rows, seen = [], set()
+    for item in items:
+        if item.id in seen:
+            continue
+        seen.add(item.id)
+        is_ping = item.event == "ping"
+        rows.append(
+            {
+                "id": item.id,
+                "event": item.event,
+                "action": item.action,
+                "repo": item.repo,
+                "status": S.DONE if is_ping else S.RECEIVED,
+                "attempts": 0,
+                "body": item.payload,
+                "body_bytes": len(item.payload),
+                "received_at": t,
+                "finished_at": t if is_ping else None,
+            }
+        )
+    engine = get_engine()
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    # executemany with RETURNING: SQLAlchemy batches it into multi-row INSERTs ("insertmanyvalues")
+    # from one cached compiled statement, and returns the ids that were new.
+    statement = dialect.insert(Delivery).on_conflict_do_nothing(index_elements=["id"]).returning(Delivery.id)
+    with engine.begin() as conn:
+        created = set(conn.execute(statement, rows).scalars())
+    out, first = [], set()
+    for item in items:
+        is_new = item.id in created and item.id not in first
+        first.add(item.id)
+        if not is_new:
+            log.info("delivery_duplicate", delivery_id=item.id, event_name=item.event)
+        else:
+            if item.event == "ping":
+                DELIVERIES.labels(event="ping", outcome=S.DONE).inc()
+            log.info(
+                "delivery_stored",
+                delivery_id=item.id,
+                event_name=item.event,
+                action=item.action,
+                bytes=len(item.payload),
+            )
+        out.append(Stored(created=is_new, enqueue=is_new and item.event != "ping"))
+    return out
+
+
 def store_delivery(incoming: IncomingDelivery) -> Stored:
-    """Insert the delivery; a redelivery of a known id changes nothing."""
-    is_ping = incoming.event == "ping"
-    row = Delivery(
-        id=incoming.id,
-        event=incoming.event,
-        action=incoming.action,
-        repo=incoming.repo,
-        status=S.DONE if is_ping else S.RECEIVED,
-        attempts=0,
-        body=incoming.payload,
-        body_bytes=len(incoming.payload),
-        received_at=now(),
-        finished_at=now() if is_ping else None,
-    )
-    try:
-        with session_scope() as session:
-            session.add(row)
-    except IntegrityError:
-        log.info("delivery_duplicate", delivery_id=incoming.id, event_name=incoming.event)
-        return Stored(created=False, enqueue=False)
-    if is_ping:
-        DELIVERIES.labels(event="ping", outcome=S.DONE).inc()
-    log.info(
-        "delivery_stored",
-        delivery_id=incoming.id,
-        event_name=incoming.event,
-        action=incoming.action,
-        bytes=len(incoming.payload),
-    )
-    return Stored(created=True, enqueue=not is_ping)
+    """Insert one delivery; a redelivery of a known id changes nothing."""
+    return store_batch([incoming])[0]
 
 
 def _lease_seconds() -> float:

@@ -3,6 +3,8 @@ only delays it: the beat reaper (deliveries) and the periodic ticks (jobs, watch
 
 from __future__ import annotations
 
+import queue
+import threading
 from typing import Any
 
 import structlog
@@ -20,3 +22,40 @@ def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> bool:
         log.warning("enqueue_failed", task=task_name, error=f"{exc.__class__.__name__}: {exc}")
         return False
     return True
+
+
+class Doorbell:
+    """Rings for stored deliveries off the request path, many ids per message.
+
+    A background thread drains what accumulated and sends one ``sweepbot.process_deliveries``
+    task per chunk, so publishing costs the API a fraction of a millisecond per delivery. If the
+    broker is down the ids are only logged: they are already in the database, and the reaper
+    re-enqueues them once it is back.
+    """
+
+    def __init__(self, chunk: int = 50) -> None:
+        self._chunk = chunk
+        self._ids: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def ring(self, delivery_id: str) -> None:
+        self._ids.put(delivery_id)
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="doorbell", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._ids.get()]
+            while len(batch) < self._chunk:
+                try:
+                    batch.append(self._ids.get_nowait())
+                except queue.Empty:
+                    break
+            enqueue("sweepbot.process_deliveries", batch)
+
+
+doorbell = Doorbell()

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import structlog
-from fastapi import APIRouter, BackgroundTasks, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 log = structlog.get_logger(__name__)
@@ -97,8 +97,8 @@ def parse_delivery(
             f"content type {content_type!r} is not application/json or form-encoded",
         )
     try:
-        payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        payload = orjson.loads(raw)  # several times faster than json.loads on the hot path
+    except orjson.JSONDecodeError as exc:
         raise WebhookRejected(400, "malformed_body", f"body is not valid JSON: {exc}") from exc
     if not isinstance(payload, dict):
         raise WebhookRejected(400, "malformed_body", "payload must be a JSON object")
@@ -140,8 +140,8 @@ router = APIRouter()
 
 
 @router.post("/webhooks/github", tags=["webhooks"], summary="Receive a GitHub webhook delivery")
-async def receive(request: Request, background: BackgroundTasks) -> JSONResponse:
-    from app.ingest import store_delivery
+async def receive(request: Request) -> JSONResponse:
+    from app.groupcommit import group_commit
     from app.settings import get_settings
 
     settings = get_settings()
@@ -156,22 +156,16 @@ async def receive(request: Request, background: BackgroundTasks) -> JSONResponse
             delivery_id=request.headers.get("x-github-delivery"),
         )
         return _error(exc.status, exc.error, exc.message)
-    from starlette.concurrency import run_in_threadpool
-
-    stored = await run_in_threadpool(store_delivery, incoming)
+    stored = await group_commit.submit(incoming)
     if not stored.created:
         return JSONResponse({"status": "duplicate", "delivery": incoming.id}, status_code=200)
     if stored.enqueue:
-        background.add_task(_ring, incoming.id)
+        from app.queue import doorbell
+
+        doorbell.ring(incoming.id)
     if incoming.event == "ping":
         return JSONResponse({"status": "pong", "delivery": incoming.id}, status_code=200)
     return JSONResponse({"status": "accepted", "delivery": incoming.id}, status_code=202)
-
-
-def _ring(delivery_id: str) -> None:
-    from app.queue import enqueue
-
-    enqueue("sweepbot.process_delivery", delivery_id)
 
 
 def describe(payload: dict[str, Any]) -> str:

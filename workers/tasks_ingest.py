@@ -29,6 +29,14 @@ def process_delivery(self: Task, delivery_id: str) -> str:
     return ingest.process_delivery(delivery_id)
 
 
+@celery_app.task(name="sweepbot.process_deliveries", acks_late=True)
+def process_deliveries(delivery_ids: list[str]) -> dict[str, str]:
+    """The API's batched doorbell: each id is claimed on its own, so a batch is as safe as singles."""
+    with session_scope() as session:
+        ingest.beat(session, f"worker@{ingest.worker_name()}", "worker")
+    return {delivery_id: ingest.process_delivery(delivery_id) for delivery_id in delivery_ids}
+
+
 @celery_app.task(name="sweepbot.reap_deliveries")
 def reap_deliveries() -> int:
     return len(ingest.reap())
