@@ -15,6 +15,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +30,11 @@ from app.story import STATUS_MARKER, StoryReport, bot_comments, observe
 Say = Callable[[str], None]
 
 
+# The step after which nothing blocks the bump: the maintainer's drop of #47270 (seed), or the
+# nightly containing both merge commits (both-merge).
+LAST_DEPENDENCY_STEPS = ("drop-47270", "nightly-contains-both")
+
+
 class StoryTimeout(RuntimeError):
     pass
 
@@ -40,16 +46,16 @@ class Timeline:
     world: Any
     factory: sessionmaker[Session]
     say: Say
-    started: float = field(default_factory=time.monotonic)
+    started: float = field(default_factory=time.time)  # wall clock: audit rows carry wall-clock times
     seen_deliveries: int = 0
     seen_audit: int = 0
     marks: dict[str, float] = field(default_factory=dict)
 
     def stamp(self) -> str:
-        return f"[{time.monotonic() - self.started:6.1f}s]"
+        return f"[{time.time() - self.started:6.1f}s]"
 
-    def mark(self, name: str) -> None:
-        self.marks.setdefault(name, time.monotonic() - self.started)
+    def mark(self, name: str, at: float | None = None) -> None:
+        self.marks.setdefault(name, (at if at is not None else time.time()) - self.started)
 
     def pump(self) -> None:
         from app.models import AuditEntry
@@ -70,10 +76,11 @@ class Timeline:
             )
         for row in rows:
             self.seen_audit = max(self.seen_audit, row.id)
-            if row.action == "github.git/update-ref" or row.action == "github.git/create-ref":
-                self.mark("bump_committed")
+            at = row.at.replace(tzinfo=row.at.tzinfo or UTC).timestamp()
+            if row.action in ("github.git/update-ref", "github.git/create-ref"):
+                self.mark("bump_committed", at)
             if row.action == "github.actions/create-workflow-dispatch":
-                self.mark("first_dispatch")
+                self.mark("first_dispatch", at)
             self.say(
                 f"{self.stamp()} bot          {row.actor}: {row.action} {row.target or ''} [{row.outcome}]"
             )
@@ -162,9 +169,9 @@ def play_story(
             before_step(step.name)
         entry = scenario.step()
         say(f"{timeline.stamp()} sim          step {entry['position']}: {entry['description']}")
-        if entry["step"] in ("nightly-after-47269", "nightly-contains-both"):
-            timeline.mark("containing_nightly_pushed")
-        if entry["step"] == "drop-47270" or entry["step"] == "nightly-contains-both":
+        if entry["step"] in LAST_DEPENDENCY_STEPS:
+            # From here on every dependency is merged-and-contained (or dropped): the bump may happen.
+            timeline.mark("last_dependency_resolved")
             wait_until(
                 lambda: _branch_head(world, repo, branch) != base_sha,
                 timeline,

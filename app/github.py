@@ -496,11 +496,14 @@ class GitHubGateway:
 # ---------------------------------------------------------------------- construction
 
 
-def _retry() -> GithubRetry:
+def _retry(settings: Settings) -> GithubRetry:
     # Idempotent methods only (urllib3's default); waits for Retry-After on secondary limits but
     # never for long: a long wait becomes a TransientError and the task is retried later.
     return GithubRetry(
-        total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504], secondary_rate_wait=5.0
+        total=settings.github_max_retries,
+        backoff_factor=0.2,
+        status_forcelist=[500, 502, 503, 504],
+        secondary_rate_wait=5.0,
     )
 
 
@@ -510,7 +513,7 @@ def make_requester(settings: Settings) -> Requester:
         auth=auth,
         base_url=settings.github_api_url.rstrip("/"),
         timeout=int(settings.github_timeout_seconds),
-        retry=_retry(),
+        retry=_retry(settings),
         per_page=100,
         seconds_between_requests=settings.github_seconds_between_requests,
         seconds_between_writes=settings.github_seconds_between_writes,

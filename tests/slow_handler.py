@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from app.routing import HandlerContext, router
+from app.routing import HandlerContext, TransientError, router
 
 
 @router.register("sweepbot_test")
@@ -20,5 +20,18 @@ def slow_effect(ctx: HandlerContext) -> None:
     if not marker.exists():
         marker.write_text("started")
         time.sleep(float(payload.get("sleep", 0)))
+    with open(payload["effects"], "a") as fh:
+        fh.write(ctx.event.delivery_id + "\n")
+
+
+@router.register("sweepbot_flaky")
+def flaky_effect(ctx: HandlerContext) -> None:
+    """Fails transiently ``payload.failures`` times (GitHub 5xx, say), then has its effect once."""
+    payload = ctx.event.payload
+    counter = Path(payload["effects"] + ".tries")
+    tries = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(tries + 1))
+    if tries < int(payload["failures"]):
+        raise TransientError("GitHub answered 502", retry_after=0)
     with open(payload["effects"], "a") as fh:
         fh.write(ctx.event.delivery_id + "\n")

@@ -177,3 +177,46 @@ def test_health_endpoints_and_metrics(client: TestClient, fixtures_dir: Path) ->
     text = client.get("/metrics").text
     assert 'sweepbot_deliveries_stored{event="push"' in text
     assert "sweepbot_delivery_ingest_to_done_seconds_bucket" in text
+
+
+def test_transient_failure_is_retried_then_done_once(
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch
+) -> None:
+    import app.routing
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
+    reset_settings_cache()
+    settings_env.setattr(app.routing, "_loaded", False)
+    effects = tmp_path / "flaky.txt"
+    body = json.dumps({"effects": str(effects), "failures": 2}).encode()
+    assert _post(client, "sweepbot_flaky", body, delivery_id="flaky-1").status_code == 202
+    assert process_delivery("flaky-1") == "retry"
+    with session_scope() as s:
+        row = s.get(Delivery, "flaky-1")
+        assert row is not None and row.status == "retry" and "502" in (row.error or "")
+    assert process_delivery("flaky-1") == "retry"
+    assert process_delivery("flaky-1") == "done"
+    assert process_delivery("flaky-1") == "skipped"
+    assert effects.read_text().splitlines() == ["flaky-1"]
+    with session_scope() as s:
+        assert s.get(Delivery, "flaky-1").attempts == 3  # type: ignore[union-attr]
+
+
+def test_gives_up_after_max_attempts_with_the_error(
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch
+) -> None:
+    import app.routing
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
+    settings_env.setenv("SWEEPBOT_DELIVERY_MAX_ATTEMPTS", "2")
+    reset_settings_cache()
+    settings_env.setattr(app.routing, "_loaded", False)
+    body = json.dumps({"effects": str(tmp_path / "never.txt"), "failures": 99}).encode()
+    _post(client, "sweepbot_flaky", body, delivery_id="flaky-2")
+    assert process_delivery("flaky-2") == "retry"
+    assert process_delivery("flaky-2") == "failed"
+    with session_scope() as s:
+        row = s.get(Delivery, "flaky-2")
+        assert row is not None and "gave up after 2 attempts" in (row.error or "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Index, Integer, LargeBinary, String, Text, func
@@ -51,7 +51,10 @@ class AuditEntry(Base):
     __tablename__ = "audit_log"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now(), index=True)
+    # Set in Python too: SQLite's CURRENT_TIMESTAMP has one-second resolution.
+    at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), default=lambda: datetime.now(UTC), index=True
+    )
     actor: Mapped[str] = mapped_column(String(200), index=True)  # GitHub login, operator, or "sweepbot"
     action: Mapped[str] = mapped_column(String(100), index=True)  # e.g. command.sweep, github.create_comment
     target: Mapped[str | None] = mapped_column(String(400))  # e.g. owner/repo#12

@@ -1,0 +1,99 @@
+"""The GitHub gateway against the simulator: precise exceptions, retries, free conditional polls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.orm import Session
+
+from app.github import Conflict, GitHubGateway, NotFound, gateway
+from app.models import AuditEntry
+from app.routing import TransientError
+from app.settings import Settings
+from sim.app import admin_action
+from sim.scenario import SeedScenario
+from sim.server import SimServer
+from sim.world import SimSettings
+
+REPO = "SemiAnalysisAI/InferenceX"
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    with SimServer(settings=SimSettings(time_scale=0.0002, seed=5)) as server:
+        SeedScenario(server.world).load()
+        yield server
+
+
+def _settings(sim: SimServer, retries: int = 0) -> Settings:
+    return Settings(
+        github_api_url=sim.github_api_url,
+        github_token="sim-token",
+        github_max_retries=retries,
+        github_seconds_between_requests=0,
+        github_seconds_between_writes=0,
+    )
+
+
+@pytest.fixture
+def gw(sim: SimServer, db_session: Session) -> GitHubGateway:
+    return gateway(_settings(sim), db_session, actor="test")
+
+
+def test_not_found_and_conflict_are_precise(gw: GitHubGateway) -> None:
+    with pytest.raises(NotFound):
+        gw.get_pull(REPO, 999999)
+    assert gw.get_file(REPO, "no/such/file.yaml") is None
+    head = gw.get_ref(REPO, "heads/main")
+    assert head is not None
+    old_sha = head["object"]["sha"]
+    blob = gw.create_blob(REPO, "x\n")
+    tree = gw.create_tree(REPO, gw.get_commit(REPO, old_sha)["tree"]["sha"], {"x.txt": blob})
+    detached = gw.create_commit(REPO, "not on main", tree, [])  # no parent: not a fast-forward
+    with pytest.raises(Conflict):
+        gw.update_ref(REPO, "heads/main", detached["sha"])
+
+
+def test_server_errors_and_rate_limits_become_transient(sim: SimServer, gw: GitHubGateway) -> None:
+    admin_action(sim.world, "faults", {"operation": "pulls/get", "fail_next": 1, "status": 502})
+    with pytest.raises(TransientError):
+        gw.get_pull(REPO, 2104)
+    admin_action(
+        sim.world, "faults", {"operation": "pulls/get", "fail_next": 1, "status": 429, "retry_after": 7}
+    )
+    with pytest.raises(TransientError) as info:
+        gw.get_pull(REPO, 2104)
+    assert info.value.retry_after == 7
+    assert gw.get_pull(REPO, 2104)["number"] == 2104  # the fault is spent: the work goes through
+
+
+def test_idempotent_reads_are_retried_in_place(sim: SimServer, db_session: Session) -> None:
+    retrying = gateway(_settings(sim, retries=3), db_session)
+    admin_action(sim.world, "faults", {"operation": "pulls/get", "fail_next": 2, "status": 503})
+    assert retrying.get_pull(REPO, 2104)["number"] == 2104
+
+
+def test_conditional_get_is_free_when_unchanged(sim: SimServer, gw: GitHubGateway) -> None:
+    first = gw.get_pull_conditional(REPO, 2104)
+    before = sim.world.call_summary()
+    second = gw.get_pull_conditional(REPO, 2104)
+    after = sim.world.call_summary()
+    assert first.changed and not second.changed and second.data["number"] == 2104
+    assert after["rate_limited"] == before["rate_limited"]
+    assert after["not_modified"] == before["not_modified"] + 1
+
+
+def test_writes_are_audited_and_sticky_comments_converge(
+    gw: GitHubGateway, db_session: Session, sim: SimServer
+) -> None:
+    marker = "<!-- sweepbot:test -->"
+    first = gw.upsert_comment(REPO, 2104, marker, "hello")
+    again = gw.upsert_comment(REPO, 2104, marker, "hello")  # no change: no write
+    edited = gw.upsert_comment(REPO, 2104, marker, "hello again")
+    assert first["id"] == again["id"] == edited["id"]
+    bodies = [c.body for c in sim.world.repo(REPO).comments.values() if marker in c.body]
+    assert bodies == ["hello again\n\n" + marker]
+    db_session.flush()
+    actions = [a.action for a in db_session.query(AuditEntry).order_by(AuditEntry.id)]
+    assert actions == ["github.issues/create-comment", "github.issues/update-comment"]
