@@ -28,6 +28,7 @@ import structlog
 from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
 from github.Requester import Requester
 from sqlalchemy.orm import Session
+from urllib3.util.retry import Retry
 
 from app.metrics import GITHUB_CALLS
 from app.routing import TransientError
@@ -497,13 +498,16 @@ class GitHubGateway:
 
 
 def _retry(settings: Settings) -> GithubRetry:
-    # Idempotent methods only (urllib3's default); waits for Retry-After on secondary limits but
-    # never for long: a long wait becomes a TransientError and the task is retried later.
+    # Only idempotent methods are retried in place (GithubRetry would also retry POST: a POST that
+    # failed with a 502 may still have created its comment). Rate-limit waits are capped: a long
+    # wait becomes a TransientError and the task is retried later instead of holding a worker.
     return GithubRetry(
         total=settings.github_max_retries,
         backoff_factor=0.2,
         status_forcelist=[500, 502, 503, 504],
+        allowed_methods=Retry.DEFAULT_ALLOWED_METHODS,
         secondary_rate_wait=5.0,
+        max_rate_limit_wait=30.0,
     )
 
 
