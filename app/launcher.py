@@ -195,12 +195,10 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
     settings = get_settings()
     sim = None
     if not has_credentials(settings):
-        from sim.scenario import SeedScenario
         from sim.server import SimServer
         from sim.world import SimSettings
 
         sim = SimServer(settings=SimSettings(time_scale=0.01), host=host, port=sim_port).start()
-        SeedScenario(sim.world).load()
     stop = {"now": False}
 
     def _stop(*_: object) -> None:
@@ -210,6 +208,11 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
     signal.signal(signal.SIGTERM, _stop)
     try:
         with stack(host=host, port=port, sim=sim) as running:
+            if sim is not None:
+                from sim.scenario import SeedScenario
+
+                # Loaded once the bot listens, so it hears the recipe PR being opened.
+                SeedScenario(sim.world).load()
             console.print(
                 "[bold green]sweepbot is up[/bold green] "
                 f"({'simulated GitHub' if sim else settings.github_api_url})"
@@ -222,7 +225,8 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
                 console.print(f"  operator token {running.operator_token}  (sign in on the dashboard to act)")
             if sim is not None:
                 console.print(
-                    f"  simulated GitHub {sim.url}  (seed world loaded; `sweepbot demo` plays the story)"
+                    f"  simulated GitHub {sim.url}  (seed world loaded; to play the story: stop this, "
+                    "then `make demo`)"
                 )
             console.print(f"  logs           {running.log_dir}")
             console.print("Ctrl-C stops everything.")
