@@ -22,6 +22,8 @@ def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutabl
 
 def configure(level: str = "INFO", json_lines: bool = True) -> None:
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper(), force=True)
+    for chatty in ("alembic", "httpx", "urllib3", "celery.app.trace"):
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
     renderer: Any = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer()
     structlog.configure(
         processors=[

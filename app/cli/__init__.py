@@ -231,8 +231,25 @@ _register_capabilities()
 
 
 def main() -> None:
+    from app.logging import configure
+    from app.settings import get_settings
+
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    cli()
+    try:
+        settings = get_settings()
+        configure(settings.log_level, settings.log_json)  # JSON lines on stderr; stdout is the command's
+    except ValueError:
+        pass  # a bad setting is reported by the command itself, with the fix
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    try:
+        cli()
+    except (OperationalError, ProgrammingError) as exc:
+        text = str(exc.orig) if exc.orig is not None else str(exc)
+        if "no such table" in text or "does not exist" in text:
+            err.print(f"the database has no sweepbot schema yet ({text}): run `sweepbot db upgrade` first")
+            raise SystemExit(2) from exc
+        raise
 
 
 __all__ = ["cli", "main"]
