@@ -525,6 +525,10 @@ def handle_comment(
     return outcome
 
 
+# Commands after which queued jobs may be releasable (or runners freed): ring the scheduler.
+TICKING = frozenset({"/sweep", "/sweep cancel", "/sweep approve", "/bump"})
+
+
 def _gateway_for(ctx: HandlerContext, actor: str) -> Any:
     from app.github import gateway
     from app.settings import get_settings
@@ -546,6 +550,8 @@ def on_issue_comment_created(ctx: HandlerContext) -> None:
     )
     if result.status != "answered":
         raise HandlerSkipped(result.reason)
+    if not any(words in TICKING for words, state in result.results if state == "ok"):
+        return  # nothing the scheduler needs to look at (help, status, dependencies)
     from app.queue import enqueue
 
     def tick() -> None:

@@ -165,10 +165,11 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
 
     sweep = session.get(Sweep, sweep_id)
     if sweep is None:
-        raise LookupError(f"sweep {sweep_id} does not exist; list sweeps with `sweepbot sweep status`")
-    jobs = list(
-        session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id).order_by(SweepJob.position))
-    )
+        raise LookupError(f"sweep {sweep_id} does not exist (see `sweepbot queue` for open sweeps)")
+    from app.scheduler import display_key
+
+    # Points as a curve is read (ascending conc per seq-len and tp), not in release order.
+    jobs = sorted(session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id)), key=display_key)
     views = [JobView(j.id, j.conc, j.seq, j.tp, j.state, j.run_url, j.reason, j.result_name) for j in jobs]
     results: dict[str, list[Result]] = {}
     for row in session.scalars(select(Result).where(Result.sweep_id == sweep_id).order_by(Result.id)):

@@ -23,9 +23,12 @@ sweep filtered out), and that is what counts against capacity. If the dispatch t
 ``{tp}``, groups shrink to one point each.
 
 Order: priority class, then round-robin across sweeps (the sweep served least recently first),
-then inside a sweep the largest conc first. A benchmark job's duration grows with conc, so
-starting the long jobs first (longest-processing-time-first) keeps the tail short when several
-sweeps share a label; ties keep the repo's point order. See docs/benchmarks.md, "Scheduler".
+then the sweep's point order, which is fixed when the sweep is created (``point_order``) and stored
+as each job's ``position``: largest conc first, ties in the repo's expansion order. A benchmark
+job's duration grows with conc, so starting the long jobs first (longest-processing-time-first)
+keeps the tail short when several sweeps share a label (docs/benchmarks.md, "Scheduler"). Views
+(``sweep status``, the report) list points the way users read a curve instead: ``display_key``,
+ascending conc per seq-len and tp. See docs/scheduling.md.
 """
 
 from __future__ import annotations
@@ -383,6 +386,24 @@ def _priority(priority: str | int) -> int:
     return PRIORITIES[priority]
 
 
+def point_order(points: Sequence[dict[str, Any]]) -> list[int]:
+    """The sweep's point order: ``position`` of each point (given in the repo's expansion order).
+
+    Largest conc first, ties in the repo's order: the longest jobs start first, so a sweep's tail
+    (and the makespan of several sweeps sharing a label) stays short.
+    """
+    ranked = sorted(range(len(points)), key=lambda i: (-int(points[i]["conc"]), i))
+    positions = [0] * len(points)
+    for rank, index in enumerate(ranked):
+        positions[index] = rank
+    return positions
+
+
+def display_key(job: SweepJob) -> tuple[str, int, int, int]:
+    """How views list a sweep's jobs: per seq-len and tp, ascending conc (as a curve is read)."""
+    return (job.seq, job.tp, job.conc, job.id)
+
+
 def points_digest(result_names: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(sorted(result_names)).encode()).hexdigest()
 
@@ -577,7 +598,8 @@ def create_sweep(
     )
     session.add(sweep)
     session.flush()
-    for pos, point in enumerate(points):
+    # Jobs are inserted in the repo's order (ids follow it); ``position`` is the release order.
+    for point, pos in zip(points, point_order(points), strict=True):
         gk = _group_key(point, fields)
         job = SweepJob(
             sweep_id=sweep.id,
@@ -672,7 +694,7 @@ def plan_for(session: Session, gw: Any, sweep: Sweep) -> SweepPlan:
         avg = sum(durations) / len(durations)
         wait = (int(ahead_rows) // max(1, capacity)) * avg
     return SweepPlan(
-        points=[j.point for j in jobs],
+        points=[j.point for j in sorted(jobs, key=display_key)],
         runner_label=label,
         capacity=capacity,
         capacity_source=source,
@@ -1103,7 +1125,7 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
             SweepJob.state == JobState.QUEUED,
             Sweep.state == SweepState.ACTIVE,
         )
-        .order_by(Sweep.priority, Sweep.last_release, Sweep.id, SweepJob.conc.desc(), SweepJob.position)
+        .order_by(Sweep.priority, Sweep.last_release, Sweep.id, SweepJob.position)
     ).all()
     queues: dict[int, list[SweepJob]] = {}
     sweeps: dict[int, Sweep] = {}
@@ -1115,7 +1137,7 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
     token = uuid.uuid4().hex
     now = _now()
     # Priority class first; inside a class, round-robin (one dispatch per sweep per round, the
-    # sweep served least recently first); inside a sweep, its point order.
+    # sweep served least recently first); inside a sweep, its point order (``point_order``).
     for prio in sorted({s.priority for s in sweeps.values()}):
         order = [sid for sid in queues if sweeps[sid].priority == prio]
         progress = True
@@ -1724,10 +1746,11 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
 
 
 def sweep_summary(session: Session, sweep_id: int) -> dict[str, Any]:
+    """A sweep and its jobs, listed by ``display_key``; ``position`` is each job's release order."""
     sweep = _get_sweep(session, sweep_id)
-    jobs = session.scalars(
-        select(SweepJob).where(SweepJob.sweep_id == sweep.id).order_by(SweepJob.position)
-    ).all()
+    jobs = sorted(
+        session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep.id)).all(), key=display_key
+    )
     counts: dict[str, int] = {}
     for job in jobs:
         counts[job.state] = counts.get(job.state, 0) + 1
@@ -1765,6 +1788,7 @@ def sweep_summary(session: Session, sweep_id: int) -> dict[str, Any]:
         "jobs": [
             {
                 "id": j.id,
+                "position": j.position,
                 "result_name": j.result_name,
                 "seq": j.seq,
                 "conc": j.conc,

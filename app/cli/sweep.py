@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -13,6 +13,11 @@ from rich.table import Table
 sweep_app = typer.Typer(help="Create, inspect and cancel benchmark sweeps.", no_args_is_help=True)
 console = Console()
 OPERATOR = "cli"
+
+
+def _out() -> Console:
+    """The terminal's console; piped output gets a wide one so ids, repos and keys are not cut."""
+    return console if console.is_terminal else Console(width=max(console.width, 200))
 
 
 def _parse_conc(value: str | None) -> tuple[tuple[int, ...] | None, tuple[int, int] | None]:
@@ -34,9 +39,16 @@ def _gateway(session: Any) -> Any:
     return gateway(get_settings(), session, actor=OPERATOR)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
+
+
+def _ring_tick() -> None:
+    """Ask a worker for a scheduler tick now, after the commit (beat would get there too, later)."""
+    from app import scheduler
+
+    scheduler._enqueue("sweepbot.scheduler_tick")
 
 
 @sweep_app.command("create")
@@ -51,8 +63,11 @@ def create(
 ) -> None:
     """Queue one job per point of KEY at the PR's head."""
     from app.db import session_scope
-    from app.scheduler import SweepError, SweepFilters, request_sweep
+    from app.github import GitHubError, NotFound
+    from app.scheduler import REPO_RE, SweepError, SweepFilters, request_sweep
 
+    if not REPO_RE.match(repo):
+        _fail(f"--repo {repo!r}: write it as OWNER/NAME, e.g. SemiAnalysisAI/InferenceX")
     conc_list, conc_range = _parse_conc(conc)
     try:
         with session_scope() as session:
@@ -67,9 +82,15 @@ def create(
                 priority=priority,
                 filters=SweepFilters(seq=seq, conc=conc_list, conc_range=conc_range, tp=tp),
             )
-            typer.echo(req.reply)
+            reply = req.reply
     except SweepError as exc:
         _fail(str(exc))
+    except NotFound:
+        _fail(f"{repo}#{pr} was not found: check --repo and --pr (and that the token can read the repo)")
+    except GitHubError as exc:
+        _fail(f"GitHub refused a request while planning {repo}#{pr}: {exc}")
+    typer.echo(reply)
+    _ring_tick()
 
 
 @sweep_app.command("status")
@@ -85,30 +106,32 @@ def status(
             summary = sweep_summary(session, sweep_id)
     except SweepError as exc:
         _fail(str(exc))
-        return
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
-    console.print(
+    out = _out()
+    out.print(
         f"[bold]sweep {summary['id']}[/] {summary['repo']}#{summary['pr']} `{summary['config_key']}` "
         f"at {summary['head_sha'][:7]}: [bold]{summary['state']}[/] "
         f"({summary['done']}/{summary['total']} done)"
     )
     if summary["state_reason"]:
-        console.print(f"  {summary['state_reason']}")
-    table = Table("job", "seq", "tp", "conc", "state", "tries", "run / result", "reason")
+        out.print(f"  {summary['state_reason']}")
+    # Rows read as a curve (ascending conc); "order" is when the scheduler releases each point.
+    table = Table("job", "seq", "tp", "conc", "order", "state", "tries", "run / result", "reason")
     for job in summary["jobs"]:
         table.add_row(
             str(job["id"]),
             job["seq"],
             str(job["tp"]),
             str(job["conc"]),
+            str(job["position"] + 1),
             job["state"],
             str(job["attempts"]),
             job["result_url"] or job["run_url"] or "",
             job["reason"] or "",
         )
-    console.print(table)
+    out.print(table)
 
 
 @sweep_app.command("cancel")
@@ -123,9 +146,11 @@ def cancel(
     try:
         with session_scope() as session:
             sweep = cancel_sweep(session, _gateway(session), sweep_id, actor=OPERATOR, reason=reason)
-            typer.echo(f"sweep {sweep.id}: {sweep.state}")
+            line = f"sweep {sweep.id}: {sweep.state}"
     except SweepError as exc:
         _fail(str(exc))
+    typer.echo(line)
+    _ring_tick()  # the freed runners can take other sweeps' jobs now
 
 
 def queue_command(as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False) -> None:
@@ -138,12 +163,13 @@ def queue_command(as_json: Annotated[bool, typer.Option("--json", help="machine-
     if as_json:
         typer.echo(json.dumps(snapshot, indent=2))
         return
+    out = _out()
     if not snapshot:
-        console.print("No runner label has work.")
+        out.print("No runner label has work.")
         return
     for label in snapshot:
         paused = " [red]paused[/]" if label["paused"] else ""
-        console.print(
+        out.print(
             f"[bold]{label['label']}[/]{paused}: {label['busy']} busy / {label['free']} free / "
             f"{label['queued']} queued (capacity {label['capacity']}, {label['capacity_source']})"
         )
@@ -159,4 +185,4 @@ def queue_command(as_json: Annotated[bool, typer.Option("--json", help="machine-
                 str(sw["running"]),
                 str(sw["queued"]),
             )
-        console.print(table)
+        out.print(table)
