@@ -20,8 +20,18 @@ def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutabl
     return event
 
 
+class _Stderr:
+    """Whatever ``sys.stderr`` is at write time (a captured or replaced stream is never kept)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(level: str = "INFO", json_lines: bool = True) -> None:
-    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper(), force=True)
+    logging.basicConfig(format="%(message)s", stream=_Stderr(), level=level.upper(), force=True)
     for chatty in ("alembic", "httpx", "urllib3", "celery.app.trace"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
     renderer: Any = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer()
@@ -35,6 +45,6 @@ def configure(level: str = "INFO", json_lines: bool = True) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
