@@ -91,12 +91,42 @@ class BumpSettings(_Model):
     request_sweep: bool = Field(default=True, alias="request-sweep")
 
 
+REFERENCE_KEYWORDS = ("sibling", "none")
+
+
 class BotConfig(_Model):
     version: Literal[1] = 1
     poll: bool = True
     images: list[ImageSource] = Field(default_factory=list)
     watches: list[WatchSpec] = Field(default_factory=list)
     bump: BumpSettings = Field(default_factory=BumpSettings)
+    references: dict[str, str] = Field(
+        default_factory=dict,
+        description="config key -> shipped reference table name | sibling | none (app.reports reads it)",
+    )
+
+    @field_validator("references")
+    @classmethod
+    def _references(cls, value: dict[str, str]) -> dict[str, str]:
+        from app.references import ReferenceError, shipped_references
+
+        try:
+            names = [r.name for r in shipped_references()]
+        except ReferenceError as exc:  # a broken shipped table is a deployment bug; say which
+            raise ValueError(f"the shipped reference tables cannot be loaded: {exc}") from exc
+        out: dict[str, str] = {}
+        for key, choice in value.items():
+            key, choice = str(key).strip(), str(choice).strip()
+            if not key:
+                raise ValueError("references: a config key must not be empty")
+            if choice not in (*REFERENCE_KEYWORDS, *names):
+                allowed = ", ".join([*names, *REFERENCE_KEYWORDS])
+                raise ValueError(
+                    f"references: {key}: {choice!r} is not a shipped reference table, 'sibling' or 'none' "
+                    f"(choose one of: {allowed})"
+                )
+            out[key] = choice
+        return out
 
     def image_source(self, image_repo: str) -> ImageSource | None:
         for src in self.images:
@@ -126,7 +156,7 @@ def parse_bot_config(text: str) -> BotConfig:
     if not isinstance(data, dict):
         raise BotConfigError(
             f"{CONFIG_PATH} must be a mapping at the top level (keys: version, images, "
-            f"watches, bump, poll), not a {type(data).__name__}"
+            f"watches, bump, poll, references), not a {type(data).__name__}"
         )
     try:
         return BotConfig.model_validate(data)

@@ -93,16 +93,46 @@ def locate_config(
 
 # ------------------------------------------------------------------------------------------ the bump
 
+# Bumps that happened (a superseded bump happened too: its key was bumped by a newer one).
+DONE_STATES = ("committed", "already", "superseded")
+BUMP_BLOCKED_MARKER = "<!-- sweepbot:bump-blocked -->"
 
-def _target(gw: Any, watch: Watch, pull: dict[str, Any] | None, cfg: BotConfig) -> tuple[str, str, bool]:
-    """(mode, branch, branch_exists) — the recipe PR's branch when same-repo and allowed."""
-    if pull is not None and cfg.bump.mode == "auto" and pull.get("state") == "open":
+
+class PushRefused(Exception):
+    """GitHub refused the bot's push to the recipe PR's branch (branch protection, no access)."""
+
+
+def _branch_head(gw: Any, repo: str, branch: str) -> str | None:
+    """The branch's head commit, read conditionally (an unchanged branch costs no rate limit)."""
+    from app.github import NotFound
+
+    try:
+        got = gw.get_conditional("git/get-ref", f"/repos/{repo}/git/ref/heads/{branch}")
+    except NotFound:
+        return None
+    data = got.data if isinstance(got.data, dict) else {}
+    return str((data.get("object") or {}).get("sha") or "") or None
+
+
+def _default_branch(gw: Any, repo: str) -> str:
+    got = gw.get_conditional("repos/get", f"/repos/{repo}")
+    data = got.data if isinstance(got.data, dict) else {}
+    return str(data.get("default_branch") or "main")
+
+
+def _target(
+    gw: Any, watch: Watch, pull: dict[str, Any] | None, cfg: BotConfig, *, allow_pr_branch: bool = True
+) -> tuple[str, str, str | None]:
+    """(mode, branch, branch head or None): the recipe PR's branch when it is in the same repo and
+    the config allows it; otherwise the deterministic bump branch of the key."""
+    if allow_pr_branch and pull is not None and cfg.bump.mode == "auto" and pull.get("state") == "open":
         head = pull.get("head") or {}
         head_repo = str((head.get("repo") or {}).get("full_name") or "")
         if head_repo == watch.repo and head.get("ref"):
-            return "pr_branch", str(head["ref"]), True
+            branch = str(head["ref"])
+            return "pr_branch", branch, _branch_head(gw, watch.repo, branch)
     branch = bump_branch(watch.config_key)
-    return "bump_pr", branch, gw.get_ref(watch.repo, f"heads/{branch}") is not None
+    return "bump_pr", branch, _branch_head(gw, watch.repo, branch)
 
 
 def bump_watch(
@@ -115,8 +145,71 @@ def bump_watch(
     config: BotConfig,
     pull: dict[str, Any] | None = None,
 ) -> BumpOutcome:
-    """Bump ``watch.config_key`` to ``image`` once. Returns what happened and a one-line message."""
-    from app.github import Conflict
+    """Bump ``watch.config_key`` to ``image`` once. Returns what happened and a one-line message.
+
+    When GitHub refuses the push to the recipe PR's branch (protected, or the bot may not push
+    there), the bump goes to the key's bump PR instead."""
+    done = session.scalar(select(Bump).where(Bump.watch_id == watch.id, Bump.image == image))
+    if done is not None and done.state in DONE_STATES:
+        state: Literal["committed", "already"] = "already" if done.state == "already" else "committed"
+        return BumpOutcome(
+            state, f"already bumped to {image}", done.commit_sha, done.branch, done.bump_pr_number
+        )
+    mode, branch, head = _target(gw, watch, pull, config)
+    try:
+        return _bump_onto(
+            session,
+            gw,
+            watch,
+            image=image,
+            deps=deps,
+            config=config,
+            pull=pull,
+            mode=mode,
+            branch=branch,
+            head=head,
+        )
+    except PushRefused as exc:
+        log.warning(
+            "pr_branch_push_refused", repo=watch.repo, key=watch.config_key, branch=branch, error=str(exc)
+        )
+        mode, branch, head = _target(gw, watch, pull, config, allow_pr_branch=False)
+        outcome = _bump_onto(
+            session,
+            gw,
+            watch,
+            image=image,
+            deps=deps,
+            config=config,
+            pull=pull,
+            mode=mode,
+            branch=branch,
+            head=head,
+        )
+        note = f"GitHub refused sweepbot's push to the recipe branch ({exc}), so "
+        return BumpOutcome(
+            outcome.state,
+            note + outcome.message,
+            outcome.commit_sha,
+            outcome.branch,
+            outcome.bump_pr_number,
+        )
+
+
+def _bump_onto(
+    session: Session,
+    gw: Any,
+    watch: Watch,
+    *,
+    image: str,
+    deps: list[Dependency],
+    config: BotConfig,
+    pull: dict[str, Any] | None,
+    mode: str,
+    branch: str,
+    head: str | None,
+) -> BumpOutcome:
+    from app.github import Conflict, GitHubError, NotFound
     from app.recipes import (
         RecipeError,
         append_changelog,
@@ -125,49 +218,49 @@ def bump_watch(
     )
     from app.routing import TransientError
 
-    done = session.scalar(select(Bump).where(Bump.watch_id == watch.id, Bump.image == image))
-    if done is not None and done.state in ("committed", "already"):
-        state: Literal["committed", "already"] = "committed" if done.state == "committed" else "already"
-        return BumpOutcome(
-            state, f"already bumped to {image}", done.commit_sha, done.branch, done.bump_pr_number
-        )
     repo, key = watch.repo, watch.config_key
-    mode, branch, exists = _target(gw, watch, pull, config)
-
-    last_ours = session.scalar(
-        select(Bump)
-        .where(Bump.repo == repo, Bump.config_key == key, Bump.branch == branch, Bump.commit_sha.is_not(None))
-        .order_by(Bump.id.desc())
-    )
-    if exists:
-        ref = gw.get_ref(repo, f"heads/{branch}")
-        start_sha = str((ref or {}).get("object", {}).get("sha") or "")
-        if not start_sha:
-            raise TransientError(f"branch {branch} of {repo} vanished while bumping")
-        if mode == "bump_pr" and (last_ours is None or last_ours.commit_sha != start_sha):
-            return _blocked(
-                session,
-                watch,
-                image,
-                mode,
-                branch,
-                start_sha,
-                f"someone pushed to `{branch}` since sweepbot's last commit; sweepbot will not "
-                "overwrite it (delete the branch to let sweepbot recreate it)",
-            )
+    exists = head is not None
+    if mode == "pr_branch" and head is None:
+        raise TransientError(f"branch {branch} of {repo} vanished while bumping")
+    if head is not None:
+        start_sha = head
     else:
-        default = str(gw.get_repo(repo).get("default_branch") or "main")
-        ref = gw.get_ref(repo, f"heads/{default}")
-        start_sha = str((ref or {}).get("object", {}).get("sha") or "")
+        default = _default_branch(gw, repo)
+        start_sha = _branch_head(gw, repo, default) or ""
         if not start_sha:
             raise TransientError(f"default branch {default} of {repo} not found")
 
     blocked = session.scalar(
         select(Bump).where(Bump.watch_id == watch.id, Bump.image == image, Bump.state == "blocked")
     )
-    if blocked is not None and (blocked.detail or {}).get("start_sha") == start_sha:
-        # Same branch head as the refused attempt: the reason still holds; do not re-read files.
-        return BumpOutcome("blocked", str((blocked.detail or {}).get("reason") or "blocked"))
+    if (
+        blocked is not None
+        and (blocked.detail or {}).get("start_sha") == start_sha
+        and blocked.branch == branch
+    ):
+        # Same branch head as the refused attempt: the reason still holds; no file reads, no comment.
+        return BumpOutcome("blocked", str((blocked.detail or {}).get("reason") or "blocked"), branch=branch)
+
+    last_ours = session.scalar(
+        select(Bump)
+        .where(
+            Bump.repo == repo,
+            Bump.config_key == key,
+            Bump.branch == branch,
+            Bump.commit_sha.is_not(None),
+            Bump.state.in_(DONE_STATES),
+        )
+        .order_by(Bump.id.desc())
+    )
+    if exists and mode == "bump_pr" and (last_ours is None or last_ours.commit_sha != start_sha):
+        # The bump branch is sweepbot's alone; a human commit on it is never overwritten.
+        reason = (
+            f"someone pushed to `{branch}` since sweepbot's last commit "
+            f"(its head is now `{start_sha[:7]}`); sweepbot will not overwrite it. Merge or close the "
+            f"bump PR and delete `{branch}` to let sweepbot bump `{key}` to `{image}` again"
+        )
+        _tell_bump_pr(gw, watch, branch, reason)
+        return _blocked(session, watch, image, mode, branch, start_sha, reason)
 
     loc, text = locate_config(gw, repo, start_sha, key, config, hint=watch.config_path)
     if text is None or not loc.found:
@@ -180,7 +273,8 @@ def bump_watch(
     if new_text == text:
         log.info("bump_already_pinned", repo=repo, key=key, image=image, branch=branch)
         row = _record(session, watch, image, old_image, loc.path, mode, branch, start_sha, None, "already")
-        _request_sweep(session, gw, watch, None, bump=row)
+        if config.bump.request_sweep:
+            _request_sweep(session, gw, watch, None, bump=row)
         return BumpOutcome("already", f"`{key}` already pins {image} on `{branch}`", start_sha, branch)
 
     pr_link = str(pull.get("html_url")) if pull is not None and pull.get("html_url") else None
@@ -188,9 +282,12 @@ def bump_watch(
     description = changelog_description_for_bump(image, dep_refs)
     changelog_path = config.bump.changelog
     current = gw.get_file(repo, changelog_path, ref=start_sha)
+    old_changelog = current[0] if current else ""
+    if exists and mode == "bump_pr" and last_ours is not None:
+        old_changelog = _without_previous_entry(gw, repo, old_changelog, last_ours)
     try:
         new_changelog = append_changelog(
-            current[0] if current else "", config_keys=[key], description=description, pr_link=pr_link
+            old_changelog, config_keys=[key], description=description, pr_link=pr_link
         )
     except RecipeError as exc:
         return _blocked(session, watch, image, mode, branch, start_sha, str(exc))
@@ -209,9 +306,34 @@ def bump_watch(
         else:
             gw.create_ref(repo, f"heads/{branch}", sha)
     except Conflict as exc:
-        # The branch moved under us (a human push): never force; re-read and decide again later.
-        raise TransientError(f"branch {branch} moved while bumping {key}; will retry: {exc}") from exc
-    bump = _record(session, watch, image, old_image, loc.path, mode, branch, sha, None, "committed")
+        # The branch moved under us (a human push): never force. Say so; the next check decides again
+        # from the new head (on the recipe branch: a commit on top; on the bump branch: blocked).
+        reason = (
+            f"`{branch}` moved while sweepbot was committing the bump (someone pushed to it); sweepbot "
+            "did not force the push and will look again at the next check"
+        )
+        log.warning("bump_ref_moved", repo=repo, key=key, branch=branch, error=str(exc))
+        return _blocked(session, watch, image, mode, branch, start_sha, reason)
+    except NotFound:
+        raise
+    except GitHubError as exc:
+        if mode == "pr_branch" and exc.status == 403:
+            raise PushRefused(str(exc)) from exc
+        raise
+    entry = new_changelog[len(old_changelog) :]
+    bump = _record(
+        session,
+        watch,
+        image,
+        old_image,
+        loc.path,
+        mode,
+        branch,
+        sha,
+        None,
+        "committed",
+        {"start_sha": start_sha, "changelog_entry": entry},
+    )
     log.info("bump_committed", repo=repo, key=key, image=image, branch=branch, commit=sha, mode=mode)
 
     number = pull.get("number") if mode == "pr_branch" and pull is not None else None
@@ -219,7 +341,8 @@ def bump_watch(
         number = _ensure_bump_pr(gw, watch, branch, image, description, pr_link)
         bump.bump_pr_number = number
     _close_superseded(session, gw, watch, keep=bump)
-    _request_sweep(session, gw, watch, int(number) if number else None, bump=bump)
+    if config.bump.request_sweep:
+        _request_sweep(session, gw, watch, int(number) if number else None, bump=bump)
     session.flush()
     where = f"bump PR #{number}" if mode == "bump_pr" else f"`{branch}`"
     return BumpOutcome(
@@ -229,6 +352,31 @@ def bump_watch(
         branch,
         int(number) if mode == "bump_pr" and number else None,
     )
+
+
+def _without_previous_entry(gw: Any, repo: str, changelog: str, last: Bump) -> str:
+    """An open bump PR updated in place carries one changelog entry: the previous bump's entry is
+    replaced, unless that bump PR was merged (then its entry is history and stays)."""
+    entry = str((last.detail or {}).get("changelog_entry") or "")
+    if not entry or not changelog.endswith(entry):
+        return changelog
+    if last.bump_pr_number:
+        pr = gw.get_pull(repo, int(last.bump_pr_number))
+        if pr.get("merged") or pr.get("merged_at"):
+            return changelog
+    return changelog[: len(changelog) - len(entry)]
+
+
+def _tell_bump_pr(gw: Any, watch: Watch, branch: str, reason: str) -> None:
+    """Say on the open bump PR why sweepbot stopped updating it (one comment, edited in place)."""
+    owner = watch.repo.split("/", 1)[0]
+    for pr in gw.list_pulls(watch.repo, state="open", head=f"{owner}:{branch}"):
+        gw.upsert_comment(
+            watch.repo,
+            int(pr["number"]),
+            BUMP_BLOCKED_MARKER,
+            f"{BUMP_BLOCKED_MARKER}\n**sweepbot paused this bump PR:** {reason}.",
+        )
 
 
 def _record(
@@ -317,7 +465,8 @@ def _close_superseded(session: Session, gw: Any, watch: Watch, keep: Bump) -> No
             Bump.state == "committed",
         )
     )
-    for row in older:
+    affected: set[int] = set()
+    for row in list(older):
         if row.bump_pr_number == keep.bump_pr_number:
             continue
         pr = gw.get_pull(watch.repo, int(row.bump_pr_number or 0))
@@ -330,6 +479,14 @@ def _close_superseded(session: Session, gw: Any, watch: Watch, keep: Bump) -> No
             )
             gw.update_pull(watch.repo, int(row.bump_pr_number or 0), state="closed")
         row.state = "superseded"
+        other = session.get(Watch, row.watch_id)
+        if other is not None and other.id != watch.id and other.pr_number:
+            affected.add(other.pr_number)
+    session.flush()
+    from app.tracking import publish_status
+
+    for number in sorted(affected):  # their recipe PRs' status comments now say "superseded"
+        publish_status(session, gw, watch.repo, number)
 
 
 def _request_sweep(

@@ -211,8 +211,14 @@ def decide_readiness(
     pinned_image: str | None,
     pinned_contains: bool | None,
     bumped_image: str | None,
+    bumped_covers: bool | None = None,
+    config_problem: str | None = None,
 ) -> Readiness:
-    """The one readiness decision (Renovate style: every path says why, and logs it)."""
+    """The one readiness decision (Renovate style: every path says why, and logs it).
+
+    A bump happens once per image: after one, nothing more happens unless ``bumped_covers`` is
+    False (a dependency added since is not in the bumped image), which allows the next bump.
+    ``config_problem`` (the key is missing or archived) blocks with that explanation."""
 
     def out(
         action: Literal["wait", "bump", "noop", "blocked"], reason: str, image: str | None = None
@@ -220,10 +226,12 @@ def decide_readiness(
         log.info("readiness", key=key, action=action, reason=reason, image=image)
         return Readiness(action, reason, image)
 
-    if bumped_image:
+    if bumped_image and bumped_covers is not False:
         return out("noop", f"already bumped to {bumped_image}; a bump happens once")
     if not deps:
         return out("noop", "no upstream dependencies to wait for")
+    if config_problem:
+        return out("blocked", config_problem)
     closed = [d.ref for d in deps if d.state == DepState.CLOSED]
     if closed:
         drops = ", ".join(f"`/depends-on drop {r}`" for r in closed)
@@ -580,8 +588,13 @@ def _image_source(cfg: BotConfig, image_repo: str) -> tuple[str, str | None, str
     return src.tag_pattern, src.registry, src.url, src.source_repo
 
 
-def refresh_pin(session: Session, gw: Any, watch: Watch, pull: dict[str, Any] | None, cfg: BotConfig) -> None:
-    """Re-read the key's ``image:`` at the PR head, only when the head moved (files cost calls)."""
+def refresh_pin(
+    session: Session, gw: Any, watch: Watch, pull: dict[str, Any] | None, cfg: BotConfig
+) -> str | None:
+    """Re-read the key's ``image:`` at the PR head, only when the head moved (files cost calls).
+
+    Returns why there is no pin to bump (the key is missing, archived to ``configs/deprecated/``,
+    or has no ``image:``), else None. An unchanged head keeps the earlier answer for free."""
     from app.recipes import RecipeError, current_image
 
     if pull is not None:
@@ -591,21 +604,36 @@ def refresh_pin(session: Session, gw: Any, watch: Watch, pull: dict[str, Any] | 
         branch = str(gw.get_repo(watch.repo).get("default_branch") or "main")
         ref = gw.get_ref(watch.repo, f"heads/{branch}")
         head_sha, head_repo = str((ref or {}).get("object", {}).get("sha") or ""), watch.repo
-    if head_sha and head_sha == watch.head_sha and watch.pinned_image:
-        return
+    if head_sha and head_sha == watch.head_sha:
+        if watch.pinned_image:
+            return None
+        if watch.decision == "blocked" and watch.reason:
+            return watch.reason  # the config problem found at this very head
     from app.bump import locate_config
+    from app.recipes import AmbiguousKeyError
 
-    loc, text = locate_config(gw, head_repo, head_sha or None, watch.config_key, cfg, hint=watch.config_path)
+    try:
+        loc, text = locate_config(
+            gw, head_repo, head_sha or None, watch.config_key, cfg, hint=watch.config_path
+        )
+    except AmbiguousKeyError as exc:
+        watch.head_sha, watch.pinned_image = head_sha or None, None
+        return str(exc)
     watch.head_sha = head_sha or None
     if text is None or not loc.found:
         watch.pinned_image = None
-        return
+        log.warning("config_key_not_found", repo=watch.repo, key=watch.config_key, reason=loc.reason)
+        return str(loc.reason)
     watch.config_path = loc.path
     try:
         watch.pinned_image = current_image(text, watch.config_key)
     except RecipeError as exc:
         log.warning("pin_unreadable", key=watch.config_key, error=str(exc))
         watch.pinned_image = None
+        return f"the `image:` of config key {watch.config_key} in {loc.path} cannot be read: {exc}"
+    if not watch.pinned_image:
+        return f"config key {watch.config_key} in {loc.path} has no `image:` to bump"
+    return None
 
 
 def evaluate_watch(
@@ -620,11 +648,13 @@ def evaluate_watch(
     publish: bool = True,
 ) -> Evaluation:
     """Refresh what may have changed, decide, and act (bump once; update the status comment)."""
+    from app.bump import DONE_STATES
     from app.registry import TagPattern, parse_image
 
     cfg = bot_config(session, gw, watch.repo)
+    problem: str | None = None
     if pull_changed:
-        refresh_pin(session, gw, watch, pull, cfg)
+        problem = refresh_pin(session, gw, watch, pull, cfg)
     deps = [d for d in watch.dependencies if not d.dropped]
     for dep in deps:
         refresh_dependency(gw, dep)
@@ -634,7 +664,11 @@ def evaluate_watch(
     chosen: str | None = None
     first: str | None = None
     pinned_contains: bool | None = None
+    bumped_covers: bool | None = None
     pinned_missing = False
+    bump = session.scalar(
+        select(Bump).where(Bump.watch_id == watch.id, Bump.state.in_(DONE_STATES)).order_by(Bump.id.desc())
+    )
     merged = [d for d in deps if d.state == DepState.MERGED and d.merge_sha]
     if image_repo:
         pattern, kind, url, source_repo = _image_source(cfg, image_repo)
@@ -669,13 +703,16 @@ def evaluate_watch(
             pin_sha = TagPattern(pattern).commit_of(pinned_tag) if pinned_tag else None
             if pin_sha:
                 pinned_contains = contains_all(pin_sha)
+            bumped_tag = parse_image(bump.image).tag if bump is not None else None
+            bumped_sha = TagPattern(pattern).commit_of(bumped_tag) if bumped_tag else None
+            if bumped_sha:
+                # Cached compares: free after the first time. False only when a dependency added
+                # after the bump is missing from the bumped image; that allows the next bump.
+                bumped_covers = contains_all(bumped_sha)
         for dep in deps:
             dep.contained_in = first if dep in merged and first else None
-    bump = session.scalar(
-        select(Bump)
-        .where(Bump.watch_id == watch.id, Bump.state.in_(("committed", "already")))
-        .order_by(Bump.id.desc())
-    )
+    if bump is not None and len(merged) < len(deps):
+        bumped_covers = False  # a dependency added after the bump has not even merged yet
     decision = decide_readiness(
         key=watch.config_key,
         deps=[DepView(d.ref, d.state, d.merge_sha, d.title) for d in deps],
@@ -684,6 +721,8 @@ def evaluate_watch(
         pinned_image=watch.pinned_image,
         pinned_contains=pinned_contains,
         bumped_image=bump.image if bump is not None else None,
+        bumped_covers=bumped_covers,
+        config_problem=problem,
     )
     watch.chosen_tag, watch.first_containing_tag = chosen, first
     result = Evaluation(watch.id, decision)
@@ -701,7 +740,7 @@ def evaluate_watch(
             watch.state = WatchState.BLOCKED
             decision = Readiness("blocked", outcome.message, decision.image)
         result.decision = decision
-    elif bump is not None:
+    elif bump is not None and decision.action == "noop":
         watch.state = WatchState.BUMPED
     else:
         watch.state = {"wait": WatchState.WAITING, "blocked": WatchState.BLOCKED}.get(
@@ -717,9 +756,18 @@ def evaluate_watch(
 
 def _view(session: Session, watch: Watch) -> WatchView:
     deps = [d for d in watch.dependencies if not d.dropped]
-    bump = session.scalar(select(Bump).where(Bump.watch_id == watch.id).order_by(Bump.id.desc()))
+    from app.bump import DONE_STATES
+
+    bump = session.scalar(
+        select(Bump).where(Bump.watch_id == watch.id, Bump.state.in_(DONE_STATES)).order_by(Bump.id.desc())
+    )
     bump_line = None
-    if bump is not None and bump.state == "committed":
+    if bump is not None and bump.state == "superseded":
+        bump_line = (
+            f"bumped `{bump.config_key}` to `{bump.image}` in PR #{bump.bump_pr_number}, since superseded "
+            "by a newer bump of this key (that PR was closed)"
+        )
+    elif bump is not None and bump.state == "committed":
         where = f"PR #{bump.bump_pr_number}" if bump.bump_pr_number else f"branch `{bump.branch}`"
         bump_line = (
             f"bumped `{bump.config_key}` to `{bump.image}` in commit `{_short(bump.commit_sha)}` "
@@ -816,15 +864,26 @@ def target_keys(gw: Any, repo: str, pull: dict[str, Any], cfg: BotConfig) -> lis
         keys += sorted(k for k in changed if k in masters and k not in keys)
     scripts = [p for p in paths if p.startswith("benchmarks/")]
     if scripts:
-        if not masters:
-            from app.bump import read_master_configs
+        from app.bump import read_master_configs
 
+        if not masters:
             for text in read_master_configs(gw, head_repo, head_sha, cfg).values():
                 try:
                     masters.update(parse_master(text))
                 except RecipeError:
                     continue
-        keys += sorted(k for k in keys_for_paths(scripts, masters) if k not in keys)
+        found = keys_for_paths(scripts, masters)
+        if not found:
+            # A script of a key archived to configs/deprecated/: watch it anyway, so the PR gets
+            # the clear "archived" explanation instead of silence.
+            archived: dict[str, Any] = {}
+            for text in read_master_configs(gw, head_repo, head_sha, cfg, archived=True).values():
+                try:
+                    archived.update(parse_master(text))
+                except RecipeError:
+                    continue
+            found = keys_for_paths(scripts, archived)
+        keys += sorted(k for k in found if k not in keys)
     return keys
 
 

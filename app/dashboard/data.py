@@ -596,10 +596,27 @@ def watches(
                 )
             )
         tags.sort(key=lambda t: (_aware(t.pushed_at) or datetime.min.replace(tzinfo=UTC), t.seq))
+        # A pin the registry deleted before sweepbot ever listed it has no row: show it anyway,
+        # first (it is older than anything listed), as pinned and deleted.
+        never_listed = sorted(
+            w.pinned_image.rsplit(":", 1)[-1]
+            for w in rows
+            if w.image_repo == image_repo
+            and w.pinned_image
+            and ":" in w.pinned_image
+            and w.pinned_missing_since is not None
+            and w.pinned_image.rsplit(":", 1)[-1] not in {t.tag for t in tags}
+        )
         timelines.append(
             S.Timeline(
                 image_repo=image_repo,
                 tags=[
+                    S.TagOut(
+                        tag=name, commit_sha=None, pushed_at=None, deleted=True, pinned=True, chosen=False
+                    )
+                    for name in dict.fromkeys(never_listed)
+                ]
+                + [
                     S.TagOut(
                         tag=t.tag,
                         commit_sha=t.commit_sha,

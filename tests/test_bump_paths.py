@@ -1,0 +1,524 @@
+"""The bump's other paths, against the simulator: bump PRs (fork, `bump.mode: pr`, a refused push),
+in-place updates and superseded bump PRs, branches a human pushed to, and where the config lives
+(`configs/` instead of `.github/configs/`, keys archived to `configs/deprecated/`)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sim.scenario import (
+    BENCH_REPO,
+    IMAGE,
+    MASTER_PATH,
+    RECIPE_BRANCH,
+    SCRIPT_PATH,
+    VLLM_REPO,
+    SeedScenario,
+    recipe_script,
+)
+from sim.server import SimServer
+from sim.world import World
+
+KEY = "minimaxm3-fp4-mi355x-vllm"
+BUMP_BRANCH = f"sweepbot/bump/{KEY}"
+FORK = "carol-writer/InferenceX"
+FORK_PR = 2200
+OLD_PIN = f"{IMAGE}:nightly-4559c43a9526597c00cbcc4f59979496500268d1"
+STATUS = "<!-- sweepbot:status -->"
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    with SimServer() as server:
+        yield server
+
+
+def _bot_config(sim: SimServer, extra: str = "") -> str:
+    return (
+        "version: 1\nimages:\n"
+        f"  - name: {IMAGE}\n    registry: dockerhub\n    url: {sim.url}/hub\n"
+        f"    source-repo: {VLLM_REPO}\n" + extra
+    )
+
+
+def _start(sim: SimServer, settings_env: pytest.MonkeyPatch, extra_config: str = "") -> SeedScenario:
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
+    settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
+    reset_settings_cache()
+    scenario = SeedScenario(sim.world)
+    scenario.load()
+    sim.world.commit_files(
+        BENCH_REPO,
+        "main",
+        {".github/sweepbot.yml": _bot_config(sim, extra_config)},
+        "sweepbot config",
+        author="alice-admin",
+    )
+    return scenario
+
+
+def _gw(session: Session) -> Any:
+    """The real gateway, minus PyGithub's client-side throttle."""
+    from github import Auth, Github
+
+    from app.audit import record
+    from app.github import GitHubGateway
+    from app.settings import get_settings
+
+    gh = Github(
+        auth=Auth.Token("sim-token"),
+        base_url=get_settings().github_api_url,
+        seconds_between_requests=0,
+        seconds_between_writes=0,
+    )
+
+    def audit(action: str, target: str, detail: dict[str, Any]) -> None:
+        record(session, actor="sweepbot", action=action, target=target, detail=detail)
+
+    return GitHubGateway(gh.requester, cache_session=session, audit=audit)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def _open(session: Session, number: int, action: str = "opened", gw: Any = None) -> None:
+    from app.tracking import handle_pull_request
+
+    gw = gw or _gw(session)
+    handle_pull_request(session, gw, BENCH_REPO, action, gw.get_pull(BENCH_REPO, number), "carol-writer")
+    session.commit()
+
+
+def _poll(session: Session, gw: Any = None) -> dict[str, int]:
+    from app.tracking import poll_watches
+
+    out = poll_watches(session, gw or _gw(session))
+    session.commit()
+    return out
+
+
+def _head(world: World, branch: str, repo: str = BENCH_REPO) -> str | None:
+    return world.repo(repo).refs.get(f"refs/heads/{branch}")
+
+
+def _read(world: World, path: str, ref: str) -> str:
+    data = world.read_file(BENCH_REPO, path, ref)
+    assert data is not None, f"{path} missing at {ref}"
+    return data.decode()
+
+
+def _changed_lines(before: str, after: str) -> list[str]:
+    return [
+        ln
+        for ln in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
+    ]
+
+
+def _comments(world: World, number: int, marker: str) -> list[Any]:
+    repo = world.repo(BENCH_REPO)
+    return [c for c in repo.comments.values() if c.issue_number == number and marker in c.body]
+
+
+def _bump_prs(world: World) -> list[Any]:
+    return [p for p in world.repo(BENCH_REPO).pulls.values() if p.head_ref == BUMP_BRANCH]
+
+
+def _nightly(world: World, scenario: SeedScenario, msg: str) -> str:
+    """A new vLLM main commit and its nightly tag."""
+    sha = world.commit_files(
+        VLLM_REPO,
+        "main",
+        {f"vllm/changes/{len(scenario.vllm_main):03d}.txt": msg + "\n"},
+        msg,
+        author="vllm-maintainer",
+    )
+    scenario.vllm_main.append(sha)
+    world.push_tag(IMAGE, f"nightly-{sha}")
+    return f"{IMAGE}:nightly-{sha}"
+
+
+def _upstream_pr(world: World, scenario: SeedScenario, number: int) -> None:
+    branch = f"feature-{number}"
+    world.set_ref(VLLM_REPO, f"refs/heads/{branch}", scenario.vllm_main[-1], pusher="rocm-dev")
+    world.commit_files(VLLM_REPO, branch, {f"vllm/feature_{number}.py": "X = 1\n"}, f"feature {number}")
+    world.open_pull(VLLM_REPO, branch, "main", f"[ROCm] feature {number}", "", user="rocm-dev", number=number)
+
+
+def _fork_pr(world: World, body: str) -> None:
+    """A recipe PR from carol's fork (the bot can never push there)."""
+    world.add_repo(FORK)
+    files = {
+        MASTER_PATH: _read(world, MASTER_PATH, "main"),
+        SCRIPT_PATH: recipe_script(_read(world, SCRIPT_PATH, "main")),
+    }
+    world.commit_files(FORK, "int4-qr", files, "INT4 quick reduce", author="carol-writer")
+    world.open_pull(
+        BENCH_REPO, "int4-qr", "main", f"{KEY}: INT4 quick reduce", body,
+        user="carol-writer", number=FORK_PR, head_repo=FORK,
+    )  # fmt: skip
+
+
+def _to_first_nightly_with_47269(scenario: SeedScenario, session: Session) -> str:
+    for name in ("nightly-before-merge", "merge-47269", "nightly-after-47269"):
+        assert scenario.step()["step"] == name
+        _poll(session)
+    return f"{IMAGE}:nightly-{scenario.vllm_main[-1]}"
+
+
+def _bumps(session: Session) -> list[Any]:
+    from app.models.tracking import Bump
+
+    session.expire_all()
+    return list(session.scalars(select(Bump).order_by(Bump.id)))
+
+
+# --------------------------------------------------------------------------------------------- tests
+
+
+def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    from app.bump import BUMP_PR_MARKER
+    from app.tracking import DepRef, add_dependencies, drop_dependencies
+
+    scenario = _start(sim, settings_env)
+    world = sim.world
+    _fork_pr(world, f"Config-Key: {KEY}\nrequires {VLLM_REPO}#47269\n")
+    fork_head = _head(world, "int4-qr", FORK)
+    main_head = _head(world, "main")
+    _open(db_session, FORK_PR)
+    assert _bumps(db_session) == []
+    image = _to_first_nightly_with_47269(scenario, db_session)
+
+    # One bump PR on the deterministic branch, cut from main; the fork is untouched.
+    (bump,) = _bumps(db_session)
+    assert (bump.mode, bump.branch, bump.state, bump.image) == ("bump_pr", BUMP_BRANCH, "committed", image)
+    assert _head(world, "int4-qr", FORK) == fork_head
+    first = _head(world, BUMP_BRANCH)
+    assert first == bump.commit_sha and world.repo(BENCH_REPO).objects.commits[first or ""].parents == (
+        main_head,
+    )
+    (pr,) = _bump_prs(world)
+    assert pr.number == bump.bump_pr_number and pr.state == "open" and pr.base_ref == "main"
+    assert pr.title == f"Bump {KEY} image to {image}" and BUMP_PR_MARKER in pr.body
+    master_main = _read(world, MASTER_PATH, "main")
+    assert _changed_lines(master_main, _read(world, MASTER_PATH, BUMP_BRANCH)) == [
+        f"-  image: {OLD_PIN}",
+        f"+  image: {image}",
+    ]
+    log_main = _read(world, "perf-changelog.yaml", "main")
+    entry = _read(world, "perf-changelog.yaml", BUMP_BRANCH)[len(log_main) :]
+    fork_url = _gw(db_session).get_pull(BENCH_REPO, FORK_PR)["html_url"]
+    assert f"- {KEY}" in entry and image in entry and entry.rstrip().endswith(f"pr-link: {fork_url}")
+    status = _comments(world, FORK_PR, STATUS)
+    assert len(status) == 1 and f"PR #{pr.number}" in status[0].body
+
+    # Replays (every PR event, polls) create nothing new.
+    for action in ("opened", "synchronize", "edited", "reopened"):
+        _open(db_session, FORK_PR, action)
+    _poll(db_session)
+    _poll(db_session)
+    assert _head(world, BUMP_BRANCH) == first and len(_bump_prs(world)) == 1 and len(_bumps(db_session)) == 1
+    assert len(_comments(world, FORK_PR, STATUS)) == 1
+
+    # A dependency added later: the bumped image lacks it, so the next bump waits, then lands on
+    # the same branch (fast-forward) and the same PR, whose single changelog entry is replaced.
+    _upstream_pr(world, scenario, 47301)
+    add_dependencies(
+        db_session, _gw(db_session), repo=BENCH_REPO, pr_number=FORK_PR,
+        refs=[DepRef(VLLM_REPO, 47301)], actor="carol-writer",
+    )  # fmt: skip
+    db_session.commit()
+    _poll(db_session)
+    assert _head(world, BUMP_BRANCH) == first
+    assert "waiting for vllm-project/vllm#47301" in _comments(world, FORK_PR, STATUS)[0].body
+    world.merge_pull(VLLM_REPO, 47301, merger="vllm-maintainer")
+    scenario.vllm_main.append(_head(world, "main", VLLM_REPO) or "")
+    newer = _nightly(world, scenario, "[Kernel] after 47301")
+    _poll(db_session)
+    second = _head(world, BUMP_BRANCH)
+    assert second != first and world.repo(BENCH_REPO).objects.commits[second or ""].parents == (first,)
+    (pr2,) = _bump_prs(world)
+    assert pr2.number == pr.number and pr2.state == "open" and pr2.title == f"Bump {KEY} image to {newer}"
+    assert _changed_lines(master_main, _read(world, MASTER_PATH, BUMP_BRANCH)) == [
+        f"-  image: {OLD_PIN}",
+        f"+  image: {newer}",
+    ]
+    log_branch = _read(world, "perf-changelog.yaml", BUMP_BRANCH)
+    assert log_branch.startswith(log_main)
+    entry2 = log_branch[len(log_main) :]
+    assert entry2.count("- config-keys:") == 1 and newer in entry2 and f"{VLLM_REPO}#47301" in entry2
+    for _ in range(2):
+        _poll(db_session)
+        _open(db_session, FORK_PR, "synchronize")
+    assert _head(world, BUMP_BRANCH) == second and len(_bump_prs(world)) == 1 and len(_bumps(db_session)) == 2
+
+    # The same-repo recipe PR #2104 later bumps the key on its own branch: the bump PR is
+    # superseded, closed with a comment, and never reopened by later polls.
+    _open(db_session, 2104)
+    scenario.step()  # close-47270
+    _poll(db_session)
+    drop_dependencies(
+        db_session, _gw(db_session), repo=BENCH_REPO, pr_number=2104,
+        refs=[DepRef(VLLM_REPO, 47270)], actor="bob-maintainer",
+    )  # fmt: skip
+    db_session.commit()
+    recipe = [b for b in _bumps(db_session) if b.mode == "pr_branch"]
+    assert len(recipe) == 1 and recipe[0].branch == RECIPE_BRANCH
+    (closed,) = _bump_prs(world)
+    assert closed.state == "closed"
+    notes = [c.body for c in world.repo(BENCH_REPO).comments.values() if c.issue_number == closed.number]
+    assert any(n.startswith(f"Superseded by `{RECIPE_BRANCH}`") for n in notes)
+    _poll(db_session)
+    _poll(db_session)
+    assert len(_bump_prs(world)) == 1 and _head(world, BUMP_BRANCH) == second
+    assert "superseded" in _comments(world, FORK_PR, STATUS)[0].body
+
+
+def test_mode_pr_and_a_human_push_on_the_bump_branch(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    from app.bump import BUMP_BLOCKED_MARKER
+    from app.tracking import DepRef, add_dependencies, drop_dependencies
+
+    # `bump.mode: pr`: the bot may not push to recipe branches, even same-repo ones.
+    scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
+    world = sim.world
+    recipe_head = _head(world, RECIPE_BRANCH)
+    _open(db_session, 2104)
+    for _ in range(4):  # ... close-47270
+        scenario.step()
+        _poll(db_session)
+    drop_dependencies(
+        db_session, _gw(db_session), repo=BENCH_REPO, pr_number=2104,
+        refs=[DepRef(VLLM_REPO, 47270)], actor="bob-maintainer",
+    )  # fmt: skip
+    db_session.commit()
+    (bump,) = _bumps(db_session)
+    assert bump.mode == "bump_pr" and _head(world, RECIPE_BRANCH) == recipe_head
+    (pr,) = _bump_prs(world)
+
+    # A maintainer pushes a fix onto the bump branch; then a next bump becomes due.
+    human = world.commit_files(
+        BENCH_REPO, BUMP_BRANCH, {"NOTES.md": "tuned by hand\n"}, "hand fix", author="bob-maintainer"
+    )
+    _upstream_pr(world, scenario, 47301)
+    add_dependencies(
+        db_session, _gw(db_session), repo=BENCH_REPO, pr_number=2104,
+        refs=[DepRef(VLLM_REPO, 47301)], actor="carol-writer",
+    )  # fmt: skip
+    db_session.commit()
+    world.merge_pull(VLLM_REPO, 47301, merger="vllm-maintainer")
+    _nightly(world, scenario, "[Kernel] after 47301")
+    _poll(db_session)
+
+    assert _head(world, BUMP_BRANCH) == human, "a human commit must never be overwritten"
+    assert [b.state for b in _bumps(db_session)] == ["committed", "blocked"]
+    status = _comments(world, 2104, STATUS)[0].body
+    assert f"someone pushed to `{BUMP_BRANCH}` since sweepbot's last commit" in status
+    (note,) = _comments(world, pr.number, BUMP_BLOCKED_MARKER)
+    assert "will not overwrite it" in note.body
+
+    # Steady state: nothing more is written, and a poll costs no rate-limited call.
+    _poll(db_session)
+    world.reset_calls()
+    _poll(db_session)
+    assert world.call_summary()["rate_limited"] == 0, world.call_summary()
+    assert _head(world, BUMP_BRANCH) == human and len(_comments(world, pr.number, BUMP_BLOCKED_MARKER)) == 1
+    assert len(_comments(world, 2104, STATUS)) == 1 and len(_bump_prs(world)) == 1
+
+
+def test_recipe_branch_that_moves_during_the_bump_is_not_forced(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    scenario = _start(sim, settings_env, "")
+    world = sim.world
+    _open(db_session, 2104)
+    for _ in range(4):
+        scenario.step()
+        _poll(db_session)
+    gw = _gw(db_session)
+    real_create_commit = gw.create_commit
+    pushed: list[str] = []
+
+    def racing_create_commit(repo: str, message: str, tree: str, parents: list[str]) -> dict[str, Any]:
+        # The author pushes between sweepbot's read of the branch and its ref update.
+        pushed.append(
+            world.commit_files(
+                BENCH_REPO, RECIPE_BRANCH, {"README.md": "wip\n"}, "wip", author="carol-writer"
+            )
+        )
+        return dict(real_create_commit(repo, message, tree, parents))
+
+    gw.create_commit = racing_create_commit
+    from app.tracking import DepRef, drop_dependencies
+
+    drop_dependencies(
+        db_session,
+        gw,
+        repo=BENCH_REPO,
+        pr_number=2104,
+        refs=[DepRef(VLLM_REPO, 47270)],
+        actor="bob-maintainer",
+    )
+    db_session.commit()
+    assert _head(world, RECIPE_BRANCH) == pushed[0]
+    assert [b.state for b in _bumps(db_session)] == ["blocked"]
+    status = _comments(world, 2104, STATUS)[0].body
+    assert f"`{RECIPE_BRANCH}` moved while sweepbot was committing" in status and "did not force" in status
+
+    # At the next check, the bump lands on top of the author's commit (nothing of theirs is lost).
+    _poll(db_session)
+    (bump,) = _bumps(db_session)
+    assert bump.state == "committed" and _head(world, RECIPE_BRANCH) == bump.commit_sha
+    assert world.repo(BENCH_REPO).objects.commits[bump.commit_sha or ""].parents == (pushed[0],)
+    assert _read(world, "README.md", RECIPE_BRANCH) == "wip\n"
+
+
+def test_refused_push_to_the_recipe_branch_falls_back_to_a_bump_pr(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    from app.github import GitHubError
+    from app.tracking import DepRef, drop_dependencies
+
+    scenario = _start(sim, settings_env, "")
+    world = sim.world
+    recipe_head = _head(world, RECIPE_BRANCH)
+    _open(db_session, 2104)
+    for _ in range(4):
+        scenario.step()
+        _poll(db_session)
+    gw = _gw(db_session)
+    real_update_ref = gw.update_ref
+
+    def protected(repo: str, ref: str, sha: str, *, force: bool = False) -> dict[str, Any]:
+        if ref == f"heads/{RECIPE_BRANCH}":  # what GitHub answers for a protected branch
+            raise GitHubError(403, "git/update-ref: Protected branch update failed")
+        return dict(real_update_ref(repo, ref, sha, force=force))
+
+    gw.update_ref = protected
+    reply = drop_dependencies(
+        db_session,
+        gw,
+        repo=BENCH_REPO,
+        pr_number=2104,
+        refs=[DepRef(VLLM_REPO, 47270)],
+        actor="bob-maintainer",
+    )
+    db_session.commit()
+    assert "refused sweepbot's push" in reply and "bump PR #" in reply
+    assert _head(world, RECIPE_BRANCH) == recipe_head
+    (bump,) = _bumps(db_session)
+    assert bump.mode == "bump_pr" and _head(world, BUMP_BRANCH) == bump.commit_sha
+    assert [p.number for p in _bump_prs(world)] == [bump.bump_pr_number]
+
+
+def _move_master(world: World, drop_key: bool) -> None:
+    """The real repo's layout: `configs/amd-master.yaml`; optionally `KEY` archived."""
+    text = _read(world, MASTER_PATH, "main")
+    files: dict[str, str | None] = {MASTER_PATH: None}
+    if drop_key:
+        lines = text.splitlines(keepends=True)
+        start = lines.index(f"{KEY}:\n")
+        end = next(i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#"))
+        files["configs/amd-master.yaml"] = "".join(lines[:start] + lines[end:])
+        files["configs/deprecated/amd-master-2025.yaml"] = "".join(lines[start:end])
+    else:
+        files["configs/amd-master.yaml"] = text
+    world.commit_files(BENCH_REPO, "main", files, "move configs", author="alice-admin")
+    main = _head(world, "main") or ""
+    world.set_ref(BENCH_REPO, "refs/heads/recipe-moved", main, pusher="carol-writer")
+    script = recipe_script(_read(world, SCRIPT_PATH, "main"))
+    world.commit_files(BENCH_REPO, "recipe-moved", {SCRIPT_PATH: script}, "knobs", author="carol-writer")
+    world.open_pull(
+        BENCH_REPO, "recipe-moved", "main", f"{KEY}: knobs", f"requires {VLLM_REPO}#47269\n",
+        user="carol-writer", number=2300,
+    )  # fmt: skip
+
+
+def test_bump_finds_the_config_under_configs(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    from app.models.tracking import Watch
+
+    scenario = _start(sim, settings_env)
+    world = sim.world
+    _move_master(world, drop_key=False)
+    before = _read(world, "configs/amd-master.yaml", "recipe-moved")
+    _open(db_session, 2300)
+    (watch,) = db_session.scalars(select(Watch))
+    assert watch.config_key == KEY and watch.config_path == "configs/amd-master.yaml"
+    image = _to_first_nightly_with_47269(scenario, db_session)
+    (bump,) = _bumps(db_session)
+    assert bump.state == "committed" and bump.config_path == "configs/amd-master.yaml"
+    assert _head(world, "recipe-moved") == bump.commit_sha
+    after = _read(world, "configs/amd-master.yaml", "recipe-moved")
+    assert _changed_lines(before, after) == [f"-  image: {OLD_PIN}", f"+  image: {image}"]
+    assert world.read_file(BENCH_REPO, MASTER_PATH, "recipe-moved") is None
+
+
+def test_archived_key_gets_a_clear_comment_and_no_edit(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    from app.models.tracking import Watch
+
+    scenario = _start(sim, settings_env)
+    world = sim.world
+    _move_master(world, drop_key=True)
+    head = _head(world, "recipe-moved")
+    _open(db_session, 2300)
+    (watch,) = db_session.scalars(select(Watch))
+    assert watch.config_key == KEY
+    for _ in range(3):
+        scenario.step()
+        _poll(db_session)
+    db_session.refresh(watch)
+    assert watch.decision == "blocked" and _bumps(db_session) == []
+    assert _head(world, "recipe-moved") == head and _head(world, BUMP_BRANCH) is None
+    (status,) = _comments(world, 2300, STATUS)
+    assert f"config key '{KEY}' was archived to configs/deprecated/amd-master-2025.yaml" in status.body
+    assert "restore it to an active master config" in status.body
+    world.reset_calls()
+    _poll(db_session)  # the head did not move: the answer stands, no file is read again
+    assert world.call_summary()["rate_limited"] == 0, world.call_summary()
+
+
+def test_dashboard_shows_a_deleted_pinned_nightly(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    """The Watches page: the pin the registry deleted is on the nightly timeline as pinned and
+    deleted (even if sweepbot never listed it), and the watch says it can no longer be pulled."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    scenario = _start(sim, settings_env)
+    world = sim.world
+    world.delete_tag(IMAGE, OLD_PIN.rsplit(":", 1)[-1])
+    _open(db_session, 2104)
+    scenario.step()  # nightly-before-merge
+    _poll(db_session)
+    settings_env.setenv("SWEEPBOT_OPERATOR_TOKENS", "op-token")
+    with TestClient(create_app()) as client:
+        data = client.get("/api/watches").json()
+        html = client.get("/watches").text
+    (timeline,) = data["timelines"]
+    tags = {t["tag"]: t for t in timeline["tags"]}
+    old = tags[OLD_PIN.rsplit(":", 1)[-1]]
+    assert old["pinned"] and old["deleted"]
+    live = [t for t in timeline["tags"] if not t["deleted"]]
+    assert len(live) == 4 and not any(t["pinned"] for t in live)
+    assert "deleted from the registry: this image can no longer be pulled" in html
+    assert "★✖" in html and "· pinned · deleted" in " ".join(html.split())
