@@ -444,9 +444,10 @@ def sweep_detail(session: Session, sweep_id: int) -> S.SweepDetail | None:
     s = session.get(Sweep, sweep_id)
     if s is None:
         return None
-    jobs = list(
-        session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id).order_by(SweepJob.position))
-    )
+    from app.scheduler import display_key
+
+    # Listed as a curve is read (ascending conc), not in dispatch order (largest conc first).
+    jobs = sorted(session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id)), key=display_key)
     by_state: dict[str, int] = defaultdict(int)
     for j in jobs:
         by_state[j.state] += 1
