@@ -100,6 +100,14 @@ class Conn:
         self.writer: asyncio.StreamWriter | None = None
 
     async def post(self, path: str, headers: dict[str, str], body: bytes) -> int:
+        try:
+            return await self._post(path, headers, body)
+        except (ConnectionError, IndexError):
+            # The server closed an idle keep-alive connection under us: reconnect once.
+            self.writer = None
+            return await self._post(path, headers, body)
+
+    async def _post(self, path: str, headers: dict[str, str], body: bytes) -> int:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
