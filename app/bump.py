@@ -155,8 +155,9 @@ def bump_watch(
         return BumpOutcome(
             state, f"already bumped to {image}", done.commit_sha, done.branch, done.bump_pr_number
         )
-    mode, branch, head = _target(gw, watch, pull, config)
-    try:
+
+    def attempt(*, allow_pr_branch: bool) -> BumpOutcome:
+        mode, branch, head = _target(gw, watch, pull, config, allow_pr_branch=allow_pr_branch)
         return _bump_onto(
             session,
             gw,
@@ -169,23 +170,12 @@ def bump_watch(
             branch=branch,
             head=head,
         )
+
+    try:
+        return attempt(allow_pr_branch=True)
     except PushRefused as exc:
-        log.warning(
-            "pr_branch_push_refused", repo=watch.repo, key=watch.config_key, branch=branch, error=str(exc)
-        )
-        mode, branch, head = _target(gw, watch, pull, config, allow_pr_branch=False)
-        outcome = _bump_onto(
-            session,
-            gw,
-            watch,
-            image=image,
-            deps=deps,
-            config=config,
-            pull=pull,
-            mode=mode,
-            branch=branch,
-            head=head,
-        )
+        log.warning("pr_branch_push_refused", repo=watch.repo, key=watch.config_key, error=str(exc))
+        outcome = attempt(allow_pr_branch=False)
         note = f"GitHub refused sweepbot's push to the recipe branch ({exc}), so "
         return BumpOutcome(
             outcome.state,

@@ -364,11 +364,7 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
         elif len(only) >= 2:
             out += [_mermaid(only, [statistics.fmean(by_conc[c]) for c in only], None, label, ref_label), ""]
         if applies and curve and ref is not None:
-            ref_curve = {
-                c: (v["interactivity"], v["tput_per_gpu"])
-                for c, v in ref.points.items()
-                if "interactivity" in v and "tput_per_gpu" in v
-            }
+            ref_curve = ref.tput_curve()
             if ref_curve:
                 out += [
                     "<details><summary>Throughput per GPU at equal interactivity</summary>",

@@ -67,11 +67,7 @@ def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
     if ref.caveat:
         out.append(f"Caveat: {ref.caveat}")
     out += ["", render_gap_table(rows, metric=field, reference_label=ref.label())]
-    ref_curve = {
-        c: (v["interactivity"], v["tput_per_gpu"])
-        for c, v in ref.points.items()
-        if "interactivity" in v and "tput_per_gpu" in v
-    }
+    ref_curve = ref.tput_curve()
     if ref_curve:
         out += [
             "",

@@ -61,6 +61,14 @@ class Reference:
     def label(self) -> str:
         return f"{self.engine.upper()} ref" if self.engine else "ref"
 
+    def tput_curve(self) -> dict[int, tuple[float, float]]:
+        """conc -> (interactivity, throughput per GPU), where the reference publishes both."""
+        return {
+            c: (v["interactivity"], v["tput_per_gpu"])
+            for c, v in self.points.items()
+            if "interactivity" in v and "tput_per_gpu" in v
+        }
+
 
 def metric_field(metric: str) -> str:
     """``mean_tpot`` -> ``mean_tpot_ms``; throughput names pass through."""
