@@ -37,6 +37,7 @@ from app.settings import Settings
 log = structlog.get_logger(__name__)
 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = 10 * 1024 * 1024  # master configs are a few hundred KB
 
 
 class GitHubError(Exception):
@@ -218,6 +219,10 @@ class GitHubGateway:
             return None
         if not isinstance(data, dict) or data.get("type") != "file":
             return None
+        if int(data.get("size") or 0) > MAX_FILE_BYTES:
+            raise GitHubError(
+                413, f"{repo}:{path} is {data['size']} bytes, over the {MAX_FILE_BYTES}-byte cap"
+            )
         content = base64.b64decode(data.get("content", "")).decode("utf-8")
         return content, data["sha"]
 

@@ -24,6 +24,8 @@ DOCKERHUB_API = "https://hub.docker.com"
 GHCR_URL = "https://ghcr.io"
 DOCKER_HOSTS = ("docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com")
 MAX_PAGES = 100
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024  # one tag-list page is a few hundred KB at most
+_TRANSFER_HEADERS = {"content-encoding", "content-length", "transfer-encoding"}
 
 
 class RegistryError(Exception):
@@ -224,9 +226,25 @@ class _Base:
         self.requests = 0
 
     def _get(self, url: str, headers: dict[str, str]) -> httpx.Response:
+        """GET, refusing a body over ``MAX_RESPONSE_BYTES`` before reading it whole."""
         self.requests += 1
         try:
-            return self._http.get(url, headers=headers)
+            with self._http.stream("GET", url, headers=headers) as resp:
+                declared = resp.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+                    raise RegistryError(
+                        f"GET {url}: {declared}-byte answer is over the {MAX_RESPONSE_BYTES} cap"
+                    )
+                body = bytearray()
+                for chunk in resp.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_RESPONSE_BYTES:
+                        raise RegistryError(f"GET {url}: answer is over the {MAX_RESPONSE_BYTES}-byte cap")
+                # The body is already decoded: hand back a response without the transfer headers.
+                kept = {k: v for k, v in resp.headers.items() if k.lower() not in _TRANSFER_HEADERS}
+                return httpx.Response(
+                    resp.status_code, headers=kept, content=bytes(body), request=resp.request
+                )
         except httpx.HTTPError as exc:
             raise RegistryError(f"GET {url}: {exc.__class__.__name__}: {exc}") from exc
 

@@ -165,6 +165,22 @@ def test_etag_conditional_requests_reuse_the_cache() -> None:
     assert calls == [None, '"v1"']
 
 
+@pytest.mark.parametrize("declared", [True, False])
+def test_oversize_answers_are_refused_before_being_read_whole(declared: bool) -> None:
+    from app.registry import MAX_RESPONSE_BYTES, RegistryError
+
+    huge = b'{"count": 1, "results": [' + b" " * (MAX_RESPONSE_BYTES + 1) + b"]}"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if declared:
+            return httpx.Response(200, content=huge)
+        return httpx.Response(200, content=iter([huge[i : i + 65536] for i in range(0, len(huge), 65536)]))
+
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    with pytest.raises(RegistryError, match="cap"):
+        DockerHubClient("https://hub.test", http=http).list_tags("vllm/x")
+
+
 @pytest.fixture
 def sim_world() -> Iterator[Any]:
     from sim.server import SimServer
