@@ -273,3 +273,58 @@ def test_real_fixture_files_load_through_admin_api(sim: SimServer) -> None:
     assert run.error is None and len(run.jobs) >= 3  # several tp/ep items at conc 64 in the real file
     with pytest.raises(GithubException):
         gh_as(sim, "nobody").get_repo("SemiAnalysisAI/InferenceX")
+
+
+def test_slow_queue_fault_delays_job_start(seeded: SimServer) -> None:
+    g = client(seeded, "sim-token")
+    wf = g.get_repo("SemiAnalysisAI/InferenceX").get_workflow("e2e-tests.yml")
+
+    def queue_wait() -> float:
+        run = wf.create_dispatch(
+            "main",
+            {"generate-cli-command": f"test-config --config-keys {KEY} --seq-lens 8k1k --conc 1"},
+            throw=True,
+            return_run_details=True,
+        )
+        wait_for(lambda: seeded.world.runs[run.id].status == "completed", what="run")
+        job = seeded.world.jobs[seeded.world.runs[run.id].jobs[0]]
+        assert job.conclusion == "success" and job.started_at is not None
+        return job.started_at - job.created_at
+
+    assert queue_wait() < 0.15  # free runners: the job starts at once
+    seeded.world.faults.queue_delay_s = 1500.0  # simulated seconds; 0.3 s at this time scale
+    assert queue_wait() >= 1500.0 * seeded.world.settings.time_scale
+
+
+def test_webhooks_are_retried_on_5xx_with_the_same_delivery_id() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    seen: list[str] = []
+
+    class Flaky(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.headers["X-GitHub-Delivery"])
+            self.send_response(502 if len(seen) < 3 else 202)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Flaky)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/webhooks/github"
+        with SimServer(settings=SimSettings(time_scale=0.0002, webhook_url=url, webhook_retries=3)) as sim:
+            sim.world.add_user("octo")
+            sim.world.add_repo("octo/hooks")
+            sim.world.commit_files("octo/hooks", "main", {"a.txt": "1\n"}, "first", author="octo")
+            wait_for(lambda: any(d.status == "delivered" for d in sim.world.deliveries), what="delivery")
+            delivered = next(d for d in sim.world.deliveries if d.status == "delivered")
+        assert delivered.attempts == 3 and delivered.response_status == 202
+        assert seen[:3] == [delivered.guid] * 3
+    finally:
+        server.shutdown()
+        server.server_close()
