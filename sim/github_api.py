@@ -453,6 +453,14 @@ def get_app(ctx: Ctx, p: dict[str, str]) -> Resp:
     )
 
 
+@route("GET", "/app/installations", "apps/list-installations")
+def list_installations(ctx: Ctx, p: dict[str, str]) -> Resp:
+    if ctx.identity.kind != "app" or ctx.identity.app_id is None:
+        raise SimError(401, "A JSON web token could not be decoded")
+    mine = sorted(i for i, inst in ctx.world.installations.items() if inst.app_id == ctx.identity.app_id)
+    return Resp(200, [installation_obj(ctx.world, i) for i in mine])
+
+
 @route("POST", "/app/installations/{installation_id}/access_tokens", "apps/create-installation-access-token")
 def create_installation_token(ctx: Ctx, p: dict[str, str]) -> Resp:
     if ctx.identity.kind != "app":

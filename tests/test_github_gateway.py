@@ -97,3 +97,39 @@ def test_writes_are_audited_and_sticky_comments_converge(
     db_session.flush()
     actions = [a.action for a in db_session.query(AuditEntry).order_by(AuditEntry.id)]
     assert actions == ["github.issues/create-comment", "github.issues/update-comment"]
+
+
+@pytest.mark.parametrize("explicit_installation", [True, False])
+def test_github_app_auth_through_settings(
+    sim: SimServer, db_session: Session, tmp_path: object, explicit_installation: bool
+) -> None:
+    from pathlib import Path
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    sim.world.add_app(4242, "sweepbot", public, owner="SemiAnalysisAI")
+    installation = sim.world.add_installation(4242, "SemiAnalysisAI", [REPO])
+    key_file = Path(str(tmp_path)) / "app.pem"
+    key_file.write_text(pem)
+    settings = Settings(
+        github_api_url=sim.github_api_url,
+        github_app_id=4242,
+        github_app_private_key_path=key_file,
+        github_installation_id=installation.id if explicit_installation else None,
+        github_seconds_between_requests=0,
+        github_seconds_between_writes=0,
+    )
+    gw = gateway(settings, db_session)
+    assert gw.get_pull(REPO, 2104)["number"] == 2104
+    comment = gw.create_comment(REPO, 2104, "hello from the app")
+    assert sim.world.comment(REPO, int(comment["id"])).user.endswith("[bot]")
