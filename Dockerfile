@@ -6,7 +6,8 @@ COPY app ./app
 COPY workers ./workers
 COPY sim ./sim
 COPY migrations ./migrations
-RUN pip install . && useradd --system --home /srv/sweepbot sweepbot && mkdir -p /data && chown sweepbot /data
+# Editable: the migrations and alembic.ini stay beside the package, where app/migrate.py finds them.
+RUN pip install -e . && useradd --system --home /srv/sweepbot sweepbot && mkdir -p /data && chown sweepbot /data
 USER sweepbot
 ENV SWEEPBOT_DATA_DIR=/data
 EXPOSE 8000

@@ -22,7 +22,8 @@ test: $(STAMP)  ## the test suite (tests marked services need PostgreSQL and Red
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check app workers sim tests bench
+	$(BIN)/ruff check app workers sim tests bench migrations
+	$(BIN)/ruff format --check app workers sim tests bench migrations
 	$(BIN)/mypy
 
 bench: $(STAMP)
