@@ -22,10 +22,11 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
+from github.GithubException import RateLimitExceededExceedsMaxWait
 from github.Requester import Requester
 from sqlalchemy.orm import Session
 from urllib3.util.retry import Retry
@@ -65,6 +66,14 @@ class Conditional:
 AuditHook = Callable[[str, str, dict[str, Any]], None]
 
 
+def _seconds(value: Any) -> float | None:
+    """``Retry-After`` in seconds; ``None`` when absent or an HTTP date (then backoff decides)."""
+    try:
+        return float(value) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
@@ -97,10 +106,16 @@ class GitHubGateway:
             status, resp_headers, output = self._requester.requestJson(
                 verb, path, parameters=params, headers=headers, input=body
             )
-        except GithubException as exc:  # raised by the retry layer once retries are exhausted
+        except RateLimitExceededExceedsMaxWait as exc:  # the retry layer will not wait that long
             GITHUB_CALLS.labels(operation=op, status=str(exc.status)).inc()
-            raise TransientError(f"{op}: GitHub answered {exc.status}") from exc
-        except OSError as exc:  # connection refused, reset, timeout
+            raise TransientError(f"{op}: rate limited ({exc.status})", retry_after=exc.wait) from exc
+        except GithubException as exc:
+            # The retry layer raises for a 403 on a retryable method that is not a rate limit
+            # (e.g. "Resource not accessible by integration"): classify it like any answer, so a
+            # permanent refusal is not retried for hours as if it were transient.
+            GITHUB_CALLS.labels(operation=op, status=str(exc.status)).inc()
+            self._raise(op, exc.status, dict(exc.headers or {}), exc.data)
+        except OSError as exc:  # connection refused, reset, timeout, retries exhausted on 5xx
             GITHUB_CALLS.labels(operation=op, status="error").inc()
             raise TransientError(f"{op}: {exc.__class__.__name__}: {exc}") from exc
         GITHUB_CALLS.labels(operation=op, status=str(status)).inc()
@@ -115,7 +130,7 @@ class GitHubGateway:
         return status, resp_headers, data
 
     @staticmethod
-    def _raise(op: str, status: int, headers: dict[str, Any], data: Any) -> None:
+    def _raise(op: str, status: int, headers: dict[str, Any], data: Any) -> NoReturn:
         message = data.get("message", "") if isinstance(data, dict) else str(data)[:200]
         lower = {k.lower(): v for k, v in headers.items()}
         retry_after = lower.get("retry-after")
@@ -128,7 +143,7 @@ class GitHubGateway:
             )
         )
         if rate_limited:
-            wait = float(retry_after) if retry_after else None
+            wait = _seconds(retry_after)
             if wait is None and lower.get("x-ratelimit-reset"):
                 wait = max(0.0, float(lower["x-ratelimit-reset"]) - time.time())
             raise TransientError(f"{op}: rate limited ({status}): {message}", retry_after=wait)
@@ -223,7 +238,12 @@ class GitHubGateway:
             raise GitHubError(
                 413, f"{repo}:{path} is {data['size']} bytes, over the {MAX_FILE_BYTES}-byte cap"
             )
-        content = base64.b64decode(data.get("content", "")).decode("utf-8")
+        encoded = data.get("content") or ""
+        if data.get("encoding") == "none" or (not encoded and int(data.get("size") or 0) > 0):
+            # Files over 1 MB come without content from the contents API: read the blob instead.
+            blob = self._get("git/get-blob", f"/repos/{repo}/git/blobs/{data['sha']}")
+            encoded = (blob.get("content") or "") if isinstance(blob, dict) else ""
+        content = base64.b64decode(encoded).decode("utf-8")
         return content, data["sha"]
 
     def list_dir(self, repo: str, path: str, ref: str | None = None) -> list[dict[str, Any]]:
@@ -462,38 +482,37 @@ class GitHubGateway:
         """The artifact's zip, refusing anything larger than ``max_bytes`` before reading it whole."""
         import httpx
 
+        # PyGithub's requestJson does not follow redirects, which is what we want: the archive URL
+        # is short-lived and must be fetched without our token. ``_call`` classifies errors (a
+        # dropped connection is transient, like every other GitHub call).
         path = f"/repos/{repo}/actions/artifacts/{artifact_id}/zip"
-        status, headers, _ = self._redirect_target(path)
-        location = headers.get("location") or headers.get("Location")
+        status, headers, _ = self._call("actions/download-artifact", "GET", path)
+        location = {k.lower(): v for k, v in headers.items()}.get("location")
         if status != 302 or not location:
             raise GitHubError(status, f"artifact {artifact_id}: expected a redirect to the archive")
-        with httpx.stream("GET", location, timeout=60, follow_redirects=True) as resp:
-            if resp.status_code >= 400:
-                if resp.status_code >= 500:
-                    raise TransientError(f"artifact {artifact_id}: download answered {resp.status_code}")
-                raise GitHubError(resp.status_code, f"artifact {artifact_id}: download refused")
-            declared = int(resp.headers.get("content-length") or 0)
-            if declared > max_bytes:
-                raise GitHubError(
-                    413, f"artifact {artifact_id} is {declared} bytes, over the {max_bytes} cap"
-                )
-            chunks: list[bytes] = []
-            total = 0
-            for chunk in resp.iter_bytes():
-                total += len(chunk)
-                if total > max_bytes:
-                    raise GitHubError(413, f"artifact {artifact_id} is over the {max_bytes}-byte cap")
-                chunks.append(chunk)
+        try:
+            with httpx.stream("GET", location, timeout=60, follow_redirects=True) as resp:
+                if resp.status_code >= 400:
+                    if resp.status_code >= 500:
+                        raise TransientError(f"artifact {artifact_id}: download answered {resp.status_code}")
+                    raise GitHubError(resp.status_code, f"artifact {artifact_id}: download refused")
+                declared = int(resp.headers.get("content-length") or 0)
+                if declared > max_bytes:
+                    raise GitHubError(
+                        413, f"artifact {artifact_id} is {declared} bytes, over the {max_bytes} cap"
+                    )
+                chunks: list[bytes] = []
+                total = 0
+                for chunk in resp.iter_bytes():
+                    total += len(chunk)
+                    if total > max_bytes:
+                        raise GitHubError(413, f"artifact {artifact_id} is over the {max_bytes}-byte cap")
+                    chunks.append(chunk)
+        except httpx.TransportError as exc:  # connection reset, timeout mid-download
+            raise TransientError(
+                f"artifact {artifact_id}: download failed: {exc.__class__.__name__}: {exc}"
+            ) from exc
         return b"".join(chunks)
-
-    def _redirect_target(self, path: str) -> tuple[int, dict[str, Any], Any]:
-        # PyGithub's requestJson does not follow redirects, which is what we want: the archive URL
-        # is short-lived and must be fetched without our token.
-        status, headers, output = self._requester.requestJson("GET", path)
-        GITHUB_CALLS.labels(operation="actions/download-artifact", status=str(status)).inc()
-        if status >= 400:
-            self._raise("actions/download-artifact", status, headers, output)
-        return status, {k.lower(): v for k, v in headers.items()}, output
 
     def rate_limit(self) -> dict[str, Any]:
         return self._get("rate-limit/get", "/rate_limit")

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from app.db import session_scope
@@ -197,6 +198,12 @@ def _run_claimed(factory: Any, delivery_id: str, max_attempts: int) -> str:
     except TransientError as exc:
         session.rollback()
         return _retry_later(factory, delivery_id, exc, max_attempts)
+    except (IntegrityError, OperationalError) as exc:
+        # Two workers inserting the same row (a watch, a tag, a cached compare), a deadlock, a
+        # dropped connection: the retry finds the row or the database back. Not a permanent failure.
+        session.rollback()
+        reason = f"database: {exc.__class__.__name__}: {str(exc.orig)[:300]}"
+        return _retry_later(factory, delivery_id, TransientError(reason), max_attempts)
     except Exception as exc:  # a bug or bad data: record it, keep the payload for replay
         session.rollback()
         log.exception("delivery_failed", error=str(exc))

@@ -55,15 +55,16 @@ class Stack:
 
     def start_process(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         assert self.log_dir is not None
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child's lifetime
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app", *args],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        # The child gets its own copy of the descriptor; the parent's is closed right away.
+        with open(self.log_dir / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "app", *args],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.procs[name] = proc
         return proc
 
@@ -101,8 +102,9 @@ def _secret(data_dir: Path, name: str) -> str:
     if path.exists():
         return path.read_text().strip()
     value = secrets.token_urlsafe(24)
-    path.write_text(value)
-    path.chmod(0o600)
+    # Created owner-only: writing first and chmod-ing after leaves it readable under the umask.
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as fh:
+        fh.write(value)
     return value
 
 

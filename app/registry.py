@@ -219,11 +219,25 @@ class _Base:
         timeout: float = 15.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._owns_http = http is None
         self._http = http or httpx.Client(timeout=timeout, follow_redirects=True)
         self._cache = cache or MemoryEtagCache()
         self.page_size = page_size
         self.max_pages = max_pages
         self.requests = 0
+
+    def close(self) -> None:
+        """Close the HTTP client this client made (one handed in belongs to the caller)."""
+        if self._owns_http:
+            self._http.close()
+
+    @staticmethod
+    def _json(url: str, resp: httpx.Response) -> Any:
+        """The answer's JSON; an HTML error page or a truncated body is a registry error, not a crash."""
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise RegistryError(f"GET {url}: answer is not JSON: {exc}", resp.status_code) from exc
 
     def _get(self, url: str, headers: dict[str, str]) -> httpx.Response:
         """GET, refusing a body over ``MAX_RESPONSE_BYTES`` before reading it whole."""
@@ -301,7 +315,7 @@ class DockerHubClient(_Base):
             if page_changed:
                 if resp.status_code != 200:
                     raise self._fail(url, resp)
-                body = resp.json()
+                body = self._json(url, resp)
                 self._cache.put(url, resp.headers.get("etag"), json.dumps(body))
                 changed = True
             if not isinstance(body, dict):
@@ -353,7 +367,7 @@ class OciClient(_Base):
             raise RegistryError(f"GET {url}: {exc.__class__.__name__}: {exc}") from exc
         if resp.status_code != 200:
             raise self._fail(url, resp)
-        body = resp.json()
+        body = self._json(url, resp)
         token = body.get("token") or body.get("access_token") if isinstance(body, dict) else None
         if not isinstance(token, str) or not token:
             raise RegistryError(f"GET {url}: token response has no token")
@@ -379,7 +393,7 @@ class OciClient(_Base):
             if page_changed:
                 if resp.status_code != 200:
                     raise self._fail(url, resp)
-                body = resp.json()
+                body = self._json(url, resp)
                 link = resp.headers.get("link")
                 self._cache.put(url, resp.headers.get("etag"), json.dumps({"body": body, "link": link}))
                 changed = True

@@ -531,6 +531,8 @@ def refresh_tags(
             ok=False,
             error=str(exc),
         )
+    finally:
+        client.close()
     tp = TagPattern(pattern)
     now = _now()
     rows = {r.tag: r for r in session.scalars(select(ImageTag).where(ImageTag.image_repo == image_repo))}
@@ -1140,17 +1142,13 @@ def deps_status(session: Session) -> list[dict[str, Any]]:
 # ============================================================================================ handlers
 
 
-def _ctx_gateway(ctx: HandlerContext) -> Any:
-    return _gateway(ctx.session, actor="sweepbot", delivery_id=ctx.event.delivery_id)
-
-
 def on_pull_request(ctx: HandlerContext) -> None:
     payload = ctx.event.payload
     repo = ctx.event.repo
     pull = payload.get("pull_request")
     if not repo or not isinstance(pull, dict):
         raise HandlerSkipped("no repository or pull_request in the payload")
-    handle_pull_request(ctx.session, _ctx_gateway(ctx), repo, str(ctx.event.action), pull, ctx.event.sender)
+    handle_pull_request(ctx.session, ctx.gateway(), repo, str(ctx.event.action), pull, ctx.event.sender)
 
 
 for _action in ("opened", "edited", "synchronize", "reopened", "closed"):
@@ -1159,4 +1157,4 @@ for _action in ("opened", "edited", "synchronize", "reopened", "closed"):
 
 @router.register("push")
 def on_push(ctx: HandlerContext) -> None:
-    handle_push(ctx.session, _ctx_gateway(ctx), ctx.event.payload)
+    handle_push(ctx.session, ctx.gateway(), ctx.event.payload)

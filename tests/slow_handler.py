@@ -35,3 +35,19 @@ def flaky_effect(ctx: HandlerContext) -> None:
         raise TransientError("GitHub answered 502", retry_after=0)
     with open(payload["effects"], "a") as fh:
         fh.write(ctx.event.delivery_id + "\n")
+
+
+@router.register("sweepbot_dbrace")
+def racing_insert(ctx: HandlerContext) -> None:
+    """Loses a race for a unique row ``payload.failures`` times (another worker inserted it first),
+    then has its effect once: the database error must be retried, not recorded as ``failed``."""
+    from sqlalchemy.exc import IntegrityError
+
+    payload = ctx.event.payload
+    counter = Path(payload["effects"] + ".tries")
+    tries = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(tries + 1))
+    if tries < int(payload["failures"]):
+        raise IntegrityError("INSERT INTO watches ...", {}, Exception("UNIQUE constraint failed"))
+    with open(payload["effects"], "a") as fh:
+        fh.write(ctx.event.delivery_id + "\n")

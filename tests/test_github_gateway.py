@@ -133,3 +133,59 @@ def test_github_app_auth_through_settings(
     assert gw.get_pull(REPO, 2104)["number"] == 2104
     comment = gw.create_comment(REPO, 2104, "hello from the app")
     assert sim.world.comment(REPO, int(comment["id"])).user.endswith("[bot]")
+
+
+class _StubRequester:
+    """Answers ``requestJson`` from a list of canned results (a tuple, or an exception to raise)."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[str, str]] = []
+
+    def requestJson(self, verb: str, path: str, **_: object) -> object:  # noqa: N802 - PyGithub's name
+        self.calls.append((verb, path))
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def test_a_permanent_refusal_raised_by_the_retry_layer_is_not_transient() -> None:
+    from github import GithubException
+    from github.GithubException import RateLimitExceededExceedsMaxWait
+
+    from app.github import GitHubError
+
+    # PyGithub's retry layer raises (instead of answering) for a 403 on a GET that is no rate limit.
+    refused = GithubException(403, {"message": "Resource not accessible by integration"}, {})
+    gw = GitHubGateway(_StubRequester(refused))  # type: ignore[arg-type]
+    with pytest.raises(GitHubError) as info:
+        gw.get_pull(REPO, 1)
+    assert not isinstance(info.value, TransientError) and info.value.status == 403
+    # ... while a rate limit it will not wait for stays transient, with the wait it computed.
+    limited = RateLimitExceededExceedsMaxWait(403, {"message": "API rate limit exceeded"}, {}, wait=120.0)
+    gw = GitHubGateway(_StubRequester(limited))  # type: ignore[arg-type]
+    with pytest.raises(TransientError) as transient:
+        gw.get_pull(REPO, 1)
+    assert transient.value.retry_after == 120.0
+
+
+def test_a_dropped_connection_before_an_artifact_download_is_transient() -> None:
+    gw = GitHubGateway(_StubRequester(ConnectionResetError("reset by peer")))  # type: ignore[arg-type]
+    with pytest.raises(TransientError):
+        gw.download_artifact(REPO, 7)
+
+
+def test_files_over_one_megabyte_are_read_from_their_blob() -> None:
+    import base64
+    import json
+
+    text = "x: 1\n" * 10
+    encoded = base64.b64encode(text.encode()).decode()
+    # The contents API answers files over 1 MB with an empty content and encoding "none".
+    meta = {"type": "file", "size": 2_000_000, "encoding": "none", "content": "", "sha": "b1"}
+    blob = {"sha": "b1", "encoding": "base64", "content": encoded, "size": 2_000_000}
+    stub = _StubRequester((200, {}, json.dumps(meta)), (200, {}, json.dumps(blob)))
+    gw = GitHubGateway(stub)  # type: ignore[arg-type]
+    assert gw.get_file(REPO, "configs/amd-master.yaml", ref="main") == (text, "b1")
+    assert stub.calls[1] == ("GET", f"/repos/{REPO}/git/blobs/b1")

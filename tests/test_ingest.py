@@ -226,3 +226,24 @@ def test_gives_up_after_max_attempts_with_the_error(
     with session_scope() as s:
         row = s.get(Delivery, "flaky-2")
         assert row is not None and "gave up after 2 attempts" in (row.error or "")
+
+
+def test_a_lost_database_race_is_retried_not_failed(
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch
+) -> None:
+    import app.routing
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
+    reset_settings_cache()
+    settings_env.setattr(app.routing, "_loaded", False)
+    effects = tmp_path / "race.txt"
+    body = json.dumps({"effects": str(effects), "failures": 1}).encode()
+    assert _post(client, "sweepbot_dbrace", body, delivery_id="race-1").status_code == 202
+    assert process_delivery("race-1") == "retry"
+    with session_scope() as s:
+        row = s.get(Delivery, "race-1")
+        assert row is not None and row.status == "retry" and "IntegrityError" in (row.error or "")
+        row.next_attempt_at = None  # skip the backoff
+    assert process_delivery("race-1") == "done"
+    assert effects.read_text().splitlines() == ["race-1"]

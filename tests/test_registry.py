@@ -209,3 +209,40 @@ def test_clients_against_the_sim(sim_world: Any, make: Callable[[str], Any]) -> 
     sim_world.world.delete_tag("vllm/vllm-openai-rocm", f"nightly-{0:040x}")
     again = make(sim_world.url).list_tags("vllm/vllm-openai-rocm")
     assert f"nightly-{0:040x}" not in {t.name for t in again.tags} and len(again.tags) == 5
+
+
+def test_an_answer_that_is_not_json_is_a_registry_error() -> None:
+    from app.registry import RegistryError
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"<html>Docker Hub is down for maintenance</html>")
+
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    for client in (DockerHubClient("https://hub.test", http=http), OciClient("https://oci.test", http=http)):
+        with pytest.raises(RegistryError, match="not JSON"):
+            client.list_tags("vllm/x")
+
+
+def test_refresh_tags_closes_the_http_client_it_made(
+    db_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.registry
+    from app.tracking import refresh_tags
+
+    made: list[DockerHubClient] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, json={"message": "busy"})
+
+    def client_for(*args: Any, **kwargs: Any) -> DockerHubClient:
+        client = DockerHubClient("https://hub.test")  # owns its http client
+        client._http = httpx.Client(transport=httpx.MockTransport(handler))
+        made.append(client)
+        return client
+
+    monkeypatch.setattr(app.registry, "client_for", client_for)
+    state = refresh_tags(db_session, "vllm/x", pattern=r"nightly-(?P<sha>[0-9a-f]{40})")
+    assert not state.ok and made and made[0]._http.is_closed
+    handed_in = httpx.Client(transport=httpx.MockTransport(handler))
+    DockerHubClient("https://hub.test", http=handed_in).close()
+    assert not handed_in.is_closed  # the caller's client stays the caller's
