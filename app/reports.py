@@ -69,8 +69,11 @@ def mark_report_dirty(session: Session, sweep_id: int) -> None:
                 session.add(state)
         except IntegrityError:  # another worker created it first
             state = session.scalars(stmt).one()
-    state.sweep_id = max(state.sweep_id, sweep_id)  # the newest sweep is the one shown
-    state.version = (state.version or 0) + 1
+    if sweep_id > state.sweep_id:
+        state.sweep_id = sweep_id  # the newest sweep is the one shown
+    # Incremented in SQL, not read-modify-write: two workers marking at once must both count, or a
+    # flush that saw the first mark would settle the report without the second change.
+    state.version = ReportState.version + 1
     state.marked_at = _now()
     session.flush()
 
@@ -113,6 +116,16 @@ def flush_reports(
             except TransientError as exc:
                 session.rollback()
                 log.warning("report_flush_failed", report=state_id, error=str(exc))
+                continue
+            except Exception as exc:
+                # One report that cannot land (sweep gone, PR locked, comment refused) must not
+                # stop every report after it: record why (the dashboard lists it) and go on.
+                session.rollback()
+                log.exception("report_flush_error", report=state_id)
+                failed = session.get(ReportState, state_id)
+                if failed is not None:
+                    failed.last_error = f"{exc.__class__.__name__}: {exc}"[:2000]
+                    session.commit()
                 continue
             state = session.get(ReportState, state_id)
             assert state is not None

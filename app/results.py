@@ -419,7 +419,10 @@ class CollectOutcome:
 def _job_and_sweep(session: Session, job_id: int) -> tuple[Any, Any]:
     from app.models.sweeps import Sweep, SweepJob
 
-    job = session.get(SweepJob, job_id)
+    # Row lock (PostgreSQL): a second collect of the same job (the repair poll re-rings collection
+    # while a slow one runs, a redelivered completion) waits here, then sees the stored result
+    # instead of storing a duplicate that would pose as a repeated run in the gap's noise.
+    job = session.get(SweepJob, job_id, with_for_update=True)
     if job is None:
         raise LookupError(f"job {job_id} does not exist")
     sweep = session.get(Sweep, job.sweep_id)

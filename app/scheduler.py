@@ -1048,6 +1048,7 @@ class _Claimed:
     seq: str
     conc: int
     tp: int
+    token: str = ""  # this claim's token: only jobs still holding it are dispatched
 
 
 def _labels_with_work(session: Session) -> list[tuple[str, str]]:
@@ -1216,6 +1217,7 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
                         job.seq,
                         job.conc,
                         job.tp,
+                        token,
                     )
                 )
                 _mark_dirty(session, sid)
@@ -1243,8 +1245,10 @@ def _dispatch(session: Session, gw: Any, claim: _Claimed, settings: Settings, re
 
     jobs = session.scalars(select(SweepJob).where(SweepJob.id.in_(claim.job_ids))).all()
     sweep = session.get(Sweep, claim.sweep_id)
-    if sweep is None or any(j.state != JobState.DISPATCHED or j.claim is None for j in jobs):
-        return  # cancelled between claim and dispatch: nothing to send
+    if sweep is None or any(j.state != JobState.DISPATCHED or j.claim != claim.token for j in jobs):
+        # Cancelled between claim and dispatch, or cancelled, retried and claimed again by another
+        # tick (which holds a newer token and dispatches it): nothing to send.
+        return
     target = f"{claim.repo}#{claim.pr_number}"
     if claim.is_fork:
         # Re-check just before the dispatch: the approval binds the exact head sha.

@@ -395,3 +395,35 @@ def test_rate_limit_comes_from_the_shared_cache(dash: tuple[TestClient, Session,
     rl = client.get("/api/overview").json()["rate_limit"]
     assert (rl["remaining"], rl["limit"], rl["stale"]) == (4321, 5000, False)
     assert "4321 / 5000" in client.get("/").text
+
+
+def test_results_gap_compares_only_runs_of_the_references_tp(db_session: Session) -> None:
+    # tp4 and tp8 runs of one key at conc 4: the tp4 ATOM table's gap must use the tp4 run only,
+    # not average it with tp8 and call their spread "noise".
+    from app.dashboard import data
+    from app.models.results import Result
+
+    for tp, tpot in ((8, 5.0), (4, 7.5)):  # tp4 newest: its table is the one chosen
+        db_session.add(
+            Result(
+                result_name=f"r-tp{tp}-conc4",
+                config_key="minimaxm3-fp4-mi355x-vllm",
+                image="img:1",
+                fingerprint="f",
+                model="amd/MiniMax-M3-MXFP4",
+                runner="mi355x",
+                isl=8192,
+                osl=1024,
+                conc=4,
+                tp=tp,
+                pp=1,
+                ep=1,
+                mean_tpot_ms=tpot,
+                schema="raw",
+            )
+        )
+    db_session.commit()
+    out = data.results_for_key(db_session, "minimaxm3-fp4-mi355x-vllm")
+    assert out.reference_name == "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k"
+    row = next(g for g in out.gap if g.conc == 4)
+    assert (row.runs, row.recipe, row.gap_pct, row.verdict) == (1, 7.5, 0.0, "matched")

@@ -379,3 +379,89 @@ def test_collect_fails_when_the_artifact_is_missing(db_session: Session, finishe
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(b"", name="logs"), job_id)
     assert out.state == "failed" and f"no artifact bmk_{RESULT_NAME}" in (out.reason or "")
+
+
+# ------------------------------------------------------------------------------------ the report
+
+
+def _sweep_for_pr(session: Session, pr: int) -> int:
+    from app.models.sweeps import Sweep
+
+    sweep = Sweep(
+        repo="acme/bench",
+        pr_number=pr,
+        head_sha="a" * 40,
+        head_ref="recipe",
+        base_ref="main",
+        config_key="minimaxm3-fp4-mi355x-vllm",
+        image="img",
+        fingerprint="f" * 16,
+        points_digest="d" * 64,
+        requested_by="maint",
+        reason="command",
+    )
+    session.add(sweep)
+    session.flush()
+    return sweep.id
+
+
+def select_report() -> Any:
+    from sqlalchemy import select
+
+    from app.models.results import ReportState
+
+    return select(ReportState).where(ReportState.pr_number == 8)
+
+
+def test_two_marks_racing_both_count(db_session: Session) -> None:
+    # Worker 1 holds the report row in its session while worker 2 marks and commits; worker 1's
+    # mark must add to worker 2's, or a flush that saw worker 2's version would settle the report
+    # without worker 1's change.
+    from app.db import session_factory
+    from app.reports import mark_report_dirty
+
+    sweep_id = _sweep_for_pr(db_session, 8)
+    mark_report_dirty(db_session, sweep_id)
+    db_session.commit()
+    held = db_session.scalars(select_report()).one()  # kept in worker 1's identity map
+    assert held.version == 1
+    with session_factory()() as other:
+        mark_report_dirty(other, sweep_id)
+        other.commit()
+    mark_report_dirty(db_session, sweep_id)  # the stale in-memory row says version 1
+    db_session.commit()
+    db_session.expire_all()
+    assert db_session.scalars(select_report()).one().version == 3
+    assert held.version == 3
+
+
+def test_one_report_that_cannot_land_does_not_block_the_others(db_session: Session) -> None:
+    from sqlalchemy import select
+
+    from app.db import session_factory
+    from app.github import GitHubError
+    from app.models.results import ReportState
+    from app.reports import flush_reports, mark_report_dirty
+
+    for pr in (8, 9):
+        mark_report_dirty(db_session, _sweep_for_pr(db_session, pr))
+    db_session.commit()
+
+    class Gateway:
+        def __init__(self) -> None:
+            self.posted: list[int] = []
+
+        def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> dict[str, Any]:
+            if number == 8:
+                raise GitHubError(403, "Resource not accessible (the PR is locked)")
+            self.posted.append(number)
+            return {"id": 1000 + number}
+
+    gw = Gateway()
+    assert flush_reports(session_factory(), lambda s: gw, debounce_seconds=0) == 1
+    assert gw.posted == [9]
+    db_session.expire_all()
+    rows = {r.pr_number: r for r in db_session.scalars(select(ReportState))}
+    assert rows[9].flushed_version == rows[9].version and rows[9].last_error is None
+    assert rows[8].flushed_version < rows[8].version, "stays dirty: the next flush tries again"
+    assert "403" in (rows[8].last_error or "")

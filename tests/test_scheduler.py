@@ -452,3 +452,31 @@ def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
     )
     reset_settings_cache()
     assert scheduler.group_fields(get_settings()) == ("seq", "conc", "tp")
+
+
+def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[str, Any]) -> None:
+    # Tick A claims and commits, then stalls before its GitHub call. Meanwhile the sweep is
+    # cancelled, retried and claimed again by tick B, which dispatches. A's late dispatch must
+    # see that the jobs now carry B's claim and send nothing: one run per job.
+    from app.settings import get_settings
+
+    gw = FakeGateway()
+    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(64,)))
+    label = _jobs(env["factory"], req.sweep.id)[0].runner_label
+    scheduler._ensure_label(env["factory"], label)
+    stale = scheduler.TickResult()
+    with env["factory"]() as s:
+        claims = scheduler._claim_label(s, gw, label, REPO, stale)
+        s.commit()
+    assert claims
+    with env["factory"]() as s:
+        scheduler.cancel_sweep(s, gw, req.sweep.id, actor="maint", reason="oops")
+        scheduler.retry_sweep(s, req.sweep.id, actor="maint")
+        s.commit()
+    fresh = scheduler.tick(env["factory"], lambda s: gw)
+    assert fresh.dispatched_runs == len(claims) and len(gw.dispatches) == len(claims)
+    for claim in claims:
+        with env["factory"]() as s:
+            scheduler._dispatch(s, gw, claim, get_settings(), stale)
+            s.commit()
+    assert len(gw.dispatches) == len(claims) and stale.dispatched_runs == 0

@@ -772,6 +772,8 @@ def results_for_key(
     if ref is not None:
         metric_runs: dict[int, list[float]] = defaultdict(list)
         for r in rows:
+            if ref.tp is not None and r.tp != ref.tp:
+                continue  # a tp4 table says nothing about tp8 runs; mixing them fakes noise
             value = getattr(r, ref.metric, None)
             if isinstance(value, float | int):
                 metric_runs[r.conc].append(float(value))
