@@ -521,17 +521,37 @@ class GitHubGateway:
 # ---------------------------------------------------------------------- construction
 
 
+MAX_RETRY_WAIT = 30.0
+
+
+class _CappedRetry(GithubRetry):
+    """GithubRetry that never sleeps longer than ``MAX_RETRY_WAIT`` on a ``Retry-After``.
+
+    GithubRetry caps its own rate-limit backoff, but a 403 or 429 carrying ``Retry-After`` is
+    slept on by urllib3 as given; a long wait would hold a worker, so it is raised instead and the
+    task is retried at the time GitHub named.
+    """
+
+    def sleep_for_retry(self, response: Any) -> bool:
+        retry_after = self.get_retry_after(response)
+        if retry_after is not None and retry_after > MAX_RETRY_WAIT:
+            raise RateLimitExceededExceedsMaxWait(
+                response.status, None, dict(response.headers), "Retry-After is over the cap", wait=retry_after
+            )
+        return bool(super().sleep_for_retry(response))
+
+
 def _retry(settings: Settings) -> GithubRetry:
     # Only idempotent methods are retried in place (GithubRetry would also retry POST: a POST that
     # failed with a 502 may still have created its comment). Rate-limit waits are capped: a long
     # wait becomes a TransientError and the task is retried later instead of holding a worker.
-    return GithubRetry(
+    return _CappedRetry(
         total=settings.github_max_retries,
         backoff_factor=0.2,
         status_forcelist=[500, 502, 503, 504],
         allowed_methods=Retry.DEFAULT_ALLOWED_METHODS,
         secondary_rate_wait=5.0,
-        max_rate_limit_wait=30.0,
+        max_rate_limit_wait=MAX_RETRY_WAIT,
     )
 
 

@@ -178,6 +178,7 @@ def _run_claimed(factory: Any, delivery_id: str, max_attempts: int) -> str:
     try:
         delivery = session.get(Delivery, delivery_id)
         assert delivery is not None
+        attempt = delivery.attempts  # the claim's token: the claim incremented it
         payload = json.loads(delivery.body)
         event = Event(delivery_id=delivery.id, name=delivery.event, action=delivery.action, payload=payload)
         handlers = router.handlers_for(event.name, event.action)
@@ -190,25 +191,25 @@ def _run_claimed(factory: Any, delivery_id: str, max_attempts: int) -> str:
             except HandlerSkipped as skip:
                 log.info("handler_skipped", handler=handler.__qualname__, reason=str(skip))
         outcome = S.DONE if did_work else S.IGNORED
-        delivery.status = outcome
-        delivery.error = None
-        delivery.finished_at = now()
-        delivery.lease_until = None
+        if not _settle(session, delivery_id, attempt, status=outcome, error=None):
+            # Our lease ran out and another worker took the delivery: its run decides.
+            session.rollback()
+            return "superseded"
         session.commit()
     except TransientError as exc:
         session.rollback()
-        return _retry_later(factory, delivery_id, exc, max_attempts)
+        return _retry_later(factory, delivery_id, attempt, exc, max_attempts)
     except (IntegrityError, OperationalError) as exc:
         # Two workers inserting the same row (a watch, a tag, a cached compare), a deadlock, a
         # dropped connection: the retry finds the row or the database back. Not a permanent failure.
         session.rollback()
         reason = f"database: {exc.__class__.__name__}: {str(exc.orig)[:300]}"
-        return _retry_later(factory, delivery_id, TransientError(reason), max_attempts)
+        return _retry_later(factory, delivery_id, attempt, TransientError(reason), max_attempts)
     except Exception as exc:  # a bug or bad data: record it, keep the payload for replay
         session.rollback()
         log.exception("delivery_failed", error=str(exc))
         TASK_FAILURES.labels(task="process_delivery", kind="error").inc()
-        _finish(factory, delivery_id, S.FAILED, f"{exc.__class__.__name__}: {exc}")
+        _finish(factory, delivery_id, attempt, S.FAILED, f"{exc.__class__.__name__}: {exc}")
         return S.FAILED
     finally:
         session.close()
@@ -231,37 +232,59 @@ def _run_claimed(factory: Any, delivery_id: str, max_attempts: int) -> str:
     return outcome
 
 
-def _finish(factory: Any, delivery_id: str, status: str, error: str | None) -> None:
+def _settle(session: Session, delivery_id: str, attempt: int, **values: Any) -> bool:
+    """Record an attempt's outcome only while that attempt still holds the delivery.
+
+    A handler that outlived its lease may find the delivery claimed again (``attempts`` moved on);
+    writing its outcome then would overwrite the newer attempt's.
+    """
+    values.setdefault("lease_until", None)
+    if values.get("status") in S.FINAL:
+        values.setdefault("finished_at", now())
+    result = session.execute(
+        update(Delivery)
+        .where(Delivery.id == delivery_id, Delivery.status == S.PROCESSING, Delivery.attempts == attempt)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]  # a CursorResult for UPDATE
+
+
+def _finish(factory: Any, delivery_id: str, attempt: int, status: str, error: str | None) -> None:
     with factory() as session:
-        delivery = session.get(Delivery, delivery_id)
-        assert delivery is not None
-        delivery.status = status
-        delivery.error = error
-        delivery.finished_at = now()
-        delivery.lease_until = None
+        settled = _settle(session, delivery_id, attempt, status=status, error=error)
         session.commit()
-        DELIVERIES.labels(event=delivery.event, outcome=status).inc()
+        if settled:
+            event = session.scalar(select(Delivery.event).where(Delivery.id == delivery_id)) or "?"
+            DELIVERIES.labels(event=event, outcome=status).inc()
 
 
-def _retry_later(factory: Any, delivery_id: str, exc: TransientError, max_attempts: int) -> str:
+def _retry_later(factory: Any, delivery_id: str, attempt: int, exc: TransientError, max_attempts: int) -> str:
     from app.queue import enqueue
 
     TASK_FAILURES.labels(task="process_delivery", kind="transient").inc()
+    if attempt >= max_attempts:
+        _finish(
+            factory,
+            delivery_id,
+            attempt,
+            S.FAILED,
+            f"gave up after {max_attempts} attempts; last error: {exc}",
+        )
+        return S.FAILED
+    wait = exc.retry_after if exc.retry_after is not None else backoff_seconds(attempt)
     with factory() as session:
-        delivery = session.get(Delivery, delivery_id)
-        assert delivery is not None
-        if delivery.attempts >= max_attempts:
-            session.close()
-            _finish(
-                factory, delivery_id, S.FAILED, f"gave up after {max_attempts} attempts; last error: {exc}"
-            )
-            return S.FAILED
-        wait = exc.retry_after if exc.retry_after is not None else backoff_seconds(delivery.attempts)
-        delivery.status = S.RETRY
-        delivery.error = str(exc)
-        delivery.lease_until = None
-        delivery.next_attempt_at = now() + timedelta(seconds=wait)
+        settled = _settle(
+            session,
+            delivery_id,
+            attempt,
+            status=S.RETRY,
+            error=str(exc),
+            next_attempt_at=now() + timedelta(seconds=wait),
+        )
         session.commit()
+    if not settled:
+        return "superseded"
     log.warning("delivery_retry", error=str(exc), wait_seconds=wait)
     enqueue("sweepbot.process_delivery", delivery_id, countdown=wait)
     return S.RETRY
@@ -322,7 +345,9 @@ def replay(session: Session, delivery_id: str, *, actor: str) -> Delivery:
         raise LookupError(f"no delivery with id {delivery_id!r}")
     if delivery.status == S.PROCESSING:
         raise ValueError(f"delivery {delivery_id} is being processed right now; replay it once it finishes")
+    previous = {"status": delivery.status, "attempts": delivery.attempts, "error": delivery.error}
     delivery.status = S.RECEIVED
+    delivery.attempts = 0  # a replay gets a fresh retry budget; the audit entry keeps the old count
     delivery.next_attempt_at = None
     delivery.error = None
     delivery.enqueued_at = now()
@@ -332,7 +357,7 @@ def replay(session: Session, delivery_id: str, *, actor: str) -> Delivery:
         action="delivery.replay",
         target=delivery_id,
         outcome="ok",
-        detail={"event": delivery.event, "action": delivery.action},
+        detail={"event": delivery.event, "action": delivery.action, "previous": previous},
     )
     session.commit()
     enqueue("sweepbot.process_delivery", delivery_id)

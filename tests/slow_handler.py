@@ -51,3 +51,19 @@ def racing_insert(ctx: HandlerContext) -> None:
         raise IntegrityError("INSERT INTO watches ...", {}, Exception("UNIQUE constraint failed"))
     with open(payload["effects"], "a") as fh:
         fh.write(ctx.event.delivery_id + "\n")
+
+
+@router.register("sweepbot_gate")
+def gated_effect(ctx: HandlerContext) -> None:
+    """The first attempt waits (up to 20 s) for ``payload.gate`` to exist; later attempts run at once."""
+    import time as _time
+
+    payload = ctx.event.payload
+    marker = Path(payload["effects"] + ".first")
+    if not marker.exists():
+        marker.write_text("first")
+        deadline = _time.monotonic() + 20
+        while not Path(payload["gate"]).exists() and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+    with open(payload["effects"], "a") as fh:
+        fh.write(ctx.event.delivery_id + "\n")

@@ -58,7 +58,13 @@ def test_show_and_replay(stored: list[str]) -> None:
     assert replayed.exit_code == 0, replayed.output
     assert process_delivery("cli-push") in ("done", "ignored")
     rows = {r["id"]: r for r in json.loads(CliRunner().invoke(cli, ["deliveries", "list", "--json"]).stdout)}
-    assert rows["cli-push"]["attempts"] == 2
+    assert rows["cli-push"]["attempts"] == 1  # a replay starts a fresh retry budget
+    from app.db import session_scope
+    from app.models import AuditEntry
+
+    with session_scope() as session:
+        entry = session.query(AuditEntry).filter_by(action="delivery.replay").one()
+        assert entry.actor == "ops" and entry.detail["previous"]["attempts"] == 1
 
 
 def test_unknown_delivery_exits_2_with_the_fix(stored: list[str]) -> None:

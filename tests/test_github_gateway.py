@@ -189,3 +189,18 @@ def test_files_over_one_megabyte_are_read_from_their_blob() -> None:
     gw = GitHubGateway(stub)  # type: ignore[arg-type]
     assert gw.get_file(REPO, "configs/amd-master.yaml", ref="main") == (text, "b1")
     assert stub.calls[1] == ("GET", f"/repos/{REPO}/git/blobs/b1")
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_a_long_retry_after_is_not_slept_on(sim: SimServer, db_session: Session, status: int) -> None:
+    import time
+
+    retrying = gateway(_settings(sim, retries=3), db_session)
+    admin_action(
+        sim.world, "faults", {"operation": "pulls/get", "fail_next": 1, "status": status, "retry_after": 120}
+    )
+    started = time.monotonic()
+    with pytest.raises(TransientError) as info:
+        retrying.get_pull(REPO, 2104)
+    assert time.monotonic() - started < 5  # the worker is not held for two minutes
+    assert info.value.retry_after == 120

@@ -247,3 +247,32 @@ def test_a_lost_database_race_is_retried_not_failed(
         row.next_attempt_at = None  # skip the backoff
     assert process_delivery("race-1") == "done"
     assert effects.read_text().splitlines() == ["race-1"]
+
+
+def test_an_attempt_that_outlived_its_lease_does_not_overwrite_the_newer_one(
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    import app.routing
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
+    settings_env.setenv("SWEEPBOT_DELIVERY_LEASE_SECONDS", "1")
+    reset_settings_cache()
+    settings_env.setattr(app.routing, "_loaded", False)
+    effects, gate = tmp_path / "gate.txt", tmp_path / "open"
+    body = json.dumps({"effects": str(effects), "gate": str(gate)}).encode()
+    assert _post(client, "sweepbot_gate", body, delivery_id="gate-1").status_code == 202
+    first: list[str] = []
+    slow = threading.Thread(target=lambda: first.append(process_delivery("gate-1")))
+    slow.start()
+    time.sleep(1.5)  # the first attempt is still waiting and its lease has run out
+    assert process_delivery("gate-1") == "done"  # a second worker takes it and finishes
+    gate.write_text("open")
+    slow.join(timeout=30)
+    assert first == ["superseded"]
+    with session_scope() as s:
+        row = s.get(Delivery, "gate-1")
+        assert row is not None and row.status == "done" and row.attempts == 2
