@@ -239,11 +239,11 @@ class _Base:
         except ValueError as exc:
             raise RegistryError(f"GET {url}: answer is not JSON: {exc}", resp.status_code) from exc
 
-    def _get(self, url: str, headers: dict[str, str]) -> httpx.Response:
+    def _get(self, url: str, headers: dict[str, str], auth: tuple[str, str] | None = None) -> httpx.Response:
         """GET, refusing a body over ``MAX_RESPONSE_BYTES`` before reading it whole."""
         self.requests += 1
         try:
-            with self._http.stream("GET", url, headers=headers) as resp:
+            with self._http.stream("GET", url, headers=headers, auth=auth) as resp:
                 declared = resp.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
                     raise RegistryError(
@@ -261,6 +261,15 @@ class _Base:
                 )
         except httpx.HTTPError as exc:
             raise RegistryError(f"GET {url}: {exc.__class__.__name__}: {exc}") from exc
+
+    def _next_page(self, current: str, link: str) -> str:
+        """The next page's URL, only on the registry's own origin: a tag list must not be able to
+        send the bot (and its credentials) to another host."""
+        target = urllib.parse.urljoin(current, link)
+        here, there = urllib.parse.urlsplit(current), urllib.parse.urlsplit(target)
+        if (here.scheme, here.netloc) != (there.scheme, there.netloc):
+            raise RegistryError(f"GET {current}: the next-page link points to another origin: {target}")
+        return target
 
     def _conditional(self, url: str, headers: dict[str, str]) -> tuple[Any, bool, httpx.Response]:
         cached = self._cache.get(url)
@@ -333,7 +342,7 @@ class DockerHubClient(_Base):
                 pushed = _parse_time(item.get("tag_last_pushed")) or _parse_time(item.get("last_updated"))
                 tags.append(RemoteTag(item["name"], digest if isinstance(digest, str) else None, pushed))
             nxt = body.get("next")
-            url = urllib.parse.urljoin(url, nxt) if isinstance(nxt, str) and nxt else None
+            url = self._next_page(url, nxt) if isinstance(nxt, str) and nxt else None
         return TagListing(tags, changed, self.requests - start)
 
 
@@ -360,11 +369,7 @@ class OciClient(_Base):
         if challenge.get("service"):
             params["service"] = challenge["service"]
         url = urllib.parse.urljoin(self.base_url + "/", realm) + "?" + urllib.parse.urlencode(params)
-        self.requests += 1
-        try:
-            resp = self._http.get(url, auth=self._basic) if self._basic else self._http.get(url)
-        except httpx.HTTPError as exc:
-            raise RegistryError(f"GET {url}: {exc.__class__.__name__}: {exc}") from exc
+        resp = self._get(url, {}, auth=self._basic)
         if resp.status_code != 200:
             raise self._fail(url, resp)
         body = self._json(url, resp)
@@ -406,7 +411,7 @@ class OciClient(_Base):
             nxt = parse_link_next(link, url)
             # Without Link the spec says the list is complete; a registry that ignores n and never
             # sends Link also ends here.
-            url = nxt if nxt and page else None
+            url = self._next_page(url, nxt) if nxt and page else None
         return TagListing([RemoteTag(n) for n in names], changed, self.requests - start)
 
 

@@ -164,6 +164,12 @@ class Settings(BaseSettings):
                 "SWEEPBOT_WEBHOOK_SECRETS is empty: production refuses to accept unsigned webhooks. "
                 "Set it to the secret configured on the GitHub App or webhook (comma-separate several)."
             )
+        has_key = self.github_app_private_key is not None or self.github_app_private_key_path is not None
+        if self.github_app_id is not None and not has_key:
+            raise SettingsError(
+                "SWEEPBOT_GITHUB_APP_ID is set but the App's private key is not: set "
+                "SWEEPBOT_GITHUB_APP_PRIVATE_KEY_PATH (or SWEEPBOT_GITHUB_APP_PRIVATE_KEY with the PEM text)."
+            )
         if self.github_token is None and self.github_app_id is None:
             raise SettingsError(
                 "No GitHub credentials: set SWEEPBOT_GITHUB_TOKEN, or SWEEPBOT_GITHUB_APP_ID with "

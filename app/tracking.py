@@ -1012,7 +1012,9 @@ def handle_push(session: Session, gw: Any, payload: dict[str, Any]) -> list[Watc
         for k in ("added", "modified", "removed")
         for p in c.get(k) or []
     }
-    if payload.get("commits") and CONFIG_PATH not in touched:
+    # A push payload lists at most 20 commits: past that, the file list is incomplete, so re-read.
+    listed = payload.get("commits") or []
+    if listed and len(listed) < 20 and CONFIG_PATH not in touched:
         raise HandlerSkipped(f"{CONFIG_PATH} not touched")
     cfg = read_bot_config(session, gw, repo, default_branch=default)
     return apply_config_watches(session, gw, repo, cfg)

@@ -246,3 +246,16 @@ def test_refresh_tags_closes_the_http_client_it_made(
     handed_in = httpx.Client(transport=httpx.MockTransport(handler))
     DockerHubClient("https://hub.test", http=handed_in).close()
     assert not handed_in.is_closed  # the caller's client stays the caller's
+
+
+def test_a_next_page_on_another_origin_is_refused() -> None:
+    from app.registry import RegistryError
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, json={"count": 2, "next": "https://evil.test/steal?page=2", "results": [{"name": "a"}]}
+        )
+
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    with pytest.raises(RegistryError, match="another origin"):
+        DockerHubClient("https://hub.test", http=http).list_tags("vllm/x")

@@ -98,3 +98,11 @@ def test_logs_never_carry_secrets_or_signatures(
     assert secret not in text and "ghp_supersecrettoken" not in text
     assert good["X-Hub-Signature-256"].split("=", 1)[1] not in text
     assert bad["X-Hub-Signature-256"].split("=", 1)[1] not in text
+
+
+def test_production_refuses_an_app_id_without_its_key(settings_env: pytest.MonkeyPatch) -> None:
+    settings_env.setenv("SWEEPBOT_ENV", "production")
+    settings_env.setenv("SWEEPBOT_WEBHOOK_SECRETS", "s3cret")
+    settings_env.setenv("SWEEPBOT_GITHUB_APP_ID", "4242")
+    with pytest.raises(SettingsError, match="PRIVATE_KEY"):
+        Settings().check_production()

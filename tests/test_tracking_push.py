@@ -1,0 +1,47 @@
+"""A push to the default branch re-reads the bot config only when it (may have) changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import app.tracking as tracking
+from app.routing import HandlerSkipped
+
+
+def _push(ref: str, files: list[list[str]]) -> dict[str, Any]:
+    return {
+        "ref": ref,
+        "repository": {"full_name": "o/r", "default_branch": "main"},
+        "commits": [{"added": [], "modified": f, "removed": []} for f in files],
+    }
+
+
+@pytest.fixture
+def reread(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    monkeypatch.setattr(
+        tracking, "read_bot_config", lambda session, gw, repo, default_branch: calls.append(repo)
+    )
+    monkeypatch.setattr(tracking, "apply_config_watches", lambda session, gw, repo, cfg: [])
+    return calls
+
+
+def test_other_branches_and_untouched_config_are_skipped(reread: list[str]) -> None:
+    with pytest.raises(HandlerSkipped):
+        tracking.handle_push(None, None, _push("refs/heads/feature", [[".github/sweepbot.yml"]]))  # type: ignore[arg-type]
+    with pytest.raises(HandlerSkipped):
+        tracking.handle_push(None, None, _push("refs/heads/main", [["README.md"]]))  # type: ignore[arg-type]
+    assert reread == []
+
+
+def test_a_config_change_is_read(reread: list[str]) -> None:
+    tracking.handle_push(None, None, _push("refs/heads/main", [["a.py"], [".github/sweepbot.yml"]]))  # type: ignore[arg-type]
+    assert reread == ["o/r"]
+
+
+def test_a_push_with_twenty_or_more_commits_is_read_in_case(reread: list[str]) -> None:
+    # GitHub lists at most 20 commits in a push payload: the config may be in one it left out.
+    tracking.handle_push(None, None, _push("refs/heads/main", [["x.py"]] * 20))  # type: ignore[arg-type]
+    assert reread == ["o/r"]
