@@ -242,7 +242,26 @@ def _bump_onto(
         )
         .order_by(Bump.id.desc())
     )
+    pr_link = str(pull.get("html_url")) if pull is not None and pull.get("html_url") else None
+    dep_refs = [f"{d.ref}@{d.merge_sha}" if d.merge_sha else d.ref for d in deps]
+    description = changelog_description_for_bump(image, dep_refs)
+    changelog_path = config.bump.changelog
     if exists and mode == "bump_pr" and (last_ours is None or last_ours.commit_sha != start_sha):
+        head_commit = gw.get_commit(repo, start_sha)
+        if str(head_commit.get("message") or "").startswith(f"Bump {key} image to {image}\n"):
+            # sweepbot's own commit whose record a failed task rolled back (the ref moved, then
+            # creating the PR answered 502): adopt it and finish, rather than call it a human push.
+            parent = str(((head_commit.get("parents") or [{}])[0]).get("sha") or "")
+            loc, _text = locate_config(gw, repo, start_sha, key, config, hint=watch.config_path)
+            before = gw.get_file(repo, changelog_path, ref=parent) if parent else None
+            after = gw.get_file(repo, changelog_path, ref=start_sha)
+            entry = after[0][len(before[0]) :] if before and after and after[0].startswith(before[0]) else ""
+            log.info("bump_adopted", repo=repo, key=key, image=image, branch=branch, commit=start_sha)
+            return _land(
+                session, gw, watch, config, pull, image=image, old_image=watch.pinned_image,
+                path=loc.path, mode=mode, branch=branch, sha=start_sha, start_sha=parent,
+                description=description, pr_link=pr_link, entry=entry,
+            )  # fmt: skip
         # The bump branch is sweepbot's alone; a human commit on it is never overwritten.
         reason = (
             f"someone pushed to `{branch}` since sweepbot's last commit "
@@ -267,10 +286,6 @@ def _bump_onto(
             _request_sweep(session, gw, watch, None, bump=row)
         return BumpOutcome("already", f"`{key}` already pins {image} on `{branch}`", start_sha, branch)
 
-    pr_link = str(pull.get("html_url")) if pull is not None and pull.get("html_url") else None
-    dep_refs = [f"{d.ref}@{d.merge_sha}" if d.merge_sha else d.ref for d in deps]
-    description = changelog_description_for_bump(image, dep_refs)
-    changelog_path = config.bump.changelog
     current = gw.get_file(repo, changelog_path, ref=start_sha)
     old_changelog = current[0] if current else ""
     if exists and mode == "bump_pr" and last_ours is not None:
@@ -310,13 +325,40 @@ def _bump_onto(
         if mode == "pr_branch" and exc.status == 403:
             raise PushRefused(str(exc)) from exc
         raise
-    entry = new_changelog[len(old_changelog) :]
+    return _land(
+        session, gw, watch, config, pull, image=image, old_image=old_image, path=loc.path, mode=mode,
+        branch=branch, sha=sha, start_sha=start_sha, description=description, pr_link=pr_link,
+        entry=new_changelog[len(old_changelog) :],
+    )  # fmt: skip
+
+
+def _land(
+    session: Session,
+    gw: Any,
+    watch: Watch,
+    config: BotConfig,
+    pull: dict[str, Any] | None,
+    *,
+    image: str,
+    old_image: str | None,
+    path: str | None,
+    mode: str,
+    branch: str,
+    sha: str,
+    start_sha: str,
+    description: list[str],
+    pr_link: str | None,
+    entry: str,
+) -> BumpOutcome:
+    """The commit is on the branch: record it, open or update the bump PR, close superseded ones,
+    and queue the sweep."""
+    repo, key = watch.repo, watch.config_key
     bump = _record(
         session,
         watch,
         image,
         old_image,
-        loc.path,
+        path,
         mode,
         branch,
         sha,

@@ -68,7 +68,7 @@ def _start(sim: SimServer, settings_env: pytest.MonkeyPatch, extra_config: str =
     return scenario
 
 
-def _gw(session: Session) -> Any:
+def _gw(session: Session, **github_kwargs: Any) -> Any:
     """The real gateway, minus PyGithub's client-side throttle."""
     from github import Auth, Github
 
@@ -81,6 +81,7 @@ def _gw(session: Session) -> Any:
         base_url=get_settings().github_api_url,
         seconds_between_requests=0,
         seconds_between_writes=0,
+        **github_kwargs,
     )
 
     def audit(action: str, target: str, detail: dict[str, Any]) -> None:
@@ -522,3 +523,42 @@ def test_dashboard_shows_a_deleted_pinned_nightly(
     assert len(live) == 4 and not any(t["pinned"] for t in live)
     assert "deleted from the registry: this image can no longer be pulled" in html
     assert "★✖" in html and "· pinned · deleted" in " ".join(html.split())
+
+
+def test_a_bump_pr_whose_creation_failed_is_finished_on_retry_not_blocked(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    from app.bump import BUMP_BLOCKED_MARKER
+    from app.routing import TransientError
+    from app.tracking import DepRef, drop_dependencies
+    from sim.app import admin_action
+
+    scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
+    world = sim.world
+    _open(db_session, 2104)
+    for _ in range(4):  # ... close-47270
+        scenario.step()
+        _poll(db_session)
+    # The commit lands on sweepbot/bump/<key>, then opening the PR answers 502: the task fails and
+    # its database work (the bump's record) is rolled back, as in a real worker.
+    admin_action(world, "faults", {"operation": "pulls/create", "fail_next": 1, "status": 502})
+    with pytest.raises(TransientError):
+        drop_dependencies(
+            db_session, _gw(db_session, retry=None), repo=BENCH_REPO, pr_number=2104,
+            refs=[DepRef(VLLM_REPO, 47270)], actor="bob-maintainer",
+        )  # fmt: skip
+    db_session.rollback()
+    ours = _head(world, BUMP_BRANCH)
+    assert ours is not None and _bump_prs(world) == [] and _bumps(db_session) == []
+    # The retried task adopts sweepbot's own commit and opens the PR; nothing is "blocked".
+    drop_dependencies(
+        db_session, _gw(db_session), repo=BENCH_REPO, pr_number=2104,
+        refs=[DepRef(VLLM_REPO, 47270)], actor="bob-maintainer",
+    )  # fmt: skip
+    db_session.commit()
+    (bump,) = _bumps(db_session)
+    assert bump.state == "committed" and bump.commit_sha == ours and _head(world, BUMP_BRANCH) == ours
+    (pr,) = _bump_prs(world)
+    assert bump.bump_pr_number == pr.number
+    assert _comments(world, pr.number, BUMP_BLOCKED_MARKER) == []
+    assert "someone pushed" not in _comments(world, 2104, STATUS)[0].body
