@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import MetaData, create_engine, event
+from sqlalchemy import MetaData, create_engine, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -90,3 +92,30 @@ def dispose_engines() -> None:
         engine.dispose()
     _engines.clear()
     _factory.cache_clear()
+
+
+_local_locks: dict[str, threading.Lock] = {}
+_local_locks_guard = threading.Lock()
+
+
+def transaction_lock(session: Session, name: str) -> None:
+    """Wait until no other transaction holds ``name``; it is released when this one ends.
+
+    PostgreSQL advisory lock. SQLite needs none: it runs one writing transaction at a time, and a
+    transaction that read before another committed fails to write and is retried.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+
+@contextmanager
+def serialized(session: Session | None, name: str) -> Iterator[None]:
+    """Run a look-before-create against GitHub for ``name`` one at a time across workers: the
+    transaction lock across processes, and a plain lock across the threads of one process."""
+    if session is not None:
+        transaction_lock(session, name)
+    with _local_locks_guard:
+        lock = _local_locks.setdefault(name, threading.Lock())
+    with lock:
+        yield

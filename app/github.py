@@ -388,14 +388,18 @@ class GitHubGateway:
 
     def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> dict[str, Any]:
         """Create the sticky comment once, then edit it in place; no edit when nothing changed."""
+        from app.db import serialized
+
         if marker not in body:
             body = f"{body}\n\n{marker}"
-        existing = self.find_comment(repo, number, marker)
-        if existing is None:
-            return self.create_comment(repo, number, body)
-        if existing.get("body") == body:
-            return existing
-        return self.update_comment(repo, int(existing["id"]), body)
+        # Two workers handling events of the same PR must not both find nothing and both create.
+        with serialized(self._cache_session, f"comment:{repo}#{number}:{marker}"):
+            existing = self.find_comment(repo, number, marker)
+            if existing is None:
+                return self.create_comment(repo, number, body)
+            if existing.get("body") == body:
+                return existing
+            return self.update_comment(repo, int(existing["id"]), body)
 
     def add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
         # GitHub answers 200 (not 201) when the reaction already exists: naturally idempotent.

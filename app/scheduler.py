@@ -552,9 +552,14 @@ def create_sweep(
     """
     if not points:
         raise SweepError(f"{config_key}: the plan has no points")
+    from app.db import transaction_lock
+
     settings = get_settings()
     fields = group_fields(settings)
     digest = points_digest(str(p["result-name"]) for p in points)
+    # Two identical requests at once (a command and a bump, two workers) must not both find no
+    # open sweep and both create one.
+    transaction_lock(session, f"sweep:{repo}#{pr_number}:{config_key}")
     existing = session.scalars(
         select(Sweep)
         .where(

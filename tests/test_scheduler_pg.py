@@ -78,3 +78,91 @@ def test_concurrent_ticks_never_double_dispatch(pg_clean_url: str, settings_env:
         assert all(j.attempts == 1 for j in dispatched)
     names = Counter(d["inputs"]["test-name"] for d in gw.dispatches)
     assert {j.run_name for j in dispatched} == set(names) and len(dispatched) >= 4 * 6
+
+
+@pytest.mark.services
+def test_identical_requests_at_once_create_one_sweep(
+    pg_clean_url: str, settings_env: pytest.MonkeyPatch
+) -> None:
+    from app.db import session_factory
+    from app.models.sweeps import Sweep
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_DATABASE_URL", pg_clean_url)
+    reset_settings_cache()
+    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    factory = session_factory()
+    gw = FakeGateway()
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def request() -> None:
+        try:
+            with factory() as s:
+                barrier.wait(timeout=10)
+                scheduler.request_sweep(
+                    s, gw, repo=REPO, pr_number=9, config_key=KEY, requested_by="maint", reason="command",
+                    filters=SweepFilters(seq="8k1k"),
+                )  # fmt: skip
+                s.commit()
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=request) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    with factory() as s:
+        sweeps = s.scalars(select(Sweep).where(Sweep.pr_number == 9)).all()
+    assert len(sweeps) == 1, [(x.id, x.state) for x in sweeps]
+
+
+@pytest.mark.services
+def test_sticky_comment_upserts_at_once_create_one_comment(
+    pg_clean_url: str, settings_env: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import sessionmaker
+
+    from app.github import GitHubGateway
+    from sim.server import SimServer
+    from sim.world import SimSettings
+
+    engine = create_engine(pg_clean_url)
+    factory = sessionmaker(bind=engine)
+    with SimServer(settings=SimSettings(time_scale=0.0002)) as sim:
+        from github import Auth, Github
+
+        from sim.scenario import SeedScenario
+
+        SeedScenario(sim.world).load()
+        barrier = threading.Barrier(4)
+        errors: list[BaseException] = []
+
+        def upsert(n: int) -> None:
+            try:
+                gh = Github(auth=Auth.Token("sim-token"), base_url=sim.github_api_url,
+                            seconds_between_requests=0, seconds_between_writes=0)  # fmt: skip
+                with factory() as s:
+                    gw = GitHubGateway(gh.requester, cache_session=s)
+                    barrier.wait(timeout=10)
+                    gw.upsert_comment("SemiAnalysisAI/InferenceX", 2104, "<!-- sweepbot:race -->", f"v{n}")
+                    s.commit()
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=upsert, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors
+        found = [
+            c
+            for c in sim.world.repo("SemiAnalysisAI/InferenceX").comments.values()
+            if "sweepbot:race" in c.body
+        ]
+        assert len(found) == 1
+    engine.dispose()
