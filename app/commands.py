@@ -419,8 +419,6 @@ def _run_command(session: Session, gw: Any, cmd: Command, *, repo: str, number: 
         got = cancel_pr_sweeps(
             session, gw, repo=repo, pr_number=number, actor=login, reason=f"/sweep cancel by @{login}"
         )
-        if isinstance(got, str):
-            return got
         ids = ", ".join(f"#{s.id}" for s in got)
         return f"Cancelled sweep(s) {ids}." if got else "No open sweep on this PR: nothing to cancel."
     if cmd.name == "sweep" and cmd.sub == "approve":

@@ -32,6 +32,7 @@ from app.dashboard.auth import (
 )
 from app.dashboard.auth import viewer as _viewer
 from app.dashboard.charts import results_charts, short_image
+from app.dashboard.signin import safe_next
 
 log = structlog.get_logger(__name__)
 
@@ -438,13 +439,6 @@ def _pages(router: APIRouter) -> None:
 # ---------------------------------------------------------------------- actions
 
 
-def _safe_next(value: str | None, default: str) -> str:
-    # Only same-site relative paths: never an open redirect.
-    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
-        return value
-    return default
-
-
 async def _respond(request: Request, result: S.ActionResult, default_next: str) -> Response:
     status = 200 if result.ok else 409
     if request.headers.get("hx-request") == "true":
@@ -460,7 +454,7 @@ async def _respond(request: Request, result: S.ActionResult, default_next: str) 
         nxt = form.get("next")
         session_of(request).set("flash", {"ok": result.ok, "message": result.message})
         return RedirectResponse(
-            _safe_next(nxt if isinstance(nxt, str) else None, default_next), status_code=303
+            safe_next(nxt if isinstance(nxt, str) else None, default_next), status_code=303
         )
     return JSONResponse(result.model_dump(), status_code=status)
 

@@ -37,10 +37,11 @@ class OAuthRefused(Exception):
     """The GitHub user may not operate this dashboard; the message says why."""
 
 
-def _next(value: str | None) -> str:
+def safe_next(value: str | None, default: str = "/") -> str:
+    """Only same-site relative paths are followed after sign-in or an action: never an open redirect."""
     if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
         return value
-    return "/"
+    return default
 
 
 def allowed_team(settings: Settings) -> tuple[str, str] | None:
@@ -100,7 +101,7 @@ def signin_routes(router: APIRouter) -> None:
             "login.html",
             identity_of(request),
             title="Sign in",
-            next=_next(next),
+            next=safe_next(next),
             error=error,
             configured=operators_configured(settings),
             basic=bool(settings.operator_basic),
@@ -129,7 +130,7 @@ def signin_routes(router: APIRouter) -> None:
                 "login.html",
                 None,
                 title="Sign in",
-                next=_next(next),
+                next=safe_next(next),
                 error="Wrong token, or wrong user or password.",
                 configured=operators_configured(settings),
                 basic=bool(settings.operator_basic),
@@ -137,7 +138,7 @@ def signin_routes(router: APIRouter) -> None:
             )
         session_of(request).sign_in(ident.name, "session")
         log.info("dashboard_sign_in", actor=ident.actor)
-        return RedirectResponse(_next(next), status_code=303)
+        return RedirectResponse(safe_next(next), status_code=303)
 
     @router.post("/logout", include_in_schema=False)
     async def logout(request: Request) -> Response:
@@ -157,7 +158,7 @@ def signin_routes(router: APIRouter) -> None:
         state = secrets.token_urlsafe(24)
         session = session_of(request)
         session.set("oauth_state", state)
-        session.set("oauth_next", _next(next))
+        session.set("oauth_next", safe_next(next))
         params = {
             "client_id": settings.oauth_client_id or "",
             "state": state,
@@ -173,7 +174,7 @@ def signin_routes(router: APIRouter) -> None:
         settings = current_settings(request)
         session = session_of(request)
         expected = session.pop("oauth_state")
-        nxt = _next(session.pop("oauth_next"))
+        nxt = safe_next(session.pop("oauth_next"))
         if not oauth_enabled(settings):
             raise HTTPException(404, "GitHub sign-in is not configured")
         if not code or not isinstance(expected, str) or not secrets.compare_digest(state, expected):
