@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from app.db import session_scope
 from app.ingest import process_delivery, reap
 from app.models import Delivery
+from app.settings import reset_settings_cache
 from tests.helpers.signing import fixture_payloads, headers_for
 
 SECRET = "it's a secret to everybody"
@@ -22,7 +23,6 @@ OLD_SECRET = "rotated-out-soon"
 @pytest.fixture
 def client(sqlite_url: str, settings_env: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[TestClient]:
     from app.main import create_app
-    from app.settings import reset_settings_cache
 
     settings_env.setenv("SWEEPBOT_DATABASE_URL", sqlite_url)
     settings_env.setenv("SWEEPBOT_WEBHOOK_SECRETS", f"{SECRET}, {OLD_SECRET}")
@@ -33,6 +33,16 @@ def client(sqlite_url: str, settings_env: pytest.MonkeyPatch, tmp_path: Path) ->
     reset_settings_cache()
     with TestClient(create_app()) as c:
         yield c
+
+
+@pytest.fixture
+def extra_handlers(client: TestClient, settings_env: pytest.MonkeyPatch) -> None:
+    """Load tests/slow_handler.py's handlers (test-only events) next to the real ones."""
+    import app.routing
+
+    settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
+    reset_settings_cache()
+    settings_env.setattr(app.routing, "_loaded", False)
 
 
 def _count() -> int:
@@ -186,14 +196,8 @@ def test_health_endpoints_and_metrics(client: TestClient, fixtures_dir: Path) ->
 
 
 def test_transient_failure_is_retried_then_done_once(
-    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch, extra_handlers: None
 ) -> None:
-    import app.routing
-    from app.settings import reset_settings_cache
-
-    settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
-    reset_settings_cache()
-    settings_env.setattr(app.routing, "_loaded", False)
     effects = tmp_path / "flaky.txt"
     body = json.dumps({"effects": str(effects), "failures": 2}).encode()
     assert _post(client, "sweepbot_flaky", body, delivery_id="flaky-1").status_code == 202
@@ -210,15 +214,10 @@ def test_transient_failure_is_retried_then_done_once(
 
 
 def test_gives_up_after_max_attempts_with_the_error(
-    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch, extra_handlers: None
 ) -> None:
-    import app.routing
-    from app.settings import reset_settings_cache
-
-    settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
     settings_env.setenv("SWEEPBOT_DELIVERY_MAX_ATTEMPTS", "2")
     reset_settings_cache()
-    settings_env.setattr(app.routing, "_loaded", False)
     body = json.dumps({"effects": str(tmp_path / "never.txt"), "failures": 99}).encode()
     _post(client, "sweepbot_flaky", body, delivery_id="flaky-2")
     assert process_delivery("flaky-2") == "retry"
@@ -229,14 +228,8 @@ def test_gives_up_after_max_attempts_with_the_error(
 
 
 def test_a_lost_database_race_is_retried_not_failed(
-    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch, extra_handlers: None
 ) -> None:
-    import app.routing
-    from app.settings import reset_settings_cache
-
-    settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
-    reset_settings_cache()
-    settings_env.setattr(app.routing, "_loaded", False)
     effects = tmp_path / "race.txt"
     body = json.dumps({"effects": str(effects), "failures": 1}).encode()
     assert _post(client, "sweepbot_dbrace", body, delivery_id="race-1").status_code == 202
@@ -250,18 +243,13 @@ def test_a_lost_database_race_is_retried_not_failed(
 
 
 def test_an_attempt_that_outlived_its_lease_does_not_overwrite_the_newer_one(
-    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch, extra_handlers: None
 ) -> None:
     import threading
     import time
 
-    import app.routing
-    from app.settings import reset_settings_cache
-
-    settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
     settings_env.setenv("SWEEPBOT_DELIVERY_LEASE_SECONDS", "1")
     reset_settings_cache()
-    settings_env.setattr(app.routing, "_loaded", False)
     effects, gate = tmp_path / "gate.txt", tmp_path / "open"
     body = json.dumps({"effects": str(effects), "gate": str(gate)}).encode()
     assert _post(client, "sweepbot_gate", body, delivery_id="gate-1").status_code == 202
