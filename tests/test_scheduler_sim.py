@@ -69,6 +69,20 @@ def _drive(bot: dict[str, Any], until: float = 20.0, collect: bool = True) -> in
     raise AssertionError("sweep did not finish in time")
 
 
+def _request(bot: dict[str, Any], s: Any, conc: tuple[int, ...]) -> scheduler.SweepRequest:
+    """A maintainer's 8k1k sweep of the recipe PR at the given concurrencies."""
+    return scheduler.request_sweep(
+        s,
+        bot["gw"](s),
+        repo=bot["repo"],
+        pr_number=bot["pr"],
+        config_key=KEY,
+        requested_by="carol-writer",
+        reason="command",
+        filters=SweepFilters(seq="8k1k", conc=conc),
+    )
+
+
 def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
     factory = bot["factory"]
     with factory() as s:
@@ -109,29 +123,11 @@ def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.M
         lambda session, *, image, fingerprint, result_name: Stored() if result_name in skipped else None,
     )
     with factory() as s:
-        plan = scheduler.request_sweep(
-            s,
-            bot["gw"](s),
-            repo=bot["repo"],
-            pr_number=bot["pr"],
-            config_key=KEY,
-            requested_by="carol-writer",
-            reason="command",
-            filters=SweepFilters(seq="8k1k", conc=(64,)),
-        )
+        plan = _request(bot, s, (64,))
         s.rollback()  # only to learn the points' names
     skipped.add(plan.plan.points[0]["result-name"])
     with factory() as s:
-        req = scheduler.request_sweep(
-            s,
-            bot["gw"](s),
-            repo=bot["repo"],
-            pr_number=bot["pr"],
-            config_key=KEY,
-            requested_by="carol-writer",
-            reason="command",
-            filters=SweepFilters(seq="8k1k", conc=(1, 64)),
-        )
+        req = _request(bot, s, (1, 64))
         s.commit()
     scheduler.tick(factory, bot["gw"])
     with factory() as s:
@@ -152,16 +148,7 @@ def test_runner_lost_is_retried_on_the_sim(bot: dict[str, Any]) -> None:
     factory = bot["factory"]
     bot["sim"].world.faults.runner_lost_next = 1
     with factory() as s:
-        req = scheduler.request_sweep(
-            s,
-            bot["gw"](s),
-            repo=bot["repo"],
-            pr_number=bot["pr"],
-            config_key=KEY,
-            requested_by="carol-writer",
-            reason="command",
-            filters=SweepFilters(seq="8k1k", conc=(32,)),
-        )
+        req = _request(bot, s, (32,))
         s.commit()
     _drive(bot)
     with factory() as s:
