@@ -178,6 +178,23 @@ def _to_first_nightly_with_47269(scenario: SeedScenario, session: Session) -> st
     return f"{IMAGE}:nightly-{scenario.vllm_main[-1]}"
 
 
+def _until_47270_closed(scenario: SeedScenario, session: Session) -> None:
+    """Play the seed story up to `close-47270`, polling after every step."""
+    for _ in range(4):
+        scenario.step()
+        _poll(session)
+
+
+def _drop_47270(session: Session, gw: Any = None) -> str:
+    """A maintainer's `/depends-on drop vllm-project/vllm#47270`."""
+    from app.tracking import DepRef, drop_dependencies
+
+    return drop_dependencies(
+        session, gw or _gw(session), repo=BENCH_REPO, pr_number=2104,
+        refs=[DepRef(VLLM_REPO, 47270)], actor="bob-maintainer",
+    )  # fmt: skip
+
+
 def _bumps(session: Session) -> list[Any]:
     from app.models.tracking import Bump
 
@@ -192,7 +209,7 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
     from app.bump import BUMP_PR_MARKER
-    from app.tracking import DepRef, add_dependencies, drop_dependencies
+    from app.tracking import DepRef, add_dependencies
 
     scenario = _start(sim, settings_env)
     world = sim.world
@@ -271,10 +288,7 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     _open(db_session, 2104)
     scenario.step()  # close-47270
     _poll(db_session)
-    drop_dependencies(
-        db_session, _gw(db_session), repo=BENCH_REPO, pr_number=2104,
-        refs=[DepRef(VLLM_REPO, 47270)], actor="bob-maintainer",
-    )  # fmt: skip
+    _drop_47270(db_session)
     db_session.commit()
     recipe = [b for b in _bumps(db_session) if b.mode == "pr_branch"]
     assert len(recipe) == 1 and recipe[0].branch == RECIPE_BRANCH
@@ -292,20 +306,15 @@ def test_mode_pr_and_a_human_push_on_the_bump_branch(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
     from app.bump import BUMP_BLOCKED_MARKER
-    from app.tracking import DepRef, add_dependencies, drop_dependencies
+    from app.tracking import DepRef, add_dependencies
 
     # `bump.mode: pr`: the bot may not push to recipe branches, even same-repo ones.
     scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
     world = sim.world
     recipe_head = _head(world, RECIPE_BRANCH)
     _open(db_session, 2104)
-    for _ in range(4):  # ... close-47270
-        scenario.step()
-        _poll(db_session)
-    drop_dependencies(
-        db_session, _gw(db_session), repo=BENCH_REPO, pr_number=2104,
-        refs=[DepRef(VLLM_REPO, 47270)], actor="bob-maintainer",
-    )  # fmt: skip
+    _until_47270_closed(scenario, db_session)
+    _drop_47270(db_session)
     db_session.commit()
     (bump,) = _bumps(db_session)
     assert bump.mode == "bump_pr" and _head(world, RECIPE_BRANCH) == recipe_head
@@ -347,9 +356,7 @@ def test_recipe_branch_that_moves_during_the_bump_is_not_forced(
     scenario = _start(sim, settings_env, "")
     world = sim.world
     _open(db_session, 2104)
-    for _ in range(4):
-        scenario.step()
-        _poll(db_session)
+    _until_47270_closed(scenario, db_session)
     gw = _gw(db_session)
     real_create_commit = gw.create_commit
     pushed: list[str] = []
@@ -364,16 +371,8 @@ def test_recipe_branch_that_moves_during_the_bump_is_not_forced(
         return dict(real_create_commit(repo, message, tree, parents))
 
     gw.create_commit = racing_create_commit
-    from app.tracking import DepRef, drop_dependencies
 
-    drop_dependencies(
-        db_session,
-        gw,
-        repo=BENCH_REPO,
-        pr_number=2104,
-        refs=[DepRef(VLLM_REPO, 47270)],
-        actor="bob-maintainer",
-    )
+    _drop_47270(db_session, gw)
     db_session.commit()
     assert _head(world, RECIPE_BRANCH) == pushed[0]
     assert [b.state for b in _bumps(db_session)] == ["blocked"]
@@ -392,15 +391,12 @@ def test_refused_push_to_the_recipe_branch_falls_back_to_a_bump_pr(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
     from app.github import GitHubError
-    from app.tracking import DepRef, drop_dependencies
 
     scenario = _start(sim, settings_env, "")
     world = sim.world
     recipe_head = _head(world, RECIPE_BRANCH)
     _open(db_session, 2104)
-    for _ in range(4):
-        scenario.step()
-        _poll(db_session)
+    _until_47270_closed(scenario, db_session)
     gw = _gw(db_session)
     real_update_ref = gw.update_ref
 
@@ -410,14 +406,7 @@ def test_refused_push_to_the_recipe_branch_falls_back_to_a_bump_pr(
         return dict(real_update_ref(repo, ref, sha, force=force))
 
     gw.update_ref = protected
-    reply = drop_dependencies(
-        db_session,
-        gw,
-        repo=BENCH_REPO,
-        pr_number=2104,
-        refs=[DepRef(VLLM_REPO, 47270)],
-        actor="bob-maintainer",
-    )
+    reply = _drop_47270(db_session, gw)
     db_session.commit()
     assert "refused sweepbot's push" in reply and "bump PR #" in reply
     assert _head(world, RECIPE_BRANCH) == recipe_head
@@ -530,31 +519,22 @@ def test_a_bump_pr_whose_creation_failed_is_finished_on_retry_not_blocked(
 ) -> None:
     from app.bump import BUMP_BLOCKED_MARKER
     from app.routing import TransientError
-    from app.tracking import DepRef, drop_dependencies
     from sim.app import admin_action
 
     scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
     world = sim.world
     _open(db_session, 2104)
-    for _ in range(4):  # ... close-47270
-        scenario.step()
-        _poll(db_session)
+    _until_47270_closed(scenario, db_session)
     # The commit lands on sweepbot/bump/<key>, then opening the PR answers 502: the task fails and
     # its database work (the bump's record) is rolled back, as in a real worker.
     admin_action(world, "faults", {"operation": "pulls/create", "fail_next": 1, "status": 502})
     with pytest.raises(TransientError):
-        drop_dependencies(
-            db_session, _gw(db_session, retry=None), repo=BENCH_REPO, pr_number=2104,
-            refs=[DepRef(VLLM_REPO, 47270)], actor="bob-maintainer",
-        )  # fmt: skip
+        _drop_47270(db_session, _gw(db_session, retry=None))
     db_session.rollback()
     ours = _head(world, BUMP_BRANCH)
     assert ours is not None and _bump_prs(world) == [] and _bumps(db_session) == []
     # The retried task adopts sweepbot's own commit and opens the PR; nothing is "blocked".
-    drop_dependencies(
-        db_session, _gw(db_session), repo=BENCH_REPO, pr_number=2104,
-        refs=[DepRef(VLLM_REPO, 47270)], actor="bob-maintainer",
-    )  # fmt: skip
+    _drop_47270(db_session)
     db_session.commit()
     (bump,) = _bumps(db_session)
     assert bump.state == "committed" and bump.commit_sha == ours and _head(world, BUMP_BRANCH) == ours
