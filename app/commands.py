@@ -527,13 +527,6 @@ def handle_comment(
 TICKING = frozenset({"/sweep", "/sweep cancel", "/sweep approve", "/bump"})
 
 
-def _gateway_for(ctx: HandlerContext, actor: str) -> Any:
-    from app.github import gateway
-    from app.settings import get_settings
-
-    return gateway(get_settings(), ctx.session, actor=actor, delivery_id=ctx.event.delivery_id)
-
-
 @router.register("issue_comment", "created")
 def on_issue_comment_created(ctx: HandlerContext) -> None:
     from app.settings import get_settings
@@ -542,7 +535,7 @@ def on_issue_comment_created(ctx: HandlerContext) -> None:
     body = str((payload.get("comment") or {}).get("body") or "")
     if "/" not in body:  # cheap exit before building a gateway
         raise HandlerSkipped("no command in the comment")
-    gw = _gateway_for(ctx, ctx.event.sender or "sweepbot")
+    gw = ctx.gateway(ctx.event.sender or "sweepbot")
     result = handle_comment(
         ctx.session, gw, payload, bot_login=get_settings().bot_login, delivery_id=ctx.event.delivery_id
     )

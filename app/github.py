@@ -611,3 +611,12 @@ def gateway(
             )
 
     return GitHubGateway(make_requester(settings), cache_session=session, audit=audit)
+
+
+def session_gateway(
+    session: Session, *, actor: str = "sweepbot", delivery_id: str | None = None
+) -> GitHubGateway:
+    """``gateway`` with the settings in force: what handlers, tasks and the CLI use."""
+    from app.settings import get_settings
+
+    return gateway(get_settings(), session, actor=actor, delivery_id=delivery_id)

@@ -56,18 +56,17 @@ class HandlerContext:
     session: Session
     event: Event
     after_commit: list[Callable[[], None]] = field(default_factory=list)
-    _gateway: Any = None
+    _gateways: dict[str, Any] = field(default_factory=dict)
 
     def gateway(self, actor: str = "sweepbot") -> Any:
-        """The GitHub gateway for this delivery: writes audited in this session, tagged with it."""
-        if self._gateway is None:
-            from app.github import gateway
-            from app.settings import get_settings
+        """The GitHub gateway for this delivery: writes audited in this session as ``actor``, tagged
+        with the delivery; one per actor, shared by every handler of the delivery."""
+        if actor not in self._gateways:
+            from app.github import session_gateway
 
-            self._gateway = gateway(
-                get_settings(), self.session, actor=actor, delivery_id=self.event.delivery_id
-            )
-        return self._gateway
+            delivery = self.event.delivery_id
+            self._gateways[actor] = session_gateway(self.session, actor=actor, delivery_id=delivery)
+        return self._gateways[actor]
 
 
 Handler = Callable[[HandlerContext], None]

@@ -1602,9 +1602,7 @@ def _sweep_repo(session: Session, job: SweepJob) -> str:
 
 
 def _handler_gateway(ctx: HandlerContext) -> Any:
-    from app.github import gateway
-
-    return gateway(get_settings(), ctx.session, delivery_id=ctx.event.delivery_id)
+    return ctx.gateway()
 
 
 @router.register("workflow_job")

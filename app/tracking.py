@@ -24,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.botconfig import DEFAULT_TAG_PATTERN, BotConfig, read_bot_config, stored_config
+from app.github import session_gateway
 from app.models.tracking import (
     Bump,
     CompareResult,
@@ -350,13 +351,6 @@ def _next_step(decision: Readiness) -> str:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _gateway(session: Session, actor: str = "sweepbot", delivery_id: str | None = None) -> Any:
-    from app.github import gateway
-    from app.settings import get_settings
-
-    return gateway(get_settings(), session, actor=actor, delivery_id=delivery_id)
 
 
 def bot_config(session: Session, gw: Any, repo: str) -> BotConfig:
@@ -928,7 +922,7 @@ def poll_watches(
 ) -> dict[str, int]:
     """One poll cycle over active watches (beat). Each recipe PR and dependency is read with
     ``If-None-Match``: when nothing changed, the cycle costs no rate-limited call."""
-    gw = gw or _gateway(session)
+    gw = gw or session_gateway(session)
     watches = list(
         session.scalars(select(Watch).where(Watch.state.in_(WatchState.ACTIVE)).order_by(Watch.id))
     )
@@ -975,7 +969,7 @@ def check_watch(session: Session, watch_id: int, gw: Any = None, *, http: Any = 
     watch = session.get(Watch, watch_id)
     if watch is None:
         return None
-    gw = gw or _gateway(session)
+    gw = gw or session_gateway(session)
     pull = None
     changed = True
     if watch.pr_number:

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.orm import Session
-
+from app.github import session_gateway
 from workers.celery_app import celery_app
-
-
-def _gateway(session: Session) -> Any:
-    from app.github import gateway
-    from app.settings import get_settings
-
-    return gateway(get_settings(), session)
 
 
 @celery_app.task(name="sweepbot.collect_job", bind=True, max_retries=8)
@@ -27,7 +19,7 @@ def collect_job(self: Any, job_id: int) -> dict[str, Any]:
 
     try:
         with session_scope() as session:
-            outcome = collect(session, _gateway(session), job_id)
+            outcome = collect(session, session_gateway(session), job_id)
     except TransientError as exc:
         raise self.retry(exc=exc, countdown=exc.retry_after or min(300, 5 * 2**self.request.retries)) from exc
     enqueue("sweepbot.flush_reports")
@@ -40,4 +32,4 @@ def flush_reports() -> int:
     from app.db import session_factory
     from app.reports import flush_reports as flush
 
-    return flush(session_factory(), _gateway)
+    return flush(session_factory(), session_gateway)

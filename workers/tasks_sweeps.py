@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.orm import Session
-
+from app.github import session_gateway
 from workers.celery_app import celery_app
-
-
-def _gateway(session: Session) -> Any:
-    from app.github import gateway
-    from app.settings import get_settings
-
-    return gateway(get_settings(), session)
 
 
 @celery_app.task(name="sweepbot.scheduler_tick")
@@ -23,7 +15,7 @@ def scheduler_tick() -> dict[str, Any]:
     from app.db import session_factory
     from app.scheduler import tick
 
-    return asdict(tick(session_factory(), _gateway))
+    return asdict(tick(session_factory(), session_gateway))
 
 
 @celery_app.task(name="sweepbot.repair_jobs")
@@ -33,4 +25,4 @@ def repair_jobs() -> dict[str, Any]:
     from app.db import session_factory
     from app.scheduler import repair_jobs as repair
 
-    return asdict(repair(session_factory(), _gateway))
+    return asdict(repair(session_factory(), session_gateway))

@@ -33,10 +33,9 @@ def _parse_conc(value: str | None) -> tuple[tuple[int, ...] | None, tuple[int, i
 
 
 def _gateway(session: Any) -> Any:
-    from app.github import gateway
-    from app.settings import get_settings
+    from app.github import session_gateway
 
-    return gateway(get_settings(), session, actor=OPERATOR)
+    return session_gateway(session, actor=OPERATOR)
 
 
 def _fail(message: str) -> NoReturn:
