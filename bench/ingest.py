@@ -32,7 +32,7 @@ import httpx
 from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "github" / "webhooks"
+FIXTURES = ROOT / "tests" / "fixtures" / "github" / "webhooks"
 SECRET = "bench-secret"
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -57,11 +57,8 @@ def payloads() -> list[tuple[str, bytes]]:
     found = [
         (p.parent.name, p.read_bytes()) for p in sorted(FIXTURES.glob("*/*.json")) if p.parent.name != "ping"
     ]
-    if not found:  # no ../shared: synthesize payloads of realistic size
-        body = (
-            '{"action": "created", "repository": {"full_name": "o/r"}, "pad": "' + "x" * 15000 + '"}'
-        ).encode()
-        found = [("issue_comment", body)]
+    if not found:
+        raise SystemExit(f"no webhook payloads under {FIXTURES}")
     return found
 
 
