@@ -98,7 +98,8 @@ def redis_url() -> Iterator[str]:
     """A Redis database index of its own, flushed before and after the test."""
     import redis
 
-    url = f"{REDIS_URL}/{9 + (os.getpid() % 6)}"
+    # SWEEPBOT_TEST_REDIS_DB keeps concurrent suites (several checkouts on one machine) apart.
+    url = f"{REDIS_URL}/{os.environ.get('SWEEPBOT_TEST_REDIS_DB') or 9 + (os.getpid() % 6)}"
     client = redis.Redis.from_url(url, socket_connect_timeout=2)
     try:
         client.flushdb()
