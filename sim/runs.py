@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 MASTER_DIRS = (".github/configs", "configs")
 _LIST_FLAGS = {"--config-keys": "keys", "--seq-lens": "seqs", "--conc": "conc"}
 _SCALAR_FLAGS = {"--tp": "tp", "--config-files": "files", "--runner-type": "runner"}
+# The generator's eval modes (InferenceX .github/workflows/README.md, `test-config` usage).
+_BOOL_FLAGS = {"--no-evals": "no_evals", "--evals-only": "evals_only", "--all-evals": "all_evals"}
 
 
 class CommandError(ValueError):
@@ -32,8 +34,13 @@ def parse_cli_command(command: str) -> dict[str, Any]:
     if not tokens or tokens[0] != "test-config":
         raise CommandError("generate-cli-command must start with 'test-config'")
     out: dict[str, Any] = {"keys": [], "seqs": [], "conc": [], "tp": None}
+    out.update(dict.fromkeys(_BOOL_FLAGS.values(), False))
     current: str | None = None
     for tok in tokens[1:]:
+        if tok in _BOOL_FLAGS:
+            out[_BOOL_FLAGS[tok]] = True
+            current = None
+            continue
         if tok.startswith("--"):
             if tok not in _LIST_FLAGS and tok not in _SCALAR_FLAGS:
                 raise CommandError(f"unknown option {tok!r} in generate-cli-command")
