@@ -62,6 +62,22 @@ def parse_cli_command(command: str) -> dict[str, Any]:
     return out
 
 
+def _flag(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value).lower()
+
+
+def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = "") -> str:
+    """`RESULT_FILENAME` as benchmark-tmpl.yml's "Launch job script" step exports it on `node`."""
+    base = (
+        f"{point['exp-name']}_{point['precision']}_{point['framework']}_tp{point['tp']}"
+        f"-pp{point.get('pp', 1)}-dcp{point.get('dcp-size', 1)}-pcp{point.get('pcp-size', 1)}"
+        f"-ep{point.get('ep', 1)}-dpa{_flag(point.get('dp-attn', False))}"
+        f"_disagg-{_flag(point.get('disagg', False))}_spec-{point.get('spec-decoding', 'none')}"
+        f"_conc{point['conc']}_{node}"
+    )
+    return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
+
+
 def find_master_files(world: World, full_name: str, sha: str) -> list[str]:
     repo = world.repo(full_name)
     files = repo.objects.flatten(repo.objects.commits[sha].tree)
