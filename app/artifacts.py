@@ -174,3 +174,79 @@ def select_bmk_artifact(
     reason = f"artifact {parsed.artifact_name} (node {parsed.node})"
     log.info("bmk_artifact_chosen", stem=stem, artifact=parsed.artifact_name, node=parsed.node)
     return Selection(newest, parsed, reason, tuple(ignored))
+
+
+# ------------------------------------------------------------------------------------------ evals
+
+EVAL_PREFIX = "eval_"
+META_ENV = "meta_env.json"
+
+
+@dataclass(frozen=True)
+class EvalName:
+    """A parsed ``eval_`` artifact name: ``eval_<exp-name>_<RESULT_FILENAME>`` (benchmark-tmpl.yml)."""
+
+    artifact_name: str
+    result_filename: str
+    stem: str
+    node: str
+    recipe: str | None
+
+
+@dataclass(frozen=True)
+class EvalSelection:
+    """The outcome of choosing a point's eval artifact: ``artifact`` or a ``reason`` it is missing."""
+
+    artifact: Mapping[str, Any] | None
+    name: EvalName | None
+    reason: str
+
+    @property
+    def found(self) -> bool:
+        return self.artifact is not None
+
+
+def eval_artifact_name(point: Mapping[str, Any], node: str, recipe_fingerprint: str = "") -> str:
+    """The eval job's upload name: the template prefixes ``EXP_NAME`` to ``RESULT_FILENAME``."""
+    return f"{EVAL_PREFIX}{point['exp-name']}_{result_filename(point, node, recipe_fingerprint)}"
+
+
+def parse_eval_name(name: str, point: Mapping[str, Any]) -> EvalName | None:
+    """``name`` parsed as ``eval_<exp-name>_<stem>_<node>[_recipe-<16>]``, or None when not the point's.
+
+    ``eval_server_logs_*`` / ``eval_gpu_metrics_*`` (the eval-only job's logs) never parse: what
+    follows ``eval_`` there is not the exp-name.
+    """
+    stem = result_stem(point)
+    head = f"{EVAL_PREFIX}{point['exp-name']}_"
+    if not name.startswith(head):
+        return None
+    parsed = parse_bmk_name(BMK_PREFIX + name[len(head) :], stem)  # same tail rules as bmk_
+    if parsed is None:
+        return None
+    return EvalName(name, parsed.result_filename, stem, parsed.node, parsed.recipe)
+
+
+def select_eval_artifact(artifacts: Sequence[Mapping[str, Any]], point: Mapping[str, Any]) -> EvalSelection:
+    """The ``eval_`` artifact of ``point`` among a run's artifacts; the newest upload wins."""
+    matches = [(a, p) for a in artifacts if (p := parse_eval_name(str(a.get("name") or ""), point))]
+    wanted = f"{EVAL_PREFIX}{point['exp-name']}_{result_stem(point)}_<node>[_recipe-<16 hex>]"
+    if not matches:
+        evals = sorted(
+            n
+            for a in artifacts
+            if (n := str(a.get("name") or "")).startswith(EVAL_PREFIX)
+            and not n.startswith(("eval_server_logs_", "eval_gpu_metrics_"))
+        )
+        log.info("eval_artifact_missing", stem=result_stem(point), artifacts=len(artifacts))
+        return EvalSelection(
+            None, None, f"no artifact {wanted} in the run (its eval_ artifacts: {', '.join(evals) or 'none'})"
+        )
+    live = [m for m in matches if not m[0].get("expired")]
+    if not live:
+        return EvalSelection(None, matches[0][1], f"artifact {matches[0][1].artifact_name} has expired")
+    by_id = {id(a): p for a, p in live}
+    newest = _newest_first([a for a, _ in live])[0]
+    parsed = by_id[id(newest)]
+    log.info("eval_artifact_chosen", artifact=parsed.artifact_name, node=parsed.node)
+    return EvalSelection(newest, parsed, f"artifact {parsed.artifact_name} (node {parsed.node})")

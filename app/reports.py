@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.models.results import ReportState, Result
+from app.models.results import EvalResult, ReportState, Result
 
 log = structlog.get_logger(__name__)
 
@@ -151,6 +151,7 @@ class JobView:
     run_url: str | None
     reason: str | None
     result_name: str
+    point: dict[str, Any] | None = None
 
 
 @dataclass
@@ -169,6 +170,8 @@ class ReportData:
     reference: Any | None  # app.references.Reference
     superseded_by: int | None = None
     notes: list[str] = field(default_factory=list)
+    evals: list[EvalResult] = field(default_factory=list)  # the sweep's accuracy scores
+    accuracy_tolerance: float = 0.0
 
 
 def load_report_data(session: Session, sweep_id: int) -> ReportData:
@@ -183,7 +186,10 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
 
     # Points as a curve is read (ascending conc per seq-len and tp), not in release order.
     jobs = sorted(session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id)), key=display_key)
-    views = [JobView(j.id, j.conc, j.seq, j.tp, j.state, j.run_url, j.reason, j.result_name) for j in jobs]
+    views = [
+        JobView(j.id, j.conc, j.seq, j.tp, j.state, j.run_url, j.reason, j.result_name, dict(j.point or {}))
+        for j in jobs
+    ]
     results: dict[str, list[Result]] = {}
     for row in session.scalars(select(Result).where(Result.sweep_id == sweep_id).order_by(Result.id)):
         results.setdefault(row.result_name, []).append(row)
@@ -205,6 +211,23 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
         .order_by(Sweep.id.desc())
         .limit(1)
     ).first()
+    evals = list(
+        session.scalars(select(EvalResult).where(EvalResult.sweep_id == sweep_id).order_by(EvalResult.id))
+    )
+    have_eval = {e.result_name for e in evals}
+    for j in jobs:
+        if j.state == "reused" and (j.point or {}).get("run-eval") and j.result_name not in have_eval:
+            evals += list(
+                session.scalars(
+                    select(EvalResult)
+                    .where(
+                        EvalResult.image == sweep.image,
+                        EvalResult.fingerprint == sweep.fingerprint,
+                        EvalResult.result_name == j.result_name,
+                    )
+                    .order_by(EvalResult.id)
+                )
+            )
     superseded = sweep.superseded_by or newer
     point = dict(jobs[0].point) if jobs else {}
     notes: list[str] = []
@@ -237,7 +260,15 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
         reference,
         superseded,
         notes,
+        evals,
+        _accuracy_tolerance(),
     )
+
+
+def _accuracy_tolerance() -> float:
+    from app.settings import get_settings
+
+    return float(get_settings().accuracy_tolerance)
 
 
 def _configured_references(session: Session, repo: str) -> dict[str, str] | None:
@@ -319,6 +350,8 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
         f"sweep #{data.sweep_id} requested by @{data.requested_by}",
         "",
     ]
+    verdict_at = len(out)  # the overall verdict line goes here once both tables are known
+    latency_rows: list[Any] = []
 
     # One table per (seq, tp) group; the common case is a single group.
     groups: dict[tuple[str, int], list[JobView]] = {}
@@ -340,6 +373,7 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
             ref_values = {c: v[metric] for c, v in ref.points.items() if metric in v}
         concs = sorted({j.conc for j in jobs} | (set(ref_values) if by_conc else set()))
         rows = compute_gap(by_conc, ref_values, metric=metric, concs=concs)
+        latency_rows += rows
         if len(groups) > 1:
             out += [f"#### {seq}, tp {tp}", ""]
         out += [
@@ -391,6 +425,10 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
                     "</details>",
                     "",
                 ]
+    accuracy_rows = _accuracy_section(data, out, label, ref_label)
+    from app.accuracy import overall_verdict_line
+
+    out[verdict_at:verdict_at] = [f"**Verdict** — {overall_verdict_line(latency_rows, accuracy_rows)}", ""]
     if ref is not None:
         src = f"[{ref.name}]({ref.source})" if ref.source else ref.name
         commit = f" @ `{ref.commit[:10]}`" if ref.commit else ""
@@ -412,6 +450,44 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
     out += [f"\n{n}" for n in data.notes]
     out += ["", report_marker(data.config_key)]
     return "\n".join(out)
+
+
+def _accuracy_section(data: ReportData, out: list[str], label: str, ref_label: str) -> list[Any]:
+    """Append the accuracy table (beside the latency table) to ``out``; return its rows."""
+    from app.accuracy import accuracy_notes, compare_accuracy, render_accuracy_table
+
+    planned = [j for j in data.jobs if (j.point or {}).get("run-eval")]
+    if not data.evals and not planned:
+        return []
+    ref = data.reference
+    refs = list(ref.accuracy) if ref is not None else []
+    rows = compare_accuracy(data.evals, refs, tolerance=data.accuracy_tolerance)
+    out += ["#### Accuracy", ""]
+    if not rows:
+        waiting = sum(1 for j in planned if j.state not in FINAL_JOB_STATES)
+        out += [f"No eval result yet ({len(planned)} eval points planned, {waiting} still running).", ""]
+        return rows
+    out += [render_accuracy_table(rows, recipe_label=label, reference_label=ref_label, icons=True), ""]
+    out += [
+        "*Not worse* = the score is at most one standard error of the difference below the reference"
+        + (
+            f" (or within the configured tolerance of {data.accuracy_tolerance * 100:g} points)"
+            if data.accuracy_tolerance
+            else ""
+        )
+        + "; diff in percentage points.",
+        "",
+    ]
+    out += [f"> [!NOTE]\n> {note}\n" for note in accuracy_notes(rows)]
+    if ref is not None and ref.accuracy:
+        where = ref.accuracy_source or ref.source or ref.name
+        out += [f"Reference accuracy: {where}.", ""]
+    elif rows:
+        out += [
+            "No reference accuracy applies (the reference table publishes none and the sibling has no eval).",
+            "",
+        ]
+    return rows
 
 
 def _seq_matches(ref: Any, seq: str) -> bool:

@@ -34,7 +34,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.models.results import Result
+from app.models.results import EvalResult, Result
 
 log = structlog.get_logger(__name__)
 
@@ -414,6 +414,7 @@ class CollectOutcome:
     state: str  # "succeeded" | "failed" | "skipped"
     reason: str | None = None
     result_id: int | None = None
+    eval_ids: list[int] = field(default_factory=list)  # stored eval_results rows
 
 
 def _job_and_sweep(session: Session, job_id: int) -> tuple[Any, Any]:
@@ -442,7 +443,11 @@ def collect_job(
 ) -> CollectOutcome:
     """Download, check and parse a finished job's artifact; store its result; finish the job."""
     job, sweep = _job_and_sweep(session, job_id)
-    existing = session.scalars(select(Result).where(Result.job_id == job_id).limit(1)).first()
+    existing: Result | EvalResult | None = session.scalars(
+        select(Result).where(Result.job_id == job_id).limit(1)
+    ).first()
+    if existing is None:  # an eval-only job stores only eval rows
+        existing = session.scalars(select(EvalResult).where(EvalResult.job_id == job_id).limit(1)).first()
     if existing is not None:  # a second delivery of the same completion: converge, don't repeat
         if getattr(job, "state", None) != "succeeded":
             _finish(session, job_id, "succeeded", result_url=existing.run_url)
@@ -470,6 +475,29 @@ def collect_job(
     if run_id is None:
         return fail("the job has no workflow run to collect from")
     artifacts = gw.list_run_artifacts(repo, int(run_id))
+    provenance = {
+        "job_id": job_id,
+        "sweep_id": job.sweep_id,
+        "repo": repo,
+        "run_id": int(run_id),
+        "run_url": run_url,
+    }
+    if point.get("eval-only"):
+        # An eval-only job uploads no bmk_ artifact: its eval is the whole result.
+        got = fetch_eval(gw, repo, int(run_id), artifacts, point, max_bytes)
+        if isinstance(got, str):
+            return fail(got)
+        rows = store_eval(
+            session,
+            got[1],
+            point=point,
+            image=image,
+            fingerprint=fingerprint,
+            provenance={**provenance, "artifact_id": int(got[0]["id"]), "artifact_name": got[0].get("name")},
+        )
+        _finish(session, job_id, "succeeded", result_url=run_url)
+        mark_report_dirty(session, job.sweep_id)
+        return CollectOutcome(job_id, "succeeded", None, None, [r.id for r in rows])
     from app.artifacts import select_bmk_artifact
 
     try:
@@ -508,6 +536,12 @@ def collect_job(
             )
     except (ArtifactError, ResultFileError) as exc:
         return fail(str(exc))
+    evaluation: tuple[Mapping[str, Any], Any] | str | None = None
+    if point.get("run-eval"):
+        # Parsed before anything is stored: a bad eval file fails the job with nothing half-stored.
+        evaluation = fetch_eval(gw, repo, int(run_id), artifacts, point, max_bytes)
+        if isinstance(evaluation, str):
+            return fail(evaluation)
     row = store_result(
         session,
         parsed,
@@ -525,9 +559,118 @@ def collect_job(
             "file_name": file_name,
         },
     )
+    eval_ids: list[int] = []
+    if evaluation is not None and not isinstance(evaluation, str):
+        eval_artifact, parsed_eval = evaluation
+        eval_ids = [
+            r.id
+            for r in store_eval(
+                session,
+                parsed_eval,
+                point=point,
+                image=image,
+                fingerprint=fingerprint,
+                provenance={
+                    **provenance,
+                    "artifact_id": int(eval_artifact["id"]),
+                    "artifact_name": eval_artifact.get("name"),
+                },
+            )
+        ]
     _finish(session, job_id, "succeeded", result_url=run_url)
     mark_report_dirty(session, job.sweep_id)
-    return CollectOutcome(job_id, "succeeded", None, row.id)
+    return CollectOutcome(job_id, "succeeded", None, row.id, eval_ids)
+
+
+def fetch_eval(
+    gw: Any, repo: str, run_id: int, artifacts: Any, point: Mapping[str, Any], max_bytes: int
+) -> tuple[Mapping[str, Any], Any] | str:
+    """(artifact, parsed ``app.evals.EvalArtifact``) of the point's eval, or the reason it failed."""
+    from app.artifacts import select_eval_artifact
+    from app.evals import EvalFileError, parse_eval_artifact
+    from app.github import GitHubError
+
+    try:
+        chosen = select_eval_artifact(artifacts, point)
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"the job's point lacks a field its eval artifact name is made of: {exc}"
+    if chosen.artifact is None:
+        return f"run {run_id}: {chosen.reason}"
+    artifact = chosen.artifact
+    declared = int(artifact.get("size_in_bytes") or 0)
+    if declared > max_bytes:
+        return f"artifact {artifact.get('name')} is {declared} bytes, over the {max_bytes}-byte cap"
+    try:
+        blob = gw.download_artifact(repo, int(artifact["id"]), max_bytes)
+    except GitHubError as exc:
+        if exc.status == 413:
+            return str(exc)
+        raise
+    try:
+        parsed = parse_eval_artifact(safe_json_members(blob), point)
+    except (ArtifactError, EvalFileError) as exc:
+        return f"eval artifact {artifact.get('name')}: {exc}"
+    log.info(
+        "eval_collected",
+        artifact=artifact.get("name"),
+        tasks=parsed.result.tasks(),
+        file=parsed.result.file_name,
+        limit=parsed.result.limit,
+    )
+    return artifact, parsed
+
+
+def store_eval(
+    session: Session,
+    parsed: Any,
+    *,
+    point: Mapping[str, Any],
+    image: str,
+    fingerprint: str,
+    provenance: Mapping[str, Any],
+) -> list[EvalResult]:
+    """One ``eval_results`` row per score of a parsed eval artifact (``app.evals.EvalArtifact``)."""
+    conc = point.get("eval-conc", point.get("conc"))
+    rows = [
+        EvalResult(
+            result_name=str(point.get("result-name") or ""),
+            config_key=str(point.get("config-key") or ""),
+            image=image,
+            fingerprint=fingerprint,
+            model=point.get("model"),
+            framework=point.get("framework"),
+            precision=point.get("precision"),
+            runner=point.get("runner"),
+            isl=point.get("isl"),
+            osl=point.get("osl"),
+            conc=_int(conc, parsed.meta.conc or 0),
+            tp=_int(point.get("tp"), parsed.meta.tp or 1),
+            task=score.task,
+            metric=score.metric,
+            filter=score.filter,
+            score=score.score,
+            stderr=score.stderr,
+            n=score.n,
+            n_original=score.n_original,
+            limit=score.limit,
+            num_fewshot=score.num_fewshot,
+            lm_eval_version=parsed.result.lm_eval_version,
+            meta_model=parsed.meta.model,
+            meta_framework=parsed.meta.framework,
+            job_id=provenance.get("job_id"),
+            sweep_id=provenance.get("sweep_id"),
+            repo=provenance.get("repo"),
+            run_id=provenance.get("run_id"),
+            run_url=provenance.get("run_url"),
+            artifact_id=provenance.get("artifact_id"),
+            artifact_name=provenance.get("artifact_name"),
+            file_name=parsed.result.file_name,
+        )
+        for score in parsed.result.scores
+    ]
+    session.add_all(rows)
+    session.flush()
+    return rows
 
 
 def mark_report_dirty(session: Session, sweep_id: int) -> None:

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     scheduler_interval: float = 15.0
     job_repair_interval: float = 120.0
     report_debounce_seconds: float = 5.0
+    # An accuracy this far (absolute score, 0.01 = 1 point) below the reference still counts as
+    # "not worse" when that is wider than the standard error of the difference.
+    accuracy_tolerance: float = Field(default=0.0, ge=0.0, le=1.0)
     delivery_max_attempts: int = 8
     delivery_lease_seconds: float = 300.0  # a claimed delivery not finished by then is taken again
 

@@ -158,3 +158,96 @@ def job_seconds(result: dict[str, object]) -> float:
     duration = result["duration"]
     assert isinstance(duration, float)
     return STARTUP_SECONDS + duration
+
+
+# ------------------------------------------------------------------------------------- accuracy
+
+# Configured GSM8K accuracy per engine (the probability that one question is answered right), by
+# lm-eval filter. ATOM: its recipe's published 5-shot figures (fixtures/references/atom-...yaml);
+# vLLM serves the same MXFP4 checkpoint, so the same true accuracy (the seed's 0.95 at limit 100
+# is one draw of 100 around it). Other engines: slightly lower, still plausible.
+ENGINE_ACCURACY: dict[str, dict[str, float]] = {
+    "atom": {"flexible-extract": 0.9363, "strict-match": 0.9371},
+    "vllm": {"flexible-extract": 0.9363, "strict-match": 0.9371},
+}
+DEFAULT_ACCURACY = {"flexible-extract": 0.93, "strict-match": 0.93}
+GSM8K_TEST_SIZE = 1319  # the split lm-eval's gsm8k task scores
+
+
+def eval_result(
+    p: PerfInput,
+    seed: int,
+    attempt: int = 0,
+    *,
+    limit: int | None = None,
+    accuracy: dict[str, float] | None = None,
+    date: float = 1_780_000_000.0,
+) -> dict[str, object]:
+    """An lm-evaluation-harness result file (`results_<time>.json`) for GSM8K, 5-shot.
+
+    Each of the ``n`` questions is answered right with the engine's configured probability (one
+    draw per filter, strict-match never above flexible-extract), so the score is a binomial
+    proportion and its stderr the harness's sample standard error, sqrt(p(1-p)/(n-1)).
+    """
+    rng = _rng(seed, "eval", p.framework, p.conc, p.tp, p.model, p.image, attempt, limit)
+    n = min(limit, GSM8K_TEST_SIZE) if limit else GSM8K_TEST_SIZE
+    probs = accuracy or ENGINE_ACCURACY.get(p.framework, DEFAULT_ACCURACY)
+    flexible = [rng.random() < probs["flexible-extract"] for _ in range(n)]
+    # strict needs the `#### N` format on top of the right number: a subset of the flexible hits
+    strict_ratio = min(1.0, probs["strict-match"] / max(probs["flexible-extract"], 1e-9))
+    strict = [hit and rng.random() < strict_ratio for hit in flexible]
+
+    def stat(hits: list[bool]) -> tuple[float, float]:
+        score = sum(hits) / n
+        return score, math.sqrt(score * (1 - score) / (n - 1)) if n > 1 else 0.0
+
+    s_score, s_err = stat(strict)
+    f_score, f_err = stat(flexible)
+    return {
+        "results": {
+            "gsm8k": {
+                "alias": "gsm8k",
+                "exact_match,strict-match": s_score,
+                "exact_match_stderr,strict-match": s_err,
+                "exact_match,flexible-extract": f_score,
+                "exact_match_stderr,flexible-extract": f_err,
+            }
+        },
+        "group_subtasks": {"gsm8k": []},
+        "versions": {"gsm8k": 3.0},
+        "n-shot": {"gsm8k": 5},
+        "higher_is_better": {"gsm8k": {"exact_match": True}},
+        "n-samples": {"gsm8k": {"original": GSM8K_TEST_SIZE, "effective": n}},
+        "config": {
+            "model": "local-chat-completions",
+            "model_args": f"model={p.model},base_url=http://0.0.0.0:8888/v1/chat/completions",
+            "batch_size": 1,
+            "limit": float(limit) if limit else None,
+            "bootstrap_iters": 100000,
+            "gen_kwargs": {"temperature": 0.0},
+        },
+        "git_hash": None,
+        "date": date,
+        "lm_eval_version": "0.4.9.1",
+        "model_source": "local-chat-completions",
+        "model_name": p.model,
+        "total_evaluation_time_seconds": str(60.0 + 0.5 * n),
+    }
+
+
+def meta_env(point: dict[str, object], runner_type: str) -> dict[str, object]:
+    """`meta_env.json` as the benchmark script writes it (strings for isl/osl, as it does)."""
+    return {
+        "framework": point.get("framework"),
+        "precision": point.get("precision"),
+        "spec_decoding": point.get("spec-decoding", "none"),
+        "tp": point.get("tp"),
+        "conc": point.get("conc"),
+        "ep": point.get("ep", 1),
+        "dp_attention": bool(point.get("dp-attn", False)),
+        "model": point.get("model"),
+        "infmax_model_prefix": point.get("model-prefix"),
+        "hw": runner_type,
+        "isl": str(point.get("isl")),
+        "osl": str(point.get("osl")),
+    }

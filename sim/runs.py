@@ -110,6 +110,7 @@ def point_dict(point: Any) -> dict[str, Any]:
 
 def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
     from app.recipes import expand_points, parse_master
+    from app.recipes.evals import eval_mode_from_flags, plan_evals
 
     cmd = run.inputs.get("generate-cli-command")
     if not cmd:
@@ -133,4 +134,9 @@ def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
                 d = point_dict(p)
                 d.setdefault("config-key", key)
                 points.append(d)
-    return points
+    # The generator's eval selection runs on the rows it generated (here: the dispatched slice),
+    # with the documented modes; eval-only rows run no throughput.
+    mode = eval_mode_from_flags(
+        no_evals=parsed["no_evals"], evals_only=parsed["evals_only"], all_evals=parsed["all_evals"]
+    )
+    return plan_evals(points, mode)

@@ -299,6 +299,10 @@ class World:
         self.runners: dict[str, list[Runner]] = {}
         self.runner_nodes: dict[str, list[str]] = {}  # label -> node names (runners.yaml `labels:`)
         self.recipe_suffix = False  # jobs carry a `recipe-fingerprint` (`_recipe-<16 hex>` names)
+        # Evals: the workflow's `eval-limit` input (None: the whole split) and per-framework
+        # accuracy overrides (filter -> probability; defaults in sim.perf.ENGINE_ACCURACY).
+        self.eval_limit: int | None = None
+        self.eval_accuracy: dict[str, dict[str, float]] = {}
         self.runs: dict[int, Run] = {}
         self.jobs: dict[int, Job] = {}
         self.artifacts: dict[int, Artifact] = {}
@@ -1038,14 +1042,17 @@ class World:
             fingerprint = hashlib.sha256(str(job.point.get("result-name")).encode()).hexdigest()
         rf = result_filename(job.point, str(job.runner_name), fingerprint)
         agg = json.dumps(result, indent=2)
-        uploads = {
-            f"bmk_{rf}": {f"agg_{rf}.json": agg},
-            f"server_logs_{rf}": {"server.log": "INFO: Started server process\n"},
-            f"gpu_metrics_{rf}": {"gpu_metrics.csv": "timestamp,gpu,power_w\n0,0,750\n"},
-            f"power_audit_{rf}": {f"{rf}.json": agg, f"agg_{rf}.json": agg},
+        eval_only = bool(job.point.get("eval-only"))
+        logs = "eval_" if eval_only else ""  # the template's eval-only prefix for logs and metrics
+        uploads: dict[str, dict[str, str]] = {
+            f"{logs}server_logs_{rf}": {"server.log": "INFO: Started server process\n"},
+            f"{logs}gpu_metrics_{rf}": {"gpu_metrics.csv": "timestamp,gpu,power_w\n0,0,750\n"},
         }
-        if job.point.get("run-eval"):
-            uploads[f"eval_{job.point.get('exp-name')}_{rf}"] = {"meta_env.json": "{}"}
+        if not eval_only:
+            uploads[f"bmk_{rf}"] = {f"agg_{rf}.json": agg}
+            uploads[f"power_audit_{rf}"] = {f"{rf}.json": agg, f"agg_{rf}.json": agg}
+        if job.point.get("run-eval") or eval_only:
+            uploads[f"eval_{job.point.get('exp-name')}_{rf}"] = self._eval_members(job)
         for name, members in uploads.items():
             buf = io.BytesIO()
             with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -1053,6 +1060,37 @@ class World:
                     zf.writestr(member, text)
             art = Artifact(self.next_id(), job.run_id, name, buf.getvalue(), self.now())
             self.artifacts[art.id] = art
+
+    def _eval_members(self, job: Job) -> dict[str, str]:
+        """The eval upload: `meta_env.json` and the harness's `results_<time>.json` (EVALS.md)."""
+        p = job.point
+        when = self.now()
+        stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H-%M-%S.%f")
+        attempt = sum(
+            1
+            for j in self.jobs.values()
+            if j.point.get("result-name") == p.get("result-name") and j.id < job.id
+        )
+        result = perf.eval_result(
+            perf.PerfInput(
+                str(p.get("framework", "vllm")),
+                int(p["conc"]),
+                int(p.get("isl", 8192)),
+                int(p.get("osl", 1024)),
+                int(p.get("tp", 4)),
+                str(p.get("model", "")),
+                str(p.get("image", "")),
+            ),
+            self.settings.seed,
+            attempt,
+            limit=self.eval_limit,
+            accuracy=self.eval_accuracy.get(str(p.get("framework"))),
+            date=when,
+        )
+        return {
+            "meta_env.json": json.dumps(perf.meta_env(p, str(job.label)), indent=2),
+            f"results_{stamp}.json": json.dumps(result, indent=2),
+        }
 
     def _finish_job(self, job: Job, conclusion: str, lost: bool = False) -> None:
         was_running = job.status == "in_progress"

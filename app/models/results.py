@@ -89,3 +89,56 @@ class ReportState(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (UniqueConstraint("repo", "pr_number", "config_key", name="uq_report_states_key"),)
+
+
+class EvalResult(Base):
+    """One accuracy score of a point: a task and filter of an lm-eval result file, with provenance.
+
+    Rows of one eval artifact are written together or not at all (the collector parses the whole
+    artifact first). ``sweep_id``/``job_id`` are plain integers for the reason given above.
+    """
+
+    __tablename__ = "eval_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    # Identity of the point (as for results) ...
+    result_name: Mapped[str] = mapped_column(String(400), index=True)
+    config_key: Mapped[str] = mapped_column(String(200), index=True)
+    image: Mapped[str] = mapped_column(String(400))
+    fingerprint: Mapped[str] = mapped_column(String(128))
+    model: Mapped[str | None] = mapped_column(String(200))
+    framework: Mapped[str | None] = mapped_column(String(64))
+    precision: Mapped[str | None] = mapped_column(String(32))
+    runner: Mapped[str | None] = mapped_column(String(64))
+    isl: Mapped[int | None] = mapped_column(Integer)
+    osl: Mapped[int | None] = mapped_column(Integer)
+    conc: Mapped[int] = mapped_column(Integer)
+    tp: Mapped[int] = mapped_column(Integer)
+
+    # ... and the score.
+    task: Mapped[str] = mapped_column(String(200))
+    metric: Mapped[str] = mapped_column(String(100))
+    filter: Mapped[str] = mapped_column(String(100))
+    score: Mapped[float] = mapped_column(Float)
+    stderr: Mapped[float | None] = mapped_column(Float)
+    n: Mapped[int | None] = mapped_column(Integer)  # effective samples scored
+    n_original: Mapped[int | None] = mapped_column(Integer)
+    limit: Mapped[float | None] = mapped_column(Float)  # --limit (None: the whole split)
+    num_fewshot: Mapped[int | None] = mapped_column(Integer)
+    lm_eval_version: Mapped[str | None] = mapped_column(String(64))
+    meta_model: Mapped[str | None] = mapped_column(String(200))  # meta_env.json `model`
+    meta_framework: Mapped[str | None] = mapped_column(String(64))  # meta_env.json `framework`
+
+    # Provenance.
+    job_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    sweep_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    repo: Mapped[str | None] = mapped_column(String(200))
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    run_url: Mapped[str | None] = mapped_column(String(500))
+    artifact_id: Mapped[int | None] = mapped_column(BigInteger)
+    artifact_name: Mapped[str | None] = mapped_column(String(400))
+    file_name: Mapped[str | None] = mapped_column(String(400))
+
+    __table_args__ = (Index("ix_eval_results_reuse", "image", "fingerprint", "result_name"),)

@@ -7,6 +7,11 @@ Two kinds:
 - **sibling results**: the latest stored results of the config key that differs only by
   ``framework: atom`` (same model prefix, precision, runner), built by ``sibling_reference``.
 
+Either kind also carries **accuracy** per task (``accuracy:`` in a table: a list of
+``{task, filter, score[, stderr, n, num_fewshot]}``, or the short form ``gsm8k_5shot_flexible:
+0.9363``); a sibling's comes from its own stored eval results (``eval_results``), with the stderr and
+sample count its result files gave. A shipped table without accuracy borrows the sibling's.
+
 Which one applies to a config key is configuration: the repo's bot config (``.github/sweepbot.yml``,
 default branch) may hold a ``references:`` mapping ``config key -> table name | "sibling" | "none"``;
 without an entry the shipped table matching model, hardware, tp, isl and osl applies, and
@@ -15,6 +20,8 @@ failing that the sibling (see ``choose_reference``).
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from app.accuracy import FILTER_ALIASES, RefAccuracy
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,6 +63,8 @@ class Reference:
     commit: str | None = None
     caveat: str | None = None
     runs: dict[int, list[str]] = field(default_factory=dict)  # conc -> run urls (sibling results)
+    accuracy: list[RefAccuracy] = field(default_factory=list)  # per task and filter, with source
+    accuracy_source: str | None = None
 
     def value(self, conc: int, metric: str) -> float | None:
         return self.points.get(conc, {}).get(metric)
@@ -76,6 +87,63 @@ def metric_field(metric: str) -> str:
     if m.startswith(("mean_", "median_", "p99_", "std_")) and not m.endswith("_ms"):
         return f"{m}_ms"
     return _ALIASES.get(m, m)
+
+
+_SHORT_ACCURACY = re.compile(r"^(?P<task>[a-z0-9]+?)(?:_(?P<shots>\d+)shot)?_(?P<filter>flexible|strict)$")
+
+
+def parse_accuracy(value: Any, origin: str, source: str | None = None) -> list[RefAccuracy]:
+    """A table's ``accuracy:``: a list of ``{task, filter, score, ...}`` or ``{gsm8k_5shot_strict: 0.93}``."""
+    if value is None:
+        return []
+    out: list[RefAccuracy] = []
+
+    def score_of(where: str, raw: Any) -> float:
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= 1:
+            raise ReferenceError(f"{origin}: {where} must be a score between 0 and 1, got {raw!r}")
+        return float(raw)
+
+    if isinstance(value, dict):
+        for key, raw in value.items():
+            m = _SHORT_ACCURACY.match(str(key))
+            if m is None:
+                raise ReferenceError(
+                    f"{origin}: accuracy.{key}: write `<task>[_<N>shot]_<flexible|strict>: score` "
+                    "(e.g. gsm8k_5shot_flexible: 0.9363) or a list of {task, filter, score}"
+                )
+            out.append(
+                RefAccuracy(
+                    task=m["task"],
+                    filter=FILTER_ALIASES[m["filter"]],
+                    score=score_of(f"accuracy.{key}", raw),
+                    num_fewshot=int(m["shots"]) if m["shots"] else None,
+                    source=source,
+                )
+            )
+        return out
+    if not isinstance(value, list):
+        raise ReferenceError(f"{origin}: accuracy must be a list of {{task, filter, score}} or a mapping")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or not isinstance(item.get("task"), str):
+            raise ReferenceError(f"{origin}: accuracy[{i}] needs a `task`, a `filter` and a `score`")
+        stderr = item.get("stderr")
+        n = item.get("n")
+        shots = item.get("num_fewshot")
+        out.append(
+            RefAccuracy(
+                task=item["task"],
+                filter=FILTER_ALIASES.get(str(item.get("filter", "none")), str(item.get("filter", "none"))),
+                score=score_of(f"accuracy[{i}].score", item.get("score")),
+                stderr=float(stderr)
+                if isinstance(stderr, int | float) and not isinstance(stderr, bool)
+                else None,
+                n=n if isinstance(n, int) and not isinstance(n, bool) else None,
+                num_fewshot=shots if isinstance(shots, int) and not isinstance(shots, bool) else None,
+                metric=str(item.get("metric") or "exact_match"),
+                source=str(item.get("source") or source or "") or None,
+            )
+        )
+    return out
 
 
 def parse_reference(text: str, origin: str) -> Reference:
@@ -106,6 +174,10 @@ def parse_reference(text: str, origin: str) -> Reference:
         points[int(item["conc"])] = values
     prov: dict[str, Any] = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
     metric = metric_field(str(doc.get("metric") or "mean_tpot_ms"))
+    source = prov.get("source") or doc.get("source")
+    accuracy = parse_accuracy(
+        doc.get("accuracy", prov.get("accuracy")), origin, str(source) if source else None
+    )
     return Reference(
         name=str(doc.get("name") or Path(origin).stem),
         engine=str(doc.get("engine") or ""),
@@ -117,9 +189,11 @@ def parse_reference(text: str, origin: str) -> Reference:
         tp=tp if isinstance(tp, int) else None,
         isl=doc.get("isl"),
         osl=doc.get("osl"),
-        source=prov.get("source") or doc.get("source"),
+        source=source,
         commit=prov.get("commit"),
         caveat=" ".join(str(prov["caveat"]).split()) if prov.get("caveat") else None,
+        accuracy=accuracy,
+        accuracy_source=str(source) if accuracy and source else None,
     )
 
 
@@ -195,6 +269,43 @@ def sibling_reference(rows: Iterable[Any], *, name: str, engine: str = "atom") -
     )
 
 
+def sibling_accuracy(rows: Iterable[Any], *, name: str) -> list[RefAccuracy]:
+    """Accuracy from a sibling key's stored eval results: the newest row per task and filter."""
+    latest: dict[tuple[str, str], Any] = {}
+    for row in rows:
+        key = (row.task, row.filter)
+        if key not in latest or row.id > latest[key].id:
+            latest[key] = row
+    return [
+        RefAccuracy(
+            task=r.task,
+            filter=r.filter,
+            score=float(r.score),
+            stderr=r.stderr,
+            n=r.n,
+            num_fewshot=r.num_fewshot,
+            metric=r.metric,
+            source=f"eval of {name}" + (f" ({r.run_url})" if r.run_url else ""),
+        )
+        for r in latest.values()
+    ]
+
+
+def _with_sibling_accuracy(session: Any, ref: Reference, sibling: str, tp: int | None) -> Reference:
+    from sqlalchemy import select
+
+    from app.models.results import EvalResult
+
+    stmt = select(EvalResult).where(EvalResult.config_key == sibling)
+    if tp is not None:
+        stmt = stmt.where(EvalResult.tp == tp)
+    acc = sibling_accuracy(session.scalars(stmt).all(), name=sibling)
+    if acc:
+        ref.accuracy = acc
+        ref.accuracy_source = f"latest eval results of {sibling}"
+    return ref
+
+
 def guess_sibling_key(config_key: str, framework: str = "atom") -> str:
     """``minimaxm3-fp4-mi355x-vllm`` -> ``minimaxm3-fp4-mi355x-atom`` (the repo's key naming)."""
     head, sep, _tail = config_key.rpartition("-")
@@ -228,6 +339,8 @@ def choose_reference(
     if choice != "sibling":
         ref = find_shipped(model=model, hardware=hardware, tp=tp, isl=isl, osl=osl)
         if ref is not None:
+            if not ref.accuracy and session is not None:
+                ref = _with_sibling_accuracy(session, copy.copy(ref), guess_sibling_key(config_key), tp)
             return ref
     if session is None:
         return None
@@ -243,4 +356,11 @@ def choose_reference(
         stmt = stmt.where(Result.osl == osl)
     if tp is not None:
         stmt = stmt.where(Result.tp == tp)
-    return sibling_reference(session.scalars(stmt).all(), name=sibling)
+    found = sibling_reference(session.scalars(stmt).all(), name=sibling)
+    if found is None:  # an eval-only sibling: accuracy but no latency curve
+        found = Reference(
+            name=sibling, engine="atom", metric="mean_tpot_ms", points={}, tp=tp, isl=isl, osl=osl
+        )
+        found = _with_sibling_accuracy(session, found, sibling, tp)
+        return found if found.accuracy else None
+    return _with_sibling_accuracy(session, found, sibling, tp)
