@@ -113,14 +113,12 @@ class Timeline:
                 self.mark("bump_committed", at)
             if row.action == "github.actions/create-workflow-dispatch":
                 self.mark("first_dispatch", at)
-            who = "bot" if row.actor in ("sweepbot", "") else f"bot ({row.actor})"
-            caused = (row.detail or {}).get("caused_by") if isinstance(row.detail, dict) else None
-            what = row.action + (f" (caused by {caused})" if caused else "")
+            who = "bot" if row.actor == "sweepbot" else row.actor
+            what = row.action + (f" (caused by {row.caused_by})" if row.caused_by else "")
             self.event(Event(at - self.started, who, what, row.target or "", row.outcome))
         if not fresh and not rows:
             # Quiet: show a held-back repeat now, and say what is going on once it has been quiet.
-            if self.now() - self.narrator.last_output > 1.0:
-                self.emit(self.collapser.flush())
+            self.emit(self.collapser.tick(self.now()))
             sentence = self.activity() if self.activity is not None else ""
             if sentence and self.narrator.due(self.now(), sentence):
                 self.note("bot", "… " + sentence)

@@ -587,6 +587,10 @@ def make_auth(settings: Settings) -> Auth.Auth | None:
     return None
 
 
+# The audit actor of every GitHub write: the bot's own credentials make it.
+BOT_ACTOR = "sweepbot"
+
+
 def gateway(
     settings: Settings,
     session: Session | None = None,
@@ -594,7 +598,11 @@ def gateway(
     actor: str = "sweepbot",
     delivery_id: str | None = None,
 ) -> GitHubGateway:
-    """A gateway whose writes are audited in ``session`` (when given) and whose GETs are cached there."""
+    """A gateway whose writes are audited in ``session`` (when given) and whose GETs are cached there.
+
+    Every write goes out with the bot's credentials, so the audit row's actor is the bot;
+    ``actor`` is whose action caused the writes (a maintainer's command, an operator) and is
+    recorded as ``caused_by``."""
     audit: AuditHook | None = None
     if session is not None:
         from app.audit import record
@@ -602,7 +610,8 @@ def gateway(
         def audit(action: str, target: str, detail: dict[str, Any]) -> None:
             record(
                 session,
-                actor=actor,
+                actor=BOT_ACTOR,
+                caused_by=actor,
                 action=action,
                 target=target,
                 outcome="ok",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 ELLIPSIS = "…"
 
@@ -48,26 +49,35 @@ def render(event: Event, count: int = 1) -> str:
 
 @dataclass
 class Collapser:
-    """Holds back the newest event until a different one arrives, counting identical ones, so
-    twelve pushes in a row read ``push ×12`` (stamped with the first one's time)."""
+    """Holds events back for ``window`` seconds and prints each distinct one once with its count,
+    in order of first appearance: twelve pushes in a burst read ``push ×12``, and a sweep's
+    interleaved ``workflow_run.requested``/``workflow_job.queued`` pairs read as two lines."""
 
-    pending: Event | None = None
-    count: int = 0
+    window: float = 2.0
+    pending: dict[tuple[str, str, str, str], list[Any]] = field(default_factory=dict)
+    first_at: float = 0.0
 
     def feed(self, event: Event) -> list[str]:
-        if self.pending is not None and self.pending.key == event.key:
-            self.count += 1
-            return []
-        out = self.flush()
-        self.pending, self.count = event, 1
+        out = self.tick(event.at)
+        if not self.pending:
+            self.first_at = event.at
+        held = self.pending.get(event.key)
+        if held is None:
+            self.pending[event.key] = [event, 1]
+        else:
+            held[1] += 1
         return out
 
+    def tick(self, now: float) -> list[str]:
+        """What is due at ``now``: the held events once their window has passed."""
+        if self.pending and now - self.first_at >= self.window:
+            return self.flush()
+        return []
+
     def flush(self) -> list[str]:
-        if self.pending is None:
-            return []
-        line = render(self.pending, self.count)
-        self.pending, self.count = None, 0
-        return [line]
+        out = [render(event, count) for event, count in self.pending.values()]
+        self.pending = {}
+        return out
 
 
 @dataclass
@@ -108,7 +118,7 @@ def sweep_activity(states: Iterable[str], report_complete: bool, debounce_second
     if done < total:
         parts = []
         if running:
-            parts.append(f"{running} running on the simulated MI355X runners")
+            parts.append(f"{running} on the runners or having their results collected")
         if queued:
             parts.append(f"{queued} queued for a free runner")
         detail = "; ".join(parts) or "waiting for GitHub to report them"

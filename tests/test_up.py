@@ -3,6 +3,8 @@ refuses a second copy on the same data dir and a busy port in one line; restarts
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import signal
 import socket
@@ -128,9 +130,6 @@ def test_up_serves_refuses_a_second_copy_and_restarts_consistently(tmp_path: Pat
             assert any(d["event"] == "pull_request" and d["action"] == "opened" for d in sent)
             # The operator's webhook secret is kept beside the simulator's.
             body = b'{"zen": "kept"}'
-            import hashlib
-            import hmac
-
             sig = "sha256=" + hmac.new(b"operator-secret-1", body, hashlib.sha256).hexdigest()
             hook = httpx.post(
                 f"http://127.0.0.1:{port}/webhooks/github",
@@ -185,7 +184,7 @@ def test_an_explicit_database_with_the_simulator_is_refused_with_the_fix(tmp_pat
 
 def test_the_apis_own_port_error_is_printed_not_only_logged(tmp_path: Path) -> None:
     """The race the pre-check cannot close: the port is taken between the check and the API's bind."""
-    from app.launcher import StartRefused, Stack, wait_healthy
+    from app.launcher import Stack, StartRefused, wait_healthy
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
