@@ -24,7 +24,7 @@ from tests.recipe_helpers import (
     fixture_path,
     fixture_text,
     is_single_node_fixed,
-    reference_points,
+    reference_plan,
 )
 
 app = typer.Typer()
@@ -134,7 +134,7 @@ def test_plan_json_every_key_agrees_with_the_reference(name: str) -> None:
         code, out, err = _run("plan", str(path), key, "--json")
         if is_single_node_fixed(entry):
             assert code == 0, (key, err)
-            assert json.loads(out) == reference_points(key, entry), key
+            assert json.loads(out) == reference_plan(key, entry), key
             planned += 1
         else:
             assert code == 2 and "not supported" in err and err.count("\n") == 1, key
