@@ -40,7 +40,7 @@ import string
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -51,7 +51,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import record
-from app.models.sweeps import PRIORITIES, JobState, RunnerLabel, Sweep, SweepJob, SweepState
+from app.models.sweeps import (
+    CANARY_REASON,
+    PRIORITIES,
+    JobState,
+    RunnerLabel,
+    Sweep,
+    SweepJob,
+    SweepState,
+)
+from app.release_policy import CanaryRun, Candidate, LabelView, pick_preemptions, release_decision
 from app.routing import HandlerContext, HandlerSkipped, TransientError, router
 from app.settings import Settings, SettingsError, get_settings
 
@@ -97,6 +106,7 @@ class SweepFilters:
     conc: tuple[int, ...] | None = None
     conc_range: tuple[int, int] | None = None  # inclusive, e.g. conc=4..256
     tp: int | None = None
+    evals: str = "default"  # app.recipes.evals.EvalMode: default | none | only | all
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,6 +114,7 @@ class SweepFilters:
             "conc": list(self.conc) if self.conc else None,
             "conc_range": list(self.conc_range) if self.conc_range else None,
             "tp": self.tp,
+            "evals": self.evals,
         }
 
     def describe(self) -> str:
@@ -116,6 +127,8 @@ class SweepFilters:
             parts.append(f"conc={self.conc_range[0]}..{self.conc_range[1]}")
         if self.tp:
             parts.append(f"tp={self.tp}")
+        if self.evals != "default":
+            parts.append(f"evals={self.evals}")
         return " ".join(parts) or "full search space"
 
 
@@ -148,6 +161,8 @@ class TickResult:
     failed: int = 0
     skipped_labels: list[str] = field(default_factory=list)  # locked by another tick, or paused
     errors: list[str] = field(default_factory=list)
+    preempted: list[tuple[str, int]] = field(default_factory=list)  # canary runs to cancel (repo, run id)
+    held: list[str] = field(default_factory=list)  # why a canary was not released (one per label)
 
 
 @dataclass
@@ -205,7 +220,9 @@ def _enqueue(task: str, *args: Any) -> None:
 # dispatch template
 
 
-_PLACEHOLDERS = ("key", "seq", "conc", "tp", "head_sha", "head_ref", "base_ref", "run_name", "pr")
+_PLACEHOLDERS = ("key", "seq", "conc", "tp", "head_sha", "head_ref", "base_ref", "run_name", "pr", "evals")
+# What {evals} may become: the repo generator's eval flags, with a leading space (empty: default).
+_EVAL_FLAG_VALUES = ("", " --no-evals", " --evals-only", " --evals-only --all-evals")
 
 
 def _template_fields(settings: Settings) -> set[str]:
@@ -246,8 +263,12 @@ def render_dispatch(
     base_ref: str,
     run_name: str,
     pr: int,
+    evals: str = "",
 ) -> tuple[str, str, dict[str, str]]:
-    """(workflow, ref, inputs) from the configured template, filled only with validated values."""
+    """(workflow, ref, inputs) from the configured template, filled only with validated values.
+
+    ``evals`` is the generator's eval flags for the dispatched points (see ``dispatch_eval_flags``).
+    """
     if not KEY_RE.match(key):
         raise SweepError(f"config key {key!r} has characters a dispatch may not carry")
     if not SEQ_RE.match(seq):
@@ -259,6 +280,8 @@ def render_dispatch(
             raise SweepError(f"{name} {ref!r} is not a plain branch name")
     if not re.fullmatch(r"sweepbot-\d+-\d+", run_name):
         raise SweepError(f"run name {run_name!r} is not sweepbot-<sweep>-<job>")
+    if evals not in _EVAL_FLAG_VALUES:
+        raise SweepError(f"eval flags {evals!r} are not one of the generator's eval modes")
     values = {
         "key": key,
         "seq": seq,
@@ -269,12 +292,33 @@ def render_dispatch(
         "base_ref": base_ref,
         "run_name": run_name,
         "pr": str(int(pr)),
+        "evals": evals,
     }
     _template_fields(settings)  # rejects unknown placeholders with a clear message
     workflow = settings.dispatch_workflow.format_map(values)
     ref = settings.dispatch_ref.format_map(values)
     inputs = {k: v.format_map(values) for k, v in _input_template(settings).items()}
     return workflow, ref, inputs
+
+
+def dispatch_eval_flags(points: Sequence[Mapping[str, Any]], sweep_mode: str = "default") -> str:
+    """The generator's eval flags for one dispatch of ``points`` (plan dicts with eval marks).
+
+    The bot dispatches a few concurrencies at a time, and the repo's generator would treat each
+    such slice as a whole sweep (its highest conc is always "selected"), so the bot says what it
+    planned: `--no-evals` when none of the points runs an eval (no eval job is spent on a scarce
+    runner), `--evals-only [--all-evals]` for eval-only points, nothing for default evals.
+    """
+    from app.recipes.evals import EvalMode, cli_flags
+
+    if any(p.get("eval-only") for p in points):
+        mode = EvalMode.ALL if sweep_mode == EvalMode.ALL.value else EvalMode.ONLY
+    elif any(p.get("run-eval") for p in points):
+        mode = EvalMode.DEFAULT
+    else:
+        mode = EvalMode.NONE
+    flags = cli_flags(mode)
+    return f" {flags}" if flags else ""
 
 
 def group_fields(settings: Settings) -> tuple[str, ...]:
@@ -435,6 +479,7 @@ def request_sweep(
     """Plan ``config_key`` at the PR's head and queue one job per point (see module docstring)."""
     from app.recipes import expand_points, parse_master, recipe_fingerprint
     from app.recipes.errors import RecipeError
+    from app.recipes.evals import parse_eval_mode, plan_with_evals
     from app.recipes.master import get_entry, script_candidates
 
     _validate_repo(repo)
@@ -460,27 +505,38 @@ def request_sweep(
     try:
         master = parse_master(files[path])
         entry = get_entry(master, config_key)
-        points = expand_points(
+        mode = parse_eval_mode(filters.evals)
+        rows = plan_with_evals(
             master,
             config_key,
             seq=filters.seq,
             conc=list(filters.conc) if filters.conc else None,
             tp=filters.tp,
+            mode=mode,
         )
         if filters.conc_range is not None:
             lo, hi = filters.conc_range
-            kept = [p for p in points if lo <= p.conc <= hi]
+            kept = [r for r in rows if lo <= int(r["conc"]) <= hi]
             if not kept:
                 raise SweepError(
-                    f"conc={lo}..{hi} matches none of {config_key}'s conc values "
-                    f"({', '.join(str(c) for c in sorted({p.conc for p in points}))})"
+                    f"conc={lo}..{hi} matches none of {config_key}'s "
+                    f"{'eval ' if mode.value == 'only' else ''}conc values "
+                    f"({', '.join(str(c) for c in sorted({int(r['conc']) for r in rows}))})"
                 )
-            points = kept
+            rows = kept
+        log.info(
+            "sweep_planned",
+            key=config_key,
+            points=len(rows),
+            evals=sum(1 for r in rows if r.get("run-eval")),
+            eval_mode=mode.value,
+            why="eval points per the repo's documented selection (8k1k, highest and median conc per TP)",
+        )
         settings = get_settings()
         fields = group_fields(settings)
         # Slots per dispatch: every point the workflow's command expands to for that group.
         slots: dict[str, int] = {}
-        for seq in sorted({p.seq for p in points}):
+        for seq in sorted({_point_seq(r) for r in rows}):
             for p in expand_points(master, config_key, seq=seq):
                 gk = _group_key(p.to_json(), fields)
                 slots[gk] = slots.get(gk, 0) + 1
@@ -494,7 +550,7 @@ def request_sweep(
             script_text = got[0]
             break
     fingerprint = recipe_fingerprint(entry, script_text)
-    image = points[0].image if points else ""
+    image = str(rows[0]["image"]) if rows else ""
 
     sweep, created, superseded = create_sweep(
         session,
@@ -510,7 +566,7 @@ def request_sweep(
         config_path=path,
         image=image,
         fingerprint=fingerprint,
-        points=[p.to_json() for p in points],
+        points=rows,
         requested_by=requested_by,
         reason=reason,
         filters=filters,
@@ -544,11 +600,13 @@ def create_sweep(
     filters: SweepFilters | None = None,
     priority: int = PRIORITIES["normal"],
     slots: dict[str, int] | None = None,
+    supersede: bool = True,
 ) -> tuple[Sweep, bool, list[int]]:
     """Store a sweep with one job per point; returns (sweep, created, ids of sweeps it superseded).
 
     An open sweep for the same PR, key, head sha, image and points is returned as is (replays of a
-    command or a bump converge). Older open sweeps of the same PR and key are superseded.
+    command or a bump converge). Older open sweeps of the same PR and key are superseded, unless
+    ``supersede`` is False (canaries: one sweep per nightly, several may be open at once).
     """
     if not points:
         raise SweepError(f"{config_key}: the plan has no points")
@@ -556,7 +614,13 @@ def create_sweep(
 
     settings = get_settings()
     fields = group_fields(settings)
-    digest = points_digest(str(p["result-name"]) for p in points)
+    # Eval marks are part of what a sweep runs: the same points under another eval mode are a new sweep.
+    digest = points_digest(
+        str(p["result-name"])
+        + ("|eval" if p.get("run-eval") else "")
+        + ("|eval-only" if p.get("eval-only") else "")
+        for p in points
+    )
     # Two identical requests at once (a command and a bump, two workers) must not both find no
     # open sweep and both create one.
     transaction_lock(session, f"sweep:{repo}#{pr_number}:{config_key}")
@@ -630,7 +694,7 @@ def create_sweep(
     session.flush()
 
     superseded: list[int] = []
-    for old in existing:
+    for old in existing if supersede else []:
         _close_sweep(
             session,
             gw,
@@ -1110,6 +1174,97 @@ def inflight_slots(session: Session, label: str) -> int:
     return sum(per_run.values())
 
 
+def _real_waiting_slots(queues: dict[int, list[SweepJob]], sweeps: dict[int, Sweep]) -> int:
+    """Slots of the real (non-canary) dispatches still queued: one count per dispatch group."""
+    groups: dict[tuple[int, str], int] = {}
+    for sid, queue in queues.items():
+        if sweeps[sid].reason == CANARY_REASON:
+            continue
+        for job in queue:
+            groups[(sid, job.group_key)] = max(1, job.slots)
+    return sum(groups.values())
+
+
+def _canary_budget(session: Session, repo: str) -> tuple[float, float | None, float]:
+    """(canary runner-hours of ``repo`` used this week, the weekly budget, hours one canary takes)."""
+    from app.canary_budget import canary_budget
+
+    usage = canary_budget(session, repo)
+    return usage.used_hours, usage.budget_hours, usage.expected_job_hours
+
+
+def _preempt_canaries(
+    session: Session, label: str, capacity: int, in_flight: int, result: TickResult
+) -> bool:
+    """Put back in the queue the canary runs that stand in the way of waiting real work."""
+    waiting = session.execute(
+        select(SweepJob.sweep_id, SweepJob.group_key, func.max(SweepJob.slots))
+        .join(Sweep, Sweep.id == SweepJob.sweep_id)
+        .where(
+            SweepJob.runner_label == label,
+            SweepJob.state == JobState.QUEUED,
+            Sweep.state == SweepState.ACTIVE,
+            Sweep.reason != CANARY_REASON,
+        )
+        .group_by(SweepJob.sweep_id, SweepJob.group_key)
+    ).all()
+    real_waiting = sum(max(1, int(r[2] or 1)) for r in waiting)
+    if real_waiting == 0 or capacity - in_flight >= min(real_waiting, capacity):
+        return False
+    running = session.execute(
+        select(SweepJob, Sweep)
+        .join(Sweep, Sweep.id == SweepJob.sweep_id)
+        .where(
+            SweepJob.runner_label == label,
+            SweepJob.state.in_(JobState.IN_FLIGHT),
+            Sweep.reason == CANARY_REASON,
+            or_(SweepJob.run_conclusion.is_(None), SweepJob.run_conclusion != "success"),
+        )
+    ).all()
+    by_run: dict[str, list[tuple[SweepJob, Sweep]]] = {}
+    for job, sweep in running:
+        by_run.setdefault(job.run_name or f"job-{job.id}", []).append((job, sweep))
+    runs = [
+        CanaryRun(name, max(max(1, j.slots) for j, _ in pairs), _aware(pairs[0][0].dispatched_at) or _now())
+        for name, pairs in by_run.items()
+    ]
+    view = LabelView(label=label, capacity=capacity, in_flight=in_flight, real_waiting_slots=real_waiting)
+    picked = pick_preemptions(view, runs)
+    now = _now()
+    for name in picked:
+        pairs = by_run[name]
+        job0, sweep0 = pairs[0]
+        spent = ((now - (_aware(job0.dispatched_at) or now)).total_seconds() / 3600.0) * max(1, job0.slots)
+        run_id = job0.run_id
+        for job, _ in pairs:
+            _requeue(job, f"preempted by real work waiting on {label}")
+            job.attempts = max(0, job.attempts - 1)
+        if run_id is not None:
+            result.preempted.append((sweep0.repo, int(run_id)))
+        _note_preempted_hours(session, sweep0.id, spent)
+        record(
+            session,
+            actor=BOT,
+            action="canary.preempt",
+            target=name,
+            detail={
+                "sweep": sweep0.id,
+                "jobs": [j.id for j, _ in pairs],
+                "run_id": run_id,
+                "label": label,
+                "real_waiting_slots": real_waiting,
+                "runner_hours": round(spent, 4),
+            },
+        )
+    return bool(picked)
+
+
+def _note_preempted_hours(session: Session, sweep_id: int, hours: float) -> None:
+    from app.canary_budget import note_preempted_hours
+
+    note_preempted_hours(session, sweep_id, hours)
+
+
 def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickResult) -> list[_Claimed]:
     row = _lock_label(session, label)
     if row is None:
@@ -1121,6 +1276,8 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
     capacity, source = label_capacity(gw, label, repo)
     row.capacity, row.capacity_source = capacity, source
     in_flight = inflight_slots(session, label)
+    if _preempt_canaries(session, label, capacity, in_flight, result):
+        in_flight = inflight_slots(session, label)
     free = capacity - in_flight
 
     rows = session.execute(
@@ -1138,6 +1295,7 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
     for queued_job, queued_sweep in rows:
         queues.setdefault(queued_sweep.id, []).append(queued_job)
         sweeps[queued_sweep.id] = queued_sweep
+    budgets: dict[str, tuple[float, float | None, float]] = {}  # repo -> (used, budget, expected)
 
     claimed: list[_Claimed] = []
     token = uuid.uuid4().hex
@@ -1175,8 +1333,27 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
                     _maybe_finish_sweep(session, sweep)
                     continue
                 cost = max(1, job.slots)
-                # A dispatch wider than the whole label may still run alone, or it would starve.
-                if cost > free and not (cost > capacity and in_flight == 0 and free == capacity):
+                canary = sweep.reason == CANARY_REASON
+                used, budget, expected = 0.0, None, 0.0
+                if canary:
+                    if sweep.repo not in budgets:
+                        budgets[sweep.repo] = _canary_budget(session, sweep.repo)
+                    used, budget, expected = budgets[sweep.repo]
+                decision = release_decision(
+                    Candidate(slots=cost, canary=canary, expected_hours=expected * cost),
+                    LabelView(
+                        label=label,
+                        capacity=capacity,
+                        in_flight=in_flight,
+                        real_waiting_slots=_real_waiting_slots(queues, sweeps) if canary else 0,
+                        canary_hours_used=used,
+                        canary_budget_hours=budget,
+                    ),
+                )
+                if not decision.release:
+                    if canary and decision.reason not in result.held:
+                        result.held.append(decision.reason)
+                        log.info("canary_held", label=label, sweep=sid, reason=decision.reason)
                     order.remove(sid)
                     continue
                 group = [j for j in queue if j.group_key == job.group_key]
@@ -1205,6 +1382,8 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
                 sweep.last_release = row.release_seq
                 free -= cost
                 in_flight += cost
+                if canary:
+                    budgets[sweep.repo] = (used + expected * cost, budget, expected)
                 progress = True
                 claimed.append(
                     _Claimed(
@@ -1293,6 +1472,10 @@ def _dispatch(session: Session, gw: Any, claim: _Claimed, settings: Settings, re
             base_ref=claim.base_ref,
             run_name=claim.run_name,
             pr=claim.pr_number,
+            evals=dispatch_eval_flags(
+                [j.point for j in jobs if isinstance(j.point, dict)],
+                str((sweep.filters or {}).get("evals") or "default"),
+            ),
         )
     except (SweepError, SettingsError) as exc:
         for job in jobs:
@@ -1386,6 +1569,16 @@ def tick(session_factory: sessionmaker[Session], gw_factory: GatewayFactory) -> 
             except Exception:
                 session.rollback()
                 raise
+        for run_repo, run_id in result.preempted:
+            with session_factory() as session:
+                try:
+                    errors = _cancel_runs(gw_factory(session), run_repo, [run_id])
+                    session.commit()
+                except Exception as exc:  # the requeued job runs again later; the stray run is harmless
+                    session.rollback()
+                    errors = [str(exc)]
+                result.errors.extend(errors)
+        result.preempted.clear()
         for claim in claims:
             with session_factory() as session:
                 try:

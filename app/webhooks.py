@@ -20,11 +20,15 @@ import orjson
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
+
+from app import safejson
 
 log = structlog.get_logger(__name__)
 
 _DELIVERY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 _EVENT = re.compile(r"^[a-z_]{1,64}$")
+DB_OUTAGE_RETRY_AFTER = 30  # seconds; a restart of the database takes about that
 
 
 class WebhookRejected(Exception):
@@ -49,6 +53,11 @@ def verify_signature(body: bytes, header: str | None, secrets: list[bytes]) -> N
     if not header:
         raise WebhookRejected(
             401, "missing_signature", "X-Hub-Signature-256 is missing: configure the webhook secret on GitHub"
+        )
+    if not header.isascii():
+        # hmac.compare_digest raises TypeError on non-ASCII text: refuse it as malformed instead.
+        raise WebhookRejected(
+            400, "malformed_signature", "X-Hub-Signature-256 must be ASCII: sha256=<64 hex digits>"
         )
     algo, _, digest = header.partition("=")
     if algo != "sha256" or not digest:
@@ -100,6 +109,11 @@ def parse_delivery(
         payload = orjson.loads(raw)  # several times faster than json.loads on the hot path
     except orjson.JSONDecodeError as exc:
         raise WebhookRejected(400, "malformed_body", f"body is not valid JSON: {exc}") from exc
+    try:
+        # orjson accepts 1,023 levels but the worker's json stops near 1,000: refuse at the edge.
+        safejson.check_depth(raw, payload)
+    except safejson.JSONLimitError as exc:
+        raise WebhookRejected(400, "too_deep", f"body refused: {exc}") from exc
     if not isinstance(payload, dict):
         raise WebhookRejected(400, "malformed_body", "payload must be a JSON object")
     action = payload.get("action")
@@ -118,7 +132,7 @@ async def read_capped(request: Request, limit: int) -> bytes:
     """Read the body, refusing (413) before reading it whole when it is over ``limit``."""
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):  # "١٢".isdigit() is True
             raise WebhookRejected(400, "bad_content_length", "Content-Length is not a number")
         if int(declared) > limit:
             raise WebhookRejected(413, "too_large", f"body of {declared} bytes is over the {limit}-byte cap")
@@ -156,7 +170,25 @@ async def receive(request: Request) -> JSONResponse:
             delivery_id=request.headers.get("x-github-delivery"),
         )
         return _error(exc.status, exc.error, exc.message)
-    stored = await group_commit.submit(incoming)
+    try:
+        stored = await group_commit.submit(incoming)
+    except (SQLAlchemyError, OSError) as exc:
+        # Nothing was stored: GitHub marks the delivery failed and redelivery recovery (or the
+        # sender's own retry) brings it back once the database is.
+        log.warning(
+            "webhook_store_unavailable",
+            delivery_id=incoming.id,
+            event_name=incoming.event,
+            error=f"{exc.__class__.__name__}: {str(exc)[:300]}",
+        )
+        response = _error(
+            503,
+            "database_unavailable",
+            "the delivery could not be stored because the database is unreachable; "
+            f"nothing was kept, send it again in {DB_OUTAGE_RETRY_AFTER} seconds",
+        )
+        response.headers["Retry-After"] = str(DB_OUTAGE_RETRY_AFTER)
+        return response
     if not stored.created:
         return JSONResponse({"status": "duplicate", "delivery": incoming.id}, status_code=200)
     if stored.enqueue:

@@ -1,0 +1,88 @@
+"""JSON from untrusted sources, parsed with limits (pure: bytes in, value or ``JSONLimitError`` out).
+
+Python's ``json`` recurses once per nesting level and gives up near ``sys.getrecursionlimit()``
+(1000) with a ``RecursionError``; orjson allows 1024 levels. A document nested 1,000-1,023 deep
+therefore passed the edge (orjson) and failed the worker (json). A huge integer parses fine but
+overflows the moment it is turned into a float. Every reader of hostile JSON (the webhook edge,
+the worker, result artifacts) uses the same checks here, so a document is either refused up
+front with a reason or safe to walk everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+MAX_DEPTH = 64  # real GitHub payloads nest about 10 deep; result files 2
+MAX_INT_DIGITS = 30  # an int64 has 19 digits; a 400-digit integer is not a measurement
+
+
+class JSONLimitError(ValueError):
+    """The document is valid JSON (or not) but over a limit; the message says which and how."""
+
+
+def depth_over(value: Any, limit: int) -> bool:
+    """True when containers nest deeper than ``limit`` (iterative: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if level > limit:
+            return True
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+    return False
+
+
+def check_depth(raw: bytes, value: Any, limit: int = MAX_DEPTH) -> None:
+    """Refuse ``value`` (parsed from ``raw``) when it nests deeper than ``limit``.
+
+    Nesting needs one opening bracket per level, so a document with fewer brackets than the
+    limit is accepted without walking it: the common case costs two C-level byte counts.
+    """
+    if raw.count(b"{") + raw.count(b"[") <= limit:
+        return
+    if depth_over(value, limit):
+        raise JSONLimitError(f"JSON nests deeper than {limit} levels; flatten the document")
+
+
+def loads(raw: bytes | str, *, max_depth: int = MAX_DEPTH, max_int_digits: int | None = None) -> Any:
+    """Parse ``raw`` refusing deep nesting (and, when asked, integers longer than ``max_int_digits``).
+
+    Raises ``JSONLimitError`` for a limit and ``ValueError`` (orjson's ``JSONDecodeError``) for
+    JSON that does not parse. orjson reads an integer past 64 bits as a float and refuses one
+    past a double's range ("number is infinity"); ``max_int_digits`` turns that into a reason.
+    """
+    data = raw.encode() if isinstance(raw, str) else raw
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if max_int_digits is not None and _long_integer(data, max_int_digits):
+            raise JSONLimitError(
+                f"JSON holds an integer longer than {max_int_digits} digits; write it as a float or text"
+            ) from exc
+        if "depth limit" in str(exc).lower():
+            raise JSONLimitError(f"JSON nests deeper than {max_depth} levels; flatten the document") from exc
+        raise
+    check_depth(data, value, max_depth)
+    return value
+
+
+def _long_integer(data: bytes, limit: int) -> bool:
+    """Whether ``data`` has a run of more than ``limit`` digits (only asked after a parse failure)."""
+    run = 0
+    for byte in data:
+        if 48 <= byte <= 57:
+            run += 1
+            if run > limit:
+                return True
+        else:
+            run = 0
+    return False
