@@ -36,7 +36,8 @@ def test_every_html_url_the_api_hands_out_is_a_readable_page(seeded: SimServer) 
         "e2e-tests.yml",
         "main",
         {
-            "generate-cli-command": "test-config --config-keys minimaxm3-fp4-mi355x-vllm --seq-lens 8k1k --conc 4"
+            "generate-cli-command": "test-config --config-keys minimaxm3-fp4-mi355x-vllm "
+            "--seq-lens 8k1k --conc 4"
         },
         "sweepbot[bot]",
     )
