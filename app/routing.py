@@ -103,6 +103,7 @@ HANDLER_MODULES = (
     "app.scheduler",
     "app.commands",
     "app.results",
+    "app.heads",
 )
 
 _loaded = False
