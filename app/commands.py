@@ -115,6 +115,18 @@ def _v_tp(value: str) -> int:
     return tp
 
 
+def _v_evals(value: str) -> str:
+    from app.recipes.evals import EvalModeError, parse_eval_mode
+
+    try:
+        return parse_eval_mode(value).value
+    except EvalModeError as exc:
+        raise CommandSyntaxError(
+            f"{exc} (default: the repo's eval points beside throughput; none: throughput only; "
+            "only: the eval points without throughput; all: every point as an eval)"
+        ) from None
+
+
 def _v_priority(value: str) -> str:
     if value not in ("low", "normal", "high"):
         raise CommandSyntaxError(
@@ -163,6 +175,13 @@ SWEEP_OPTIONS = (
     OptionSpec("conc", "32,64 | 4..256", "only these concurrencies, a list or an inclusive range", _v_conc),
     OptionSpec("seq", "8k1k", "only this sequence-length scenario (8k1k, 1k1k or <isl>_<osl>)", _v_seq),
     OptionSpec("tp", "4", "only points with this tensor-parallel size", _v_tp),
+    OptionSpec(
+        "evals",
+        "default|none|only|all",
+        "accuracy evals: the repo's default eval points beside throughput (default), throughput only "
+        "(none), the eval points only (only) or every point as an eval (all)",
+        _v_evals,
+    ),
     OptionSpec("priority", "low|normal|high", "queue priority (default normal)", _v_priority),
 )
 
@@ -406,13 +425,14 @@ def sweep_filters(cmd: Command) -> Any:
     from app.scheduler import SweepFilters
 
     conc = cmd.options.get("conc") or {}
-    if not any(k in cmd.options for k in ("seq", "conc", "tp")):
+    if not any(k in cmd.options for k in ("seq", "conc", "tp", "evals")):
         return None
     return SweepFilters(
         seq=cmd.options.get("seq"),
         conc=tuple(conc["list"]) if "list" in conc else None,
         conc_range=tuple(conc["range"]) if "range" in conc else None,
         tp=cmd.options.get("tp"),
+        evals=cmd.options.get("evals", "default"),
     )
 
 

@@ -478,7 +478,6 @@ def collect_job(
     if getattr(job, "state", None) in ("succeeded", "failed", "cancelled", "reused"):
         return CollectOutcome(job_id, "skipped", f"job is already {job.state}")
     point = point_identity(job)
-    result_name = str(point.get("result-name") or "")
     repo = str(getattr(sweep, "repo", None) or getattr(job, "repo", ""))
     run_id = getattr(job, "run_id", None) or getattr(job, "workflow_run_id", None)
     run_url = getattr(job, "run_url", None) or getattr(job, "html_url", None)
@@ -499,16 +498,16 @@ def collect_job(
     if run_id is None:
         return fail("the job has no workflow run to collect from")
     artifacts = gw.list_run_artifacts(repo, int(run_id))
-    wanted_name = f"bmk_{result_name}"
-    candidates = [a for a in artifacts if a.get("name") == wanted_name]
-    if not candidates and len(artifacts) == 1 and str(artifacts[0].get("name", "")).startswith("bmk_"):
-        candidates = artifacts
-    if not candidates:
-        names = ", ".join(sorted(str(a.get("name")) for a in artifacts)) or "none"
-        return fail(f"run {run_id} has no artifact {wanted_name} (artifacts: {names})")
-    artifact = candidates[-1]
-    if artifact.get("expired"):
-        return fail(f"artifact {artifact.get('name')} of run {run_id} has expired")
+    from app.artifacts import select_bmk_artifact
+
+    try:
+        chosen = select_bmk_artifact(artifacts, point)
+    except (KeyError, TypeError, ValueError) as exc:
+        return fail(f"the job's point lacks a field its result name is made of: {exc}")
+    if chosen.artifact is None or chosen.name is None:
+        return fail(f"run {run_id}: {chosen.reason}")
+    artifact = chosen.artifact
+    member_name = chosen.name.member
     declared = int(artifact.get("size_in_bytes") or 0)
     if declared > max_bytes:
         return fail(f"artifact {artifact.get('name')} is {declared} bytes, over the {max_bytes}-byte cap")
@@ -521,10 +520,10 @@ def collect_job(
             return fail(str(exc))
         raise
     try:
-        members = safe_json_members(blob, wanted=[f"{result_name}.json"] if result_name else None)
-        if not members and result_name:
+        members = safe_json_members(blob, wanted=[member_name])
+        if not members:
             members = safe_json_members(blob)  # a differently named single result file is fine
-        file_name, body = pick_result_member(members, result_name)
+        file_name, body = pick_result_member(members, member_name.removesuffix(".json"))
         tp = _int(point.get("tp"), 0) or None
         gpus = (tp or 1) * _int(point.get("pp"), 1) * _int(point.get("pcp-size"), 1) if tp else None
         parsed = parse_result(body, file_name, tp=tp, gpus=gpus)

@@ -40,7 +40,7 @@ import string
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -97,6 +97,7 @@ class SweepFilters:
     conc: tuple[int, ...] | None = None
     conc_range: tuple[int, int] | None = None  # inclusive, e.g. conc=4..256
     tp: int | None = None
+    evals: str = "default"  # app.recipes.evals.EvalMode: default | none | only | all
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,6 +105,7 @@ class SweepFilters:
             "conc": list(self.conc) if self.conc else None,
             "conc_range": list(self.conc_range) if self.conc_range else None,
             "tp": self.tp,
+            "evals": self.evals,
         }
 
     def describe(self) -> str:
@@ -116,6 +118,8 @@ class SweepFilters:
             parts.append(f"conc={self.conc_range[0]}..{self.conc_range[1]}")
         if self.tp:
             parts.append(f"tp={self.tp}")
+        if self.evals != "default":
+            parts.append(f"evals={self.evals}")
         return " ".join(parts) or "full search space"
 
 
@@ -205,7 +209,9 @@ def _enqueue(task: str, *args: Any) -> None:
 # dispatch template
 
 
-_PLACEHOLDERS = ("key", "seq", "conc", "tp", "head_sha", "head_ref", "base_ref", "run_name", "pr")
+_PLACEHOLDERS = ("key", "seq", "conc", "tp", "head_sha", "head_ref", "base_ref", "run_name", "pr", "evals")
+# What {evals} may become: the repo generator's eval flags, with a leading space (empty: default).
+_EVAL_FLAG_VALUES = ("", " --no-evals", " --evals-only", " --evals-only --all-evals")
 
 
 def _template_fields(settings: Settings) -> set[str]:
@@ -246,8 +252,12 @@ def render_dispatch(
     base_ref: str,
     run_name: str,
     pr: int,
+    evals: str = "",
 ) -> tuple[str, str, dict[str, str]]:
-    """(workflow, ref, inputs) from the configured template, filled only with validated values."""
+    """(workflow, ref, inputs) from the configured template, filled only with validated values.
+
+    ``evals`` is the generator's eval flags for the dispatched points (see ``dispatch_eval_flags``).
+    """
     if not KEY_RE.match(key):
         raise SweepError(f"config key {key!r} has characters a dispatch may not carry")
     if not SEQ_RE.match(seq):
@@ -259,6 +269,8 @@ def render_dispatch(
             raise SweepError(f"{name} {ref!r} is not a plain branch name")
     if not re.fullmatch(r"sweepbot-\d+-\d+", run_name):
         raise SweepError(f"run name {run_name!r} is not sweepbot-<sweep>-<job>")
+    if evals not in _EVAL_FLAG_VALUES:
+        raise SweepError(f"eval flags {evals!r} are not one of the generator's eval modes")
     values = {
         "key": key,
         "seq": seq,
@@ -269,12 +281,33 @@ def render_dispatch(
         "base_ref": base_ref,
         "run_name": run_name,
         "pr": str(int(pr)),
+        "evals": evals,
     }
     _template_fields(settings)  # rejects unknown placeholders with a clear message
     workflow = settings.dispatch_workflow.format_map(values)
     ref = settings.dispatch_ref.format_map(values)
     inputs = {k: v.format_map(values) for k, v in _input_template(settings).items()}
     return workflow, ref, inputs
+
+
+def dispatch_eval_flags(points: Sequence[Mapping[str, Any]], sweep_mode: str = "default") -> str:
+    """The generator's eval flags for one dispatch of ``points`` (plan dicts with eval marks).
+
+    The bot dispatches a few concurrencies at a time, and the repo's generator would treat each
+    such slice as a whole sweep (its highest conc is always "selected"), so the bot says what it
+    planned: `--no-evals` when none of the points runs an eval (no eval job is spent on a scarce
+    runner), `--evals-only [--all-evals]` for eval-only points, nothing for default evals.
+    """
+    from app.recipes.evals import EvalMode, cli_flags
+
+    if any(p.get("eval-only") for p in points):
+        mode = EvalMode.ALL if sweep_mode == EvalMode.ALL.value else EvalMode.ONLY
+    elif any(p.get("run-eval") for p in points):
+        mode = EvalMode.DEFAULT
+    else:
+        mode = EvalMode.NONE
+    flags = cli_flags(mode)
+    return f" {flags}" if flags else ""
 
 
 def group_fields(settings: Settings) -> tuple[str, ...]:
@@ -435,6 +468,7 @@ def request_sweep(
     """Plan ``config_key`` at the PR's head and queue one job per point (see module docstring)."""
     from app.recipes import expand_points, parse_master, recipe_fingerprint
     from app.recipes.errors import RecipeError
+    from app.recipes.evals import parse_eval_mode, plan_with_evals
     from app.recipes.master import get_entry, script_candidates
 
     _validate_repo(repo)
@@ -460,27 +494,38 @@ def request_sweep(
     try:
         master = parse_master(files[path])
         entry = get_entry(master, config_key)
-        points = expand_points(
+        mode = parse_eval_mode(filters.evals)
+        rows = plan_with_evals(
             master,
             config_key,
             seq=filters.seq,
             conc=list(filters.conc) if filters.conc else None,
             tp=filters.tp,
+            mode=mode,
         )
         if filters.conc_range is not None:
             lo, hi = filters.conc_range
-            kept = [p for p in points if lo <= p.conc <= hi]
+            kept = [r for r in rows if lo <= int(r["conc"]) <= hi]
             if not kept:
                 raise SweepError(
-                    f"conc={lo}..{hi} matches none of {config_key}'s conc values "
-                    f"({', '.join(str(c) for c in sorted({p.conc for p in points}))})"
+                    f"conc={lo}..{hi} matches none of {config_key}'s "
+                    f"{'eval ' if mode.value == 'only' else ''}conc values "
+                    f"({', '.join(str(c) for c in sorted({int(r['conc']) for r in rows}))})"
                 )
-            points = kept
+            rows = kept
+        log.info(
+            "sweep_planned",
+            key=config_key,
+            points=len(rows),
+            evals=sum(1 for r in rows if r.get("run-eval")),
+            eval_mode=mode.value,
+            why="eval points per the repo's documented selection (8k1k, highest and median conc per TP)",
+        )
         settings = get_settings()
         fields = group_fields(settings)
         # Slots per dispatch: every point the workflow's command expands to for that group.
         slots: dict[str, int] = {}
-        for seq in sorted({p.seq for p in points}):
+        for seq in sorted({_point_seq(r) for r in rows}):
             for p in expand_points(master, config_key, seq=seq):
                 gk = _group_key(p.to_json(), fields)
                 slots[gk] = slots.get(gk, 0) + 1
@@ -494,7 +539,7 @@ def request_sweep(
             script_text = got[0]
             break
     fingerprint = recipe_fingerprint(entry, script_text)
-    image = points[0].image if points else ""
+    image = str(rows[0]["image"]) if rows else ""
 
     sweep, created, superseded = create_sweep(
         session,
@@ -510,7 +555,7 @@ def request_sweep(
         config_path=path,
         image=image,
         fingerprint=fingerprint,
-        points=[p.to_json() for p in points],
+        points=rows,
         requested_by=requested_by,
         reason=reason,
         filters=filters,
@@ -556,7 +601,13 @@ def create_sweep(
 
     settings = get_settings()
     fields = group_fields(settings)
-    digest = points_digest(str(p["result-name"]) for p in points)
+    # Eval marks are part of what a sweep runs: the same points under another eval mode are a new sweep.
+    digest = points_digest(
+        str(p["result-name"])
+        + ("|eval" if p.get("run-eval") else "")
+        + ("|eval-only" if p.get("eval-only") else "")
+        for p in points
+    )
     # Two identical requests at once (a command and a bump, two workers) must not both find no
     # open sweep and both create one.
     transaction_lock(session, f"sweep:{repo}#{pr_number}:{config_key}")
@@ -1293,6 +1344,10 @@ def _dispatch(session: Session, gw: Any, claim: _Claimed, settings: Settings, re
             base_ref=claim.base_ref,
             run_name=claim.run_name,
             pr=claim.pr_number,
+            evals=dispatch_eval_flags(
+                [j.point for j in jobs if isinstance(j.point, dict)],
+                str((sweep.filters or {}).get("evals") or "default"),
+            ),
         )
     except (SweepError, SettingsError) as exc:
         for job in jobs:

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     dispatch_workflow: str = "e2e-tests.yml"
     dispatch_ref: str = "{head_ref}"
     dispatch_inputs: str = (
-        '{"generate-cli-command": "test-config --config-keys {key} --seq-lens {seq} --conc {conc}",'
+        '{"generate-cli-command": "test-config --config-keys {key} --seq-lens {seq} --conc {conc}{evals}",'
         ' "ref": "{head_sha}", "test-name": "{run_name}"}'
     )
     runner_capacity: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)

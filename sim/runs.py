@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 MASTER_DIRS = (".github/configs", "configs")
 _LIST_FLAGS = {"--config-keys": "keys", "--seq-lens": "seqs", "--conc": "conc"}
 _SCALAR_FLAGS = {"--tp": "tp", "--config-files": "files", "--runner-type": "runner"}
+# The generator's eval modes (InferenceX .github/workflows/README.md, `test-config` usage).
+_BOOL_FLAGS = {"--no-evals": "no_evals", "--evals-only": "evals_only", "--all-evals": "all_evals"}
 
 
 class CommandError(ValueError):
@@ -32,8 +34,13 @@ def parse_cli_command(command: str) -> dict[str, Any]:
     if not tokens or tokens[0] != "test-config":
         raise CommandError("generate-cli-command must start with 'test-config'")
     out: dict[str, Any] = {"keys": [], "seqs": [], "conc": [], "tp": None}
+    out.update(dict.fromkeys(_BOOL_FLAGS.values(), False))
     current: str | None = None
     for tok in tokens[1:]:
+        if tok in _BOOL_FLAGS:
+            out[_BOOL_FLAGS[tok]] = True
+            current = None
+            continue
         if tok.startswith("--"):
             if tok not in _LIST_FLAGS and tok not in _SCALAR_FLAGS:
                 raise CommandError(f"unknown option {tok!r} in generate-cli-command")
@@ -53,6 +60,22 @@ def parse_cli_command(command: str) -> dict[str, Any]:
     except ValueError as exc:
         raise CommandError(f"--conc and --tp take integers: {exc}") from exc
     return out
+
+
+def _flag(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value).lower()
+
+
+def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = "") -> str:
+    """`RESULT_FILENAME` as benchmark-tmpl.yml's "Launch job script" step exports it on `node`."""
+    base = (
+        f"{point['exp-name']}_{point['precision']}_{point['framework']}_tp{point['tp']}"
+        f"-pp{point.get('pp', 1)}-dcp{point.get('dcp-size', 1)}-pcp{point.get('pcp-size', 1)}"
+        f"-ep{point.get('ep', 1)}-dpa{_flag(point.get('dp-attn', False))}"
+        f"_disagg-{_flag(point.get('disagg', False))}_spec-{point.get('spec-decoding', 'none')}"
+        f"_conc{point['conc']}_{node}"
+    )
+    return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
 
 
 def find_master_files(world: World, full_name: str, sha: str) -> list[str]:

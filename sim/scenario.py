@@ -78,6 +78,15 @@ def runner_counts(runners_yaml: str) -> dict[str, int]:
     }
 
 
+def runner_nodes(runners_yaml: str) -> dict[str, list[str]]:
+    doc = yaml.safe_load(runners_yaml) or {}
+    return {
+        str(label): [str(n) for n in nodes or []]
+        for label, nodes in (doc.get("labels") or {}).items()
+        if not str(label).startswith("cluster:")
+    }
+
+
 def recipe_master(master: str) -> str:
     """The recipe PR's master config: the vllm key drops 1k1k (exactly the lines of that block)."""
     start = master.index("minimaxm3-fp4-mi355x-vllm:\n")
@@ -140,6 +149,7 @@ class SeedScenario:
                 BENCH_REPO, "main", files, "Initial import of the benchmark configs", author="alice-admin"
             )
             w.add_workflow(BENCH_REPO, ".github/workflows/e2e-tests.yml", "End-to-End Tests")
+            w.runner_nodes = runner_nodes(files[".github/configs/runners.yaml"])
             for label, count in runner_counts(files[".github/configs/runners.yaml"]).items():
                 w.set_runners(label, count)
 

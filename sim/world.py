@@ -297,6 +297,8 @@ class World:
         self.images: dict[str, ImageRepo] = {}
         self._tag_seq = itertools.count(1)
         self.runners: dict[str, list[Runner]] = {}
+        self.runner_nodes: dict[str, list[str]] = {}  # label -> node names (runners.yaml `labels:`)
+        self.recipe_suffix = False  # jobs carry a `recipe-fingerprint` (`_recipe-<16 hex>` names)
         self.runs: dict[int, Run] = {}
         self.jobs: dict[int, Job] = {}
         self.artifacts: dict[int, Artifact] = {}
@@ -835,8 +837,16 @@ class World:
     def set_runners(self, label: str, count: int) -> None:
         with self.lock:
             current = self.runners.setdefault(label, [])
+            nodes = self.runner_nodes.get(label, [])
+            taken = {r.name for r in current}
             while len(current) < count:
-                current.append(Runner(self.next_id(), f"{label}-amds_{len(current):02d}", label))
+                # Node names as the repo's runners.yaml lists them; invented ones past its end.
+                spare = [n for n in nodes if n not in taken]
+                name = spare[0] if spare else f"{label}-amds_{len(current):02d}"
+                while name in taken:
+                    name += "x"
+                taken.add(name)
+                current.append(Runner(self.next_id(), name, label))
             # shrinking removes idle runners only; busy ones finish their job first
             keep = [r for r in current if r.busy_job is not None]
             idle = [r for r in current if r.busy_job is None]
@@ -1015,15 +1025,34 @@ class World:
         elif job.fate == "benchmark_failure":
             self._finish_job(job, "failure")
         else:
-            result = self._result_for(job)
-            name = str(job.point["result-name"])
-            buf = io.BytesIO()
-            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-                zf.writestr(f"{name}.json", json.dumps(result, indent=2))
-            art = Artifact(self.next_id(), job.run_id, f"bmk_{name}", buf.getvalue(), self.now())
-            self.artifacts[art.id] = art
+            self._upload_artifacts(job, self._result_for(job))
             self._finish_job(job, "success")
         self._maybe_finish_run(self.runs[job.run_id])
+
+    def _upload_artifacts(self, job: Job, result: dict[str, Any]) -> None:
+        """What one benchmark-tmpl.yml job uploads on success (its `Upload ...` steps)."""
+        from sim.runs import result_filename
+
+        fingerprint = str(job.point.get("recipe-fingerprint") or "")
+        if not fingerprint and self.recipe_suffix:
+            fingerprint = hashlib.sha256(str(job.point.get("result-name")).encode()).hexdigest()
+        rf = result_filename(job.point, str(job.runner_name), fingerprint)
+        agg = json.dumps(result, indent=2)
+        uploads = {
+            f"bmk_{rf}": {f"agg_{rf}.json": agg},
+            f"server_logs_{rf}": {"server.log": "INFO: Started server process\n"},
+            f"gpu_metrics_{rf}": {"gpu_metrics.csv": "timestamp,gpu,power_w\n0,0,750\n"},
+            f"power_audit_{rf}": {f"{rf}.json": agg, f"agg_{rf}.json": agg},
+        }
+        if job.point.get("run-eval"):
+            uploads[f"eval_{job.point.get('exp-name')}_{rf}"] = {"meta_env.json": "{}"}
+        for name, members in uploads.items():
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+                for member, text in members.items():
+                    zf.writestr(member, text)
+            art = Artifact(self.next_id(), job.run_id, name, buf.getvalue(), self.now())
+            self.artifacts[art.id] = art
 
     def _finish_job(self, job: Job, conclusion: str, lost: bool = False) -> None:
         was_running = job.status == "in_progress"

@@ -15,7 +15,11 @@ MASTER_FILES = (
     "amd-master.b4cec7f.yaml",
     "amd-master.head.yaml",
     "amd-minimaxm3-8k1k-master.deprecated.head.yaml",
+    # Exact excerpts of configs/nvidia-master.yaml at HEAD (enroot pins, multi-node agentic keys).
+    "nvidia-master.tail.head.yaml",
+    "nvidia-master.dsv4-gb300-trt-mtp.head.yaml",
 )
+AMD_FILES = tuple(name for name in MASTER_FILES if name.startswith("amd-"))
 SEED_KEY = "minimaxm3-fp4-mi355x-vllm"
 BUMPED_IMAGE = "vllm/vllm-openai-rocm:nightly-69715823df89b11ee684b84066390cbb9092d5c1"
 
@@ -86,3 +90,47 @@ def event_values(text: str) -> list[tuple[str, object]]:
         (type(ev).__name__, getattr(ev, "value", None))
         for ev in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     ]
+
+
+def reference_eval_marks(rows: list[dict[str, Any]]) -> list[bool]:
+    """The documented default eval selection (InferenceX utils/evals/EVALS.md), written apart from
+    app.recipes.evals: single-node, 8k1k only, highest and median conc per model / runner /
+    framework / precision / TP / decoding group; one eval per chosen conc (first row in order);
+    the median of an even count is the upper middle value."""
+    import statistics
+
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, row in enumerate(rows):
+        if (row["isl"], row["osl"]) != (8192, 1024):
+            continue
+        key = (
+            row["model"],
+            row["runner"],
+            row["framework"],
+            row["precision"],
+            row["tp"],
+            row["spec-decoding"],
+        )
+        groups.setdefault(key, []).append(i)
+    marks = [False] * len(rows)
+    for members in groups.values():
+        concs = sorted({rows[i]["conc"] for i in members})
+        for wanted in {max(concs), statistics.median_high(concs)}:
+            first = next(i for i in members if rows[i]["conc"] == wanted)
+            marks[first] = True
+    return marks
+
+
+def reference_plan(key: str, entry: dict[str, Any], mode: str = "default") -> list[dict[str, Any]]:
+    """reference_points plus the documented marks for an eval mode (EVALS.md 'Generator eval modes')."""
+    rows = reference_points(key, entry)
+    marks = reference_eval_marks(rows)
+    out = []
+    for row, selected in zip(rows, marks, strict=True):
+        if mode == "default":
+            out.append({**row, "run-eval": selected, "eval-only": False})
+        elif mode == "none":
+            out.append({**row, "run-eval": False, "eval-only": False})
+        elif mode == "only" and selected or mode == "all":
+            out.append({**row, "run-eval": True, "eval-only": True})
+    return out

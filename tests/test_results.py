@@ -23,6 +23,9 @@ from app.results import (
 )
 
 RESULT_NAME = "minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc32_mi355x"
+# What benchmark-tmpl.yml uploads for that point when node mi355x-amds_03 ran it.
+RESULT_FILENAME = RESULT_NAME.removesuffix("_mi355x") + "_mi355x-amds_03"
+MEMBER = f"agg_{RESULT_FILENAME}.json"
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -225,7 +228,7 @@ def test_missing_result_file_and_not_a_zip() -> None:
 class FakeArtifacts:
     """The two gateway calls collect_job makes, serving one artifact for run 777."""
 
-    def __init__(self, blob: bytes, name: str = f"bmk_{RESULT_NAME}") -> None:
+    def __init__(self, blob: bytes, name: str = f"bmk_{RESULT_FILENAME}") -> None:
         self.blob, self.name = blob, name
 
     def list_run_artifacts(self, repo: str, run_id: int) -> list[dict[str, Any]]:
@@ -258,6 +261,10 @@ def _job(session: Session) -> int:
     point = {
         "config-key": sweep.config_key,
         "result-name": RESULT_NAME,
+        "exp-name": "minimaxm3_8k1k",
+        "dcp-size": 1,
+        "dp-attn": False,
+        "spec-decoding": "none",
         "conc": 32,
         "tp": 4,
         "pp": 1,
@@ -327,7 +334,7 @@ def test_collect_stores_one_row_with_identity_and_provenance(
     from app.results import collect_job, find_reusable
 
     job_id = _job(db_session)
-    out = collect_job(db_session, FakeArtifacts(_zip({f"{RESULT_NAME}.json": _raw()})), job_id)
+    out = collect_job(db_session, FakeArtifacts(_zip({MEMBER: _raw()})), job_id)
     assert out.state == "succeeded" and finished == [(job_id, "succeeded", None)]
     row = find_reusable(
         db_session,
@@ -337,8 +344,8 @@ def test_collect_stores_one_row_with_identity_and_provenance(
     )
     assert row is not None and row.id == out.result_id
     assert (row.conc, row.tp, row.mean_tpot_ms, row.tput_per_gpu) == (32, 4, 17.21, 4000.0)
-    assert row.run_url.endswith("/777") and row.artifact_name == f"bmk_{RESULT_NAME}"
-    assert row.file_name == f"{RESULT_NAME}.json" and row.config_key == "minimaxm3-fp4-mi355x-vllm"
+    assert row.run_url.endswith("/777") and row.artifact_name == f"bmk_{RESULT_FILENAME}"
+    assert row.file_name == MEMBER and row.config_key == "minimaxm3-fp4-mi355x-vllm"
     again = collect_job(db_session, FakeArtifacts(b"unused"), job_id)
     assert again.state == "skipped" and len(finished) == 1
     assert find_reusable(db_session, image="other", fingerprint="f" * 16, result_name=RESULT_NAME) is None
@@ -347,16 +354,14 @@ def test_collect_stores_one_row_with_identity_and_provenance(
 @pytest.mark.parametrize(
     ("blob", "reason"),
     [
-        (_zip({f"{RESULT_NAME}.json": _raw(), "../escape.json": b"{}"}), "escapes the artifact"),
-        (zip_bomb(f"{RESULT_NAME}.json"), "cap"),
-        (_zip({"notes.txt": b"hello"}), f"missing result file {RESULT_NAME}.json"),
+        (_zip({MEMBER: _raw(), "../escape.json": b"{}"}), "escapes the artifact"),
+        (zip_bomb(MEMBER), "cap"),
+        (_zip({"notes.txt": b"hello"}), f"missing result file {MEMBER}"),
         (
-            _zip(
-                {f"{RESULT_NAME}.json": b'{"max_concurrency": 32, "mean_tpot_ms": null, "p99_tpot_ms": "?"}'}
-            ),
-            f"{RESULT_NAME}.json: field 'p99_tpot_ms'",
+            _zip({MEMBER: b'{"max_concurrency": 32, "mean_tpot_ms": null, "p99_tpot_ms": "?"}'}),
+            f"{MEMBER}: field 'p99_tpot_ms'",
         ),
-        (_zip({f"{RESULT_NAME}.json": _raw(conc=64)}), "point is conc 32"),
+        (_zip({MEMBER: _raw(conc=64)}), "point is conc 32"),
     ],
     ids=["traversal", "zip-bomb", "missing-file", "bad-field", "wrong-conc"],
 )
@@ -378,7 +383,9 @@ def test_collect_fails_when_the_artifact_is_missing(db_session: Session, finishe
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(b"", name="logs"), job_id)
-    assert out.state == "failed" and f"no artifact bmk_{RESULT_NAME}" in (out.reason or "")
+    assert out.state == "failed" and "no artifact bmk_" + RESULT_NAME.removesuffix("_mi355x") + "_<node>" in (
+        out.reason or ""
+    )
 
 
 # ------------------------------------------------------------------------------------ the report

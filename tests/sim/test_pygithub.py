@@ -157,19 +157,25 @@ def test_actions_dispatch_runs_jobs_artifacts_cancel(seeded: SimServer, gh: Gith
     assert len(jobs) == 2 and all(j.conclusion == "success" and j.runner_name for j in jobs)
     assert all("mi355x" in j.labels for j in jobs)
     arts = list(got.get_artifacts())
-    names = sorted(a.name for a in arts)
-    assert names == [
-        f"bmk_minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc{c}_mi355x"
-        for c in (32, 64)
-    ]
-    assert sorted(a.name for a in repo.get_artifacts()) == names
-    # download: 302 to a sim blob URL holding a zip with <result_name>.json in the raw format
+    # benchmark-tmpl.yml's uploads: bmk_/server_logs_/gpu_metrics_/power_audit_ per job, named
+    # after RESULT_FILENAME, which ends in the node that ran the job
+    stem = "minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc{}"
+    bmk = sorted(a.name for a in arts if a.name.startswith("bmk_"))
+    assert len(bmk) == 2 and len(arts) == 8
+    nodes = {j.runner_name for j in jobs}
+    for c, name in zip((32, 64), bmk, strict=True):
+        assert (
+            name.startswith(f"bmk_{stem.format(c)}_") and name.rsplit("_conc", 1)[1].split("_", 1)[1] in nodes
+        )
+    assert sorted(a.name for a in repo.get_artifacts()) == sorted(a.name for a in arts)
+    # download: 302 to a sim blob URL holding a zip with agg_<RESULT_FILENAME>.json
+    bmk_art = next(a for a in arts if a.name == bmk[0])
     r = httpx.get(
-        arts[0].archive_download_url, headers={"Authorization": "token sim-token"}, follow_redirects=True
+        bmk_art.archive_download_url, headers={"Authorization": "token sim-token"}, follow_redirects=True
     )
     assert r.status_code == 200
     zf = zipfile.ZipFile(io.BytesIO(r.content))
-    member = arts[0].name.removeprefix("bmk_") + ".json"
+    member = "agg_" + bmk_art.name.removeprefix("bmk_") + ".json"
     assert zf.namelist() == [member]
     result = json.loads(zf.read(member))
     assert result["max_concurrency"] in (32, 64) and result["completed"] == 10 * result["max_concurrency"]

@@ -116,7 +116,10 @@ def test_fleet_faults_runner_lost_and_failed_benchmark(seeded: SimServer) -> Non
     assert "lost communication" in jobs[0].steps[-1]["name"]
     assert jobs[1].steps[-1]["name"] == "Run benchmark" and jobs[1].steps[-1]["conclusion"] == "failure"
     assert seeded.world.runs[run.id].conclusion == "failure"
-    assert len([a for a in seeded.world.artifacts.values() if a.run_id == run.id]) == 1
+    assert (
+        len([a for a in seeded.world.artifacts.values() if a.run_id == run.id and a.name.startswith("bmk_")])
+        == 1
+    )
 
 
 def test_bad_cli_command_fails_the_run(seeded: SimServer) -> None:

@@ -1,0 +1,176 @@
+"""Which artifact of a benchmark run holds a point's result: naming and selection, pure.
+
+The benchmark repo's job template (`benchmark-tmpl.yml`, tests/fixtures/inferencex/workflows/)
+names one job's files after ``RESULT_FILENAME``:
+
+    RESULT_FILENAME_BASE = <exp-name>_<precision>_<framework>_tp<TP>-pp<PP>-dcp<DCP>-pcp<PCP>-ep<EP>
+                           -dpa<dp-attn>_disagg-<disagg>_spec-<spec-decoding>_conc<C>_<runner.name>
+    RESULT_FILENAME      = RESULT_FILENAME_BASE [+ "_recipe-" + first 16 chars of recipe-fingerprint]
+
+``runner.name`` is the *node* that ran the job (``mi355x-amds_03``; see configs/runners.yaml), not
+the runner label the matrix asked for, so the bot knows everything up to ``_conc<C>_`` (the
+point's *stem*) and nothing after it. The throughput result is uploaded as the artifact
+``bmk_<RESULT_FILENAME>`` holding ``agg_<RESULT_FILENAME>.json``; the same job also uploads
+``server_logs_*``, ``gpu_metrics_*``, ``power_audit_*``, ``eval_*`` (and agentic jobs
+``bmk_agentic_*``), which are never results here.
+
+Nothing in this module does I/O: callers pass the artifact list they fetched and get back a
+``Selection`` saying which one (or why none).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+BMK_PREFIX = "bmk_"
+AGENTIC_BMK_PREFIX = "bmk_agentic_"
+AGG_PREFIX = "agg_"
+# `_recipe-${RECIPE_FINGERPRINT:0:16}`: bash keeps whatever the first 16 characters are; the
+# repo's generated fingerprints are hex digests.
+_RECIPE_SUFFIX = re.compile(r"_recipe-(?P<fp>[0-9A-Za-z]{16})$")
+# A runner node name as the repo's runners.yaml spells them (`mi355x-amds_03`, `b300-nv_01`,
+# `gb200-nv_0`): letters, digits, '.', '-' and '_' — never empty, never a path.
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _flag(value: Any) -> str:
+    # The workflow renders booleans the way GitHub expressions print them: lowercase.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip().lower()
+
+
+def result_stem(point: Mapping[str, Any]) -> str:
+    """``RESULT_FILENAME_BASE`` of a point without its node name: ``..._conc<C>`` (no trailing ``_``).
+
+    ``point`` is the plan JSON (``sweepbot recipe plan --json``): ``exp-name``, ``precision``,
+    ``framework``, ``tp``, ``pp``, ``dcp-size``, ``pcp-size``, ``ep``, ``dp-attn``,
+    ``spec-decoding``, ``conc`` and optionally ``disagg`` (default false).
+    """
+    return (
+        f"{point['exp-name']}_{point['precision']}_{point['framework']}"
+        f"_tp{int(point['tp'])}-pp{int(point.get('pp', 1))}-dcp{int(point.get('dcp-size', 1))}"
+        f"-pcp{int(point.get('pcp-size', 1))}-ep{int(point.get('ep', 1))}"
+        f"-dpa{_flag(point.get('dp-attn', False))}_disagg-{_flag(point.get('disagg', False))}"
+        f"_spec-{point.get('spec-decoding', 'none')}_conc{int(point['conc'])}"
+    )
+
+
+def result_filename(point: Mapping[str, Any], node: str, recipe_fingerprint: str = "") -> str:
+    """``RESULT_FILENAME`` as the job computes it on ``node`` (the simulator names files with it)."""
+    name = f"{result_stem(point)}_{node}"
+    if recipe_fingerprint:
+        name += f"_recipe-{recipe_fingerprint[:16]}"
+    return name
+
+
+def bmk_artifact_name(point: Mapping[str, Any], node: str, recipe_fingerprint: str = "") -> str:
+    return BMK_PREFIX + result_filename(point, node, recipe_fingerprint)
+
+
+@dataclass(frozen=True)
+class BmkName:
+    """A parsed ``bmk_`` artifact name of a fixed-seq-len job."""
+
+    artifact_name: str
+    result_filename: str  # the name without ``bmk_``
+    stem: str  # up to and including ``_conc<C>``
+    node: str  # runner.name of the node that ran the job
+    recipe: str | None  # the 16-character recipe suffix, when present
+
+    @property
+    def member(self) -> str:
+        """The JSON file inside the artifact: ``agg_<RESULT_FILENAME>.json``."""
+        return f"{AGG_PREFIX}{self.result_filename}.json"
+
+
+def parse_bmk_name(name: str, stem: str) -> BmkName | None:
+    """``name`` parsed as ``bmk_<stem>_<node>[_recipe-<16>]``, or None when it is not that point's."""
+    if not name.startswith(BMK_PREFIX) or name.startswith(AGENTIC_BMK_PREFIX):
+        return None
+    rest = name[len(BMK_PREFIX) :]
+    if not rest.startswith(stem + "_"):
+        return None
+    tail = rest[len(stem) + 1 :]
+    recipe = None
+    m = _RECIPE_SUFFIX.search(tail)
+    if m is not None:
+        recipe, tail = m.group("fp"), tail[: m.start()]
+    if not _NODE.match(tail) or "_conc" in tail:
+        # `_conc` in the tail means a longer stem (conc 6 vs conc 64 share a prefix only with
+        # a digit, which the `_` after the stem already rules out; this guards other fields).
+        return None
+    return BmkName(name, rest, stem, tail, recipe)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The outcome of choosing a point's artifact: ``artifact`` or a ``reason`` it is missing."""
+
+    artifact: Mapping[str, Any] | None
+    name: BmkName | None
+    reason: str
+    ignored: tuple[str, ...] = ()  # other artifacts of the run, by name (never results)
+
+    @property
+    def found(self) -> bool:
+        return self.artifact is not None
+
+
+def _newest_first(artifacts: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    # A re-run attempt uploads the same name again; the newest upload is the one to read.
+    return sorted(
+        artifacts, key=lambda a: (str(a.get("created_at") or ""), int(a.get("id") or 0)), reverse=True
+    )
+
+
+def select_bmk_artifact(
+    artifacts: Sequence[Mapping[str, Any]],
+    point: Mapping[str, Any],
+    *,
+    nodes: Iterable[str] | None = None,
+) -> Selection:
+    """The one ``bmk_`` artifact of ``point`` among a run's artifacts (REST ``artifacts`` items).
+
+    Any node name is accepted (the job may run on any node of its label); ``nodes``, when given
+    (the label's node names from runners.yaml), narrows that. A recipe suffix may or may not be
+    present. Every other artifact (logs, metrics, power audit, evals, other points) is ignored.
+    When the same point was uploaded more than once (a re-run), the newest upload wins.
+    """
+    stem = result_stem(point)
+    allowed = set(nodes) if nodes is not None else None
+    matches: list[tuple[Mapping[str, Any], BmkName]] = []
+    ignored: list[str] = []
+    for art in artifacts:
+        name = str(art.get("name") or "")
+        parsed = parse_bmk_name(name, stem)
+        if parsed is None or (allowed is not None and parsed.node not in allowed):
+            ignored.append(name)
+            continue
+        matches.append((art, parsed))
+    wanted = f"{BMK_PREFIX}{stem}_<node>[_recipe-<16 hex>]"
+    if not matches:
+        bmk = sorted(n for n in ignored if n.startswith(BMK_PREFIX))
+        reason = f"no artifact {wanted} in the run (its bmk_ artifacts: {', '.join(bmk) or 'none'})"
+        log.info("bmk_artifact_missing", stem=stem, artifacts=len(artifacts))
+        return Selection(None, None, reason, tuple(ignored))
+    live = [m for m in matches if not m[0].get("expired")]
+    if not live:
+        name = matches[0][1].artifact_name
+        return Selection(None, matches[0][1], f"artifact {name} has expired", tuple(ignored))
+    by_id = {id(a): p for a, p in live}
+    newest = _newest_first([a for a, _ in live])[0]
+    parsed = by_id[id(newest)]
+    if len({p.artifact_name for _, p in live}) > 1:
+        # Two different nodes uploaded the same point (a retried job inside one run): newest wins.
+        log.info("bmk_artifact_several", stem=stem, chosen=parsed.artifact_name, count=len(live))
+    reason = f"artifact {parsed.artifact_name} (node {parsed.node})"
+    log.info("bmk_artifact_chosen", stem=stem, artifact=parsed.artifact_name, node=parsed.node)
+    return Selection(newest, parsed, reason, tuple(ignored))
