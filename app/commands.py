@@ -607,9 +607,13 @@ def handle_comment(
     if short_refusal:
         # Nothing of the comment is echoed: a user who may not run these commands cannot use the
         # bot's replies to post text, ping people or fill the thread.
+        has = (
+            f"@{login} has no permission on {repo} that GitHub reports to the bot"
+            if role == "none"
+            else f"@{login} has `{role}` permission on {repo}"
+        )
         sections.append(
-            f"⛔ @{login} has `{role}` permission on {repo}; this needs write, maintain or admin "
-            "permission. Ask a maintainer to run it."
+            f"⛔ {has}; this needs write, maintain or admin permission. Ask a maintainer to run it."
         )
     body = "\n\n---\n\n".join(sections) + f"\n\n{marker}"
     gw.upsert_comment(repo, number, marker, body)

@@ -1,7 +1,7 @@
 """What the bot saw of pull-request heads: one row per head SHA a PR was seen at, and when.
 
 ``/sweep approve`` binds to the head current when the comment was written (see app/approval.py);
-these rows are the record it binds against. Keep in step with migrations/versions/0005_pr_heads.py.
+these rows are the record it binds against. Keep in step with migrations/versions/0006_pr_heads.py.
 """
 
 from __future__ import annotations

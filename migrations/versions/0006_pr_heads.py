@@ -1,7 +1,7 @@
 """pr_heads: the heads the bot saw each pull request at (keep in step with app/models/heads.py)
 
-Revision ID: 0005_pr_heads
-Revises: 0004_results
+Revision ID: 0006_pr_heads
+Revises: 0005_nightly
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_pr_heads"
-down_revision = "0004_results"
+revision = "0006_pr_heads"
+down_revision = "0005_nightly"
 branch_labels = None
 depends_on = None
 
