@@ -4,8 +4,8 @@ A GitHub write is always made by the bot (its token); a maintainer's `/depends-o
 operator's dashboard action is what caused it. Before, such writes were recorded under the
 maintainer's name as if they had made them.
 
-Revision ID: 0006_audit_caused_by
-Revises: 0005_nightly
+Revision ID: 0007_audit_caused_by
+Revises: 0006_pr_heads
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_audit_caused_by"
-down_revision = "0005_nightly"
+revision = "0007_audit_caused_by"
+down_revision = "0006_pr_heads"
 branch_labels = None
 depends_on = None
 
