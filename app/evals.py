@@ -20,13 +20,14 @@ an artifact that fails (parse everything first, then write).
 
 from __future__ import annotations
 
-import json
 import math
 import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from app import safejson
 
 MAX_TASKS = 500  # a results file with more tasks than this is not one eval job's output
 _CONC_SUFFIX = re.compile(r"_conc(\d+)\.json$")
@@ -94,7 +95,11 @@ class EvalArtifact:
 
 def _load(body: bytes | str, file_name: str) -> dict[str, Any]:
     try:
-        data = json.loads(body)
+        # The shared hostile-JSON limits (nesting, giant integers); the harness's json.dump may
+        # write NaN, which parses here and is then refused field by field.
+        data = safejson.loads(body, max_int_digits=safejson.MAX_INT_DIGITS, allow_nan=True)
+    except safejson.JSONLimitError as exc:
+        raise EvalFileError(file_name, "<document>", f"refused: {exc}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise EvalFileError(file_name, "<document>", f"not valid JSON ({exc})") from exc
     if not isinstance(data, dict):

@@ -33,7 +33,9 @@ SEED_POINT: dict[str, Any] = {
     "conc": 32,
     "max-model-len": 9472,
     "exp-name": "minimaxm3_8k1k",
-    "result-name": "minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc32_mi355x",
+    "result-name": (
+        "minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc32_mi355x"
+    ),
     "run-eval": True,
     "eval-only": False,
 }

@@ -15,7 +15,11 @@ MASTER_FILES = (
     "amd-master.b4cec7f.yaml",
     "amd-master.head.yaml",
     "amd-minimaxm3-8k1k-master.deprecated.head.yaml",
+    # Exact excerpts of configs/nvidia-master.yaml at HEAD (enroot pins, multi-node agentic keys).
+    "nvidia-master.tail.head.yaml",
+    "nvidia-master.dsv4-gb300-trt-mtp.head.yaml",
 )
+AMD_FILES = tuple(name for name in MASTER_FILES if name.startswith("amd-"))
 SEED_KEY = "minimaxm3-fp4-mi355x-vllm"
 BUMPED_IMAGE = "vllm/vllm-openai-rocm:nightly-69715823df89b11ee684b84066390cbb9092d5c1"
 

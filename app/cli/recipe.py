@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.recipes import (
+    EntryFlags,
     RecipeError,
     append_changelog,
     parse_master,
@@ -179,16 +180,46 @@ def changelog(
         list[str], typer.Option("--description", help="One description line (repeatable).")
     ],
     pr_link: Annotated[
-        str | None, typer.Option("--pr-link", help="PR URL; without it the entry says XXX.")
+        str | None,
+        typer.Option("--pr-link", help="PR URL, or XXX while the PR has no number (the default)."),
+    ] = None,
+    scenario_type: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scenario-type", help="Restrict the sweep to fixed-seq-len or agentic-coding (repeatable)."
+        ),
+    ] = None,
+    evals_only: Annotated[bool, typer.Option("--evals-only", help="Run only the eval jobs.")] = False,
+    all_evals: Annotated[
+        bool, typer.Option("--all-evals", help="Run evals for every fixed-seq-len config.")
+    ] = False,
+    no_evals: Annotated[bool, typer.Option("--no-evals", help="Run no eval jobs.")] = False,
+    append_only: Annotated[
+        bool,
+        typer.Option("--append-only", help="Run only points added since the last curve, then append them."),
+    ] = False,
+    eval_min_prefill_ep: Annotated[
+        int | None,
+        typer.Option("--eval-min-prefill-ep", help="Drop multi-node eval rows whose prefill ep is lower."),
     ] = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Rewrite FILE instead of printing it.")
     ] = False,
 ) -> None:
-    """Append a perf-changelog entry at the end of FILE in the repo's format."""
+    """Append a perf-changelog entry at the end of FILE in the repo's format (every field its gate knows)."""
     text = _read(file)
+    flags = EntryFlags(
+        scenario_type=tuple(scenario_type or ()),
+        evals_only=evals_only,
+        all_evals=all_evals,
+        no_evals=no_evals,
+        append_only=append_only,
+        eval_min_prefill_ep=eval_min_prefill_ep,
+    )
     try:
-        new_text = append_changelog(text, config_keys=key, description=description, pr_link=pr_link)
+        new_text = append_changelog(
+            text, config_keys=key, description=description, pr_link=pr_link, flags=flags
+        )
     except RecipeError as exc:
         _fail(str(exc))
     if in_place:

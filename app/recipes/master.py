@@ -1,8 +1,8 @@
 """Master-config parsing and sweep planning, in agreement with the benchmark repo's matrix logic.
 
-What the benchmark repo (SemiAnalysisAI/InferenceX, `infx/matrix/generate.py`, formerly
-`utils/matrix_logic/generate_sweep_configs.py`, command `test-config`) does for a single-node
-`fixed-seq-len` config, as checked against its source:
+What the benchmark repo (SemiAnalysisAI/InferenceX at 843c6254: `utils/matrix_logic/
+generate_sweep_configs.py`, command `test-config`, run by `.github/workflows/e2e-tests.yml`) does
+for a single-node `fixed-seq-len` config, as checked against its source:
 
 * For every `scenarios.fixed-seq-len` item (isl/osl) and every `search-space` item, in file order:
   `conc-list` is used as given when the item has it; otherwise conc runs from `conc-start`,
