@@ -280,7 +280,7 @@ def meta_mismatches(meta: MetaEnv, point: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _results_member(members: Mapping[str, bytes], conc: int | None) -> tuple[str, bytes]:
+def results_member(members: Mapping[str, bytes], conc: int | None) -> tuple[str, bytes]:
     files = {n: b for n, b in members.items() if posixpath.basename(n).startswith("results")}
     if conc is not None:
         own = [n for n in files if (m := _CONC_SUFFIX.search(n)) and int(m.group(1)) == conc]
@@ -322,5 +322,5 @@ def parse_eval_artifact(members: Mapping[str, bytes], point: Mapping[str, Any]) 
             metas[0], wrong[0].split(" ", 1)[0], "; ".join(wrong) + ": the artifact is another point's"
         )
     conc = point.get("eval-conc", point.get("conc"))
-    name, body = _results_member(members, conc if isinstance(conc, int) else None)
+    name, body = results_member(members, conc if isinstance(conc, int) else None)
     return EvalArtifact(meta, parse_lm_eval(body, name))

@@ -427,3 +427,48 @@ def test_results_gap_compares_only_runs_of_the_references_tp(db_session: Session
     assert out.reference_name == "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k"
     row = next(g for g in out.gap if g.conc == 4)
     assert (row.runs, row.recipe, row.gap_pct, row.verdict) == (1, 7.5, 0.0, "matched")
+
+
+def test_results_show_the_accuracy_table_and_the_overall_verdict(
+    dash: tuple[TestClient, Session, Seeded],
+) -> None:
+    from app.models.results import EvalResult
+
+    client, session, _s = dash
+    for filt, score, stderr in (("flexible-extract", 0.95, 0.0219), ("strict-match", 0.80, 0.0402)):
+        session.add(
+            EvalResult(
+                result_name=f"{KEY}-c32",
+                config_key=KEY,
+                image=NEW_IMAGE,
+                fingerprint="f" * 16,
+                model="amd/MiniMax-M3-MXFP4",
+                framework="vllm",
+                precision="fp4",
+                runner="mi355x",
+                isl=8192,
+                osl=1024,
+                conc=32,
+                tp=4,
+                task="gsm8k",
+                metric="exact_match",
+                filter=filt,
+                score=score,
+                stderr=stderr,
+                n=100,
+                limit=100.0,
+                run_url="https://github.com/o/r/actions/runs/1",
+            )
+        )
+    session.commit()
+    res = client.get(f"/api/results/{KEY}").json()
+    acc = {a["filter"]: a for a in res["accuracy"]}
+    assert (
+        acc["flexible-extract"]["reference"] == 0.9363 and acc["flexible-extract"]["verdict"] == "not worse"
+    )
+    assert acc["flexible-extract"]["half_width_pts"] == pytest.approx(4.29, abs=0.01)
+    assert acc["strict-match"]["verdict"] == "worse"
+    assert res["verdict"].endswith("; accuracy: worse on gsm8k") and res["verdict"].startswith("latency: ")
+    page = client.get(f"/results/{KEY}").text
+    assert "Accuracy (lm-eval)" in page and "0.9500 ± 0.0219" in page and "limit 100" in page
+    assert "wide interval" in page and "<strong>Verdict</strong>" in page

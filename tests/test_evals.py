@@ -208,3 +208,32 @@ def test_reference_tables_carry_accuracy_with_provenance() -> None:
         ("strict-match", 0.9371),
     ]
     assert [RefAccuracy("gsm8k", "strict-match", 0.9371, num_fewshot=5).filter] == ["strict-match"]
+
+
+def test_gap_cli_reads_eval_files_and_artifact_zips(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import typer
+    from typer.testing import CliRunner
+
+    from app.cli.report import gap_command
+
+    app = typer.Typer()
+    app.command("gap")(gap_command)
+    app.command("noop")(lambda: None)
+    ref = str(FIXTURES / "references" / "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k.yaml")
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "results_2026-12-01T09-00-00.json").write_text(json.dumps(gsm8k_results(0.95)))
+    (loose / "meta_env.json").write_text(json.dumps(meta_env()))
+    got = CliRunner().invoke(app, ["gap", "--results", str(loose), "--reference", ref])
+    assert got.exit_code == 0, got.output
+    assert "| gsm8k | flexible-extract | 32 | 0.9500 ± 0.0219 (n=100, limit 100) | 0.9363 |" in got.output
+    assert "wide interval" in got.output
+    assert got.output.rstrip().endswith("Verdict: latency: no verdict yet; accuracy: not worse on gsm8k")
+    zipped = tmp_path / "zipped"
+    zipped.mkdir()
+    (zipped / "eval_x.zip").write_bytes(eval_zip(gsm8k_results(0.80), meta_env()))
+    got = CliRunner().invoke(app, ["gap", "--results", str(zipped), "--reference", ref])
+    assert got.exit_code == 0 and "accuracy: worse on gsm8k" in got.output
+    (zipped / "eval_y.zip").write_bytes(eval_zip(None, meta_env()))
+    got = CliRunner().invoke(app, ["gap", "--results", str(zipped), "--reference", ref])
+    assert got.exit_code == 2 and "no lm-eval result file" in got.output

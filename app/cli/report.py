@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,59 +22,142 @@ def report_command(sweep_id: Annotated[int, typer.Argument(help="The sweep's id.
     typer.echo(body)
 
 
+def _is_lm_eval(path: Path, body: bytes) -> bool:
+    """An lm-eval result file: named ``results*.json``, or shaped like one (``results`` + ``n-samples``)."""
+    if path.name.startswith("results") and path.suffix == ".json":
+        return True
+    head = body[:65536]
+    return b'"results"' in head and (b'"n-samples"' in head or b'"lm_eval_version"' in head)
+
+
+def _eval_scores_from_zip(path: Path) -> list[Any]:
+    """Scores of an eval artifact zip (``eval_*.zip`` as downloaded), tagged with meta_env's conc."""
+    from app.evals import parse_lm_eval, parse_meta_env, results_member
+    from app.results import safe_json_members
+
+    members = safe_json_members(path.read_bytes())
+    metas = [n for n in members if n.rsplit("/", 1)[-1] == "meta_env.json"]
+    meta = parse_meta_env(members[metas[0]], f"{path.name}:{metas[0]}") if metas else None
+    name, body = results_member(members, meta.conc if meta else None)
+    parsed = parse_lm_eval(body, f"{path.name}:{name}")
+    return [_WithConc(s, meta.conc if meta else None) for s in parsed.scores]
+
+
+class _WithConc:
+    """An ``EvalScore`` plus the conc its eval ran at (from meta_env.json), for the table."""
+
+    def __init__(self, score: Any, conc: int | None) -> None:
+        self._score, self.conc = score, conc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._score, name)
+
+
 def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
-    """The gap report for a folder of result JSON files against a reference file (pure but for reads)."""
+    """The gap report for a folder of result files against a reference file (pure but for reads).
+
+    The folder may hold benchmark result JSON (either schema), lm-eval result files
+    (``results*.json``, with an optional ``meta_env.json`` beside them) and downloaded artifact
+    zips (``bmk_*.zip``, ``eval_*.zip``); latency files give the latency table, eval files the
+    accuracy table, and the last line is the verdict over both.
+    """
+    from app.accuracy import accuracy_notes, compare_accuracy, overall_verdict_line, render_accuracy_table
+    from app.evals import parse_lm_eval, parse_meta_env
     from app.gap import compute_gap, render_gap_table, render_tput_table, tput_gap_at_equal_interactivity
     from app.references import load_reference, metric_field
-    from app.results import parse_result
+    from app.results import parse_result, safe_json_members
 
     ref = load_reference(reference_file)
     field = metric_field(metric)
-    files = sorted(p for p in results.iterdir() if p.is_file() and p.suffix.lower() == ".json")
+    files = sorted(p for p in results.iterdir() if p.is_file() and p.suffix.lower() in (".json", ".zip"))
     if not files:
         raise ValueError(
-            f"{results}: no .json result files found (expected benchmark_serving or agg_*.json files)"
+            f"{results}: no .json or .zip result files found (expected benchmark_serving or agg_*.json "
+            "files, lm-eval results*.json files, or downloaded bmk_/eval_ artifact zips)"
         )
-    by_conc: dict[int, list[float]] = {}
-    curve: list[tuple[float, float]] = []
+    latency: list[tuple[str, bytes]] = []
+    eval_files: list[tuple[str, bytes]] = []
+    eval_scores: list[Any] = []
+    meta_conc: int | None = None
     for path in files:
-        parsed = parse_result(path.read_bytes(), path.name, tp=ref.tp)
-        if parsed.conc is None:
-            raise ValueError(
-                f"{path.name}: field 'max_concurrency': missing, so the file cannot be placed on "
-                'the curve; add "max_concurrency": N'
-            )
-        value = parsed.metrics().get(field)
-        if value is None:
-            raise ValueError(
-                f"{path.name}: field {field!r}: missing; pick another --metric "
-                f"(the reference publishes {', '.join(sorted(next(iter(ref.points.values()))))})"
-            )
-        by_conc.setdefault(parsed.conc, []).append(float(value))
-        if parsed.interactivity is not None and parsed.tput_per_gpu is not None:
-            curve.append((parsed.interactivity, parsed.tput_per_gpu))
-    ref_values = {c: v[field] for c, v in ref.points.items() if field in v}
-    if not ref_values:
-        raise ValueError(f"{reference_file}: the reference publishes no {field!r}; pick another --metric")
-    rows = compute_gap(by_conc, ref_values, metric=field)
-    out = [
-        f"Gap on {field} against {ref.name} ({ref.engine or 'reference'}); lower is better"
-        if field.endswith("_ms")
-        else f"Gap on {field} against {ref.name}; higher is better"
-    ]
-    if ref.source:
-        out.append(f"Reference source: {ref.source}")
-    if ref.caveat:
-        out.append(f"Caveat: {ref.caveat}")
-    out += ["", render_gap_table(rows, metric=field, reference_label=ref.label())]
-    ref_curve = ref.tput_curve()
-    if ref_curve:
+        if path.suffix.lower() == ".zip":
+            members = safe_json_members(path.read_bytes())
+            if any(n.rsplit("/", 1)[-1] == "meta_env.json" for n in members):
+                eval_scores += _eval_scores_from_zip(path)
+            else:
+                latency += [(f"{path.name}:{n}", b) for n, b in members.items()]
+            continue
+        body = path.read_bytes()
+        if path.name == "meta_env.json":
+            meta_conc = parse_meta_env(body, path.name).conc
+        elif _is_lm_eval(path, body):
+            eval_files.append((path.name, body))
+        else:
+            latency.append((path.name, body))
+    for name, body in eval_files:
+        eval_scores += [_WithConc(s, meta_conc) for s in parse_lm_eval(body, name).scores]
+
+    out: list[str] = []
+    rows: list[Any] = []
+    if latency:
+        by_conc: dict[int, list[float]] = {}
+        curve: list[tuple[float, float]] = []
+        for name, body in latency:
+            parsed = parse_result(body, name, tp=ref.tp)
+            if parsed.conc is None:
+                raise ValueError(
+                    f"{name}: field 'max_concurrency': missing, so the file cannot be placed on "
+                    'the curve; add "max_concurrency": N'
+                )
+            value = parsed.metrics().get(field)
+            if value is None:
+                raise ValueError(
+                    f"{name}: field {field!r}: missing; pick another --metric "
+                    f"(the reference publishes {', '.join(sorted(next(iter(ref.points.values()))))})"
+                )
+            by_conc.setdefault(parsed.conc, []).append(float(value))
+            if parsed.interactivity is not None and parsed.tput_per_gpu is not None:
+                curve.append((parsed.interactivity, parsed.tput_per_gpu))
+        ref_values = {c: v[field] for c, v in ref.points.items() if field in v}
+        if not ref_values:
+            raise ValueError(f"{reference_file}: the reference publishes no {field!r}; pick another --metric")
+        rows = compute_gap(by_conc, ref_values, metric=field)
         out += [
-            "",
-            "Throughput per GPU at equal interactivity:",
-            "",
-            render_tput_table(tput_gap_at_equal_interactivity(curve, ref_curve), reference_label=ref.label()),
+            f"Gap on {field} against {ref.name} ({ref.engine or 'reference'}); lower is better"
+            if field.endswith("_ms")
+            else f"Gap on {field} against {ref.name}; higher is better"
         ]
+        if ref.source:
+            out.append(f"Reference source: {ref.source}")
+        if ref.caveat:
+            out.append(f"Caveat: {ref.caveat}")
+        out += ["", render_gap_table(rows, metric=field, reference_label=ref.label())]
+        ref_curve = ref.tput_curve()
+        if ref_curve:
+            out += [
+                "",
+                "Throughput per GPU at equal interactivity:",
+                "",
+                render_tput_table(
+                    tput_gap_at_equal_interactivity(curve, ref_curve), reference_label=ref.label()
+                ),
+            ]
+    accuracy_rows: list[Any] = []
+    if eval_scores:
+        accuracy_rows = compare_accuracy(eval_scores, ref.accuracy)
+        if out:
+            out.append("")
+        where = ref.accuracy_source or ref.source or ref.name
+        out += [
+            f"Accuracy against {ref.name} ({where if ref.accuracy else 'it publishes no accuracy'}); "
+            "not worse = at most one standard error below the reference",
+            "",
+            render_accuracy_table(accuracy_rows, reference_label=ref.label()),
+        ]
+        notes = accuracy_notes(accuracy_rows)
+        if notes:
+            out += [""] + [f"Note: {n}" for n in notes]
+    out += ["", f"Verdict: {overall_verdict_line(rows, accuracy_rows)}"]
     return "\n".join(out)
 
 
@@ -83,7 +166,7 @@ def gap_command(
         Path,
         typer.Option(
             "--results",
-            help="Folder of result JSON files (either schema).",
+            help="Folder of result files: benchmark JSON, lm-eval results*.json, artifact zips.",
             exists=True,
             file_okay=False,
             dir_okay=True,
@@ -99,12 +182,13 @@ def gap_command(
         str, typer.Option("--metric", help="Metric to compare, e.g. mean_tpot, p99_tpot.")
     ] = "mean_tpot",
 ) -> None:
-    """Print the per-concurrency gap of a folder of results against a reference, offline."""
+    """Print the per-concurrency gap and the accuracy table of a folder of results, offline."""
+    from app.evals import EvalFileError
     from app.references import ReferenceError
-    from app.results import ResultFileError
+    from app.results import ArtifactError, ResultFileError
 
     try:
         typer.echo(gap_table_for_dir(results, reference, metric))
-    except (ValueError, ReferenceError, ResultFileError) as exc:
+    except (ValueError, ReferenceError, ResultFileError, EvalFileError, ArtifactError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -459,6 +459,49 @@ def sweep_detail(session: Session, sweep_id: int) -> S.SweepDetail | None:
     return S.SweepDetail(**base.model_dump(), head_sha=s.head_sha, jobs=[job_out(j) for j in jobs])
 
 
+def _accuracy_for(
+    session: Session,
+    config_key: str,
+    image: str | None,
+    isl: int | None,
+    osl: int | None,
+    ref: Any,
+    gap_rows: list[S.GapRow],
+) -> tuple[list[S.AccuracyRowOut], list[str], str]:
+    """The key's newest eval score per conc, task and filter on ``image``, against the reference."""
+    from app.accuracy import accuracy_notes, compare_accuracy, overall_verdict_line
+    from app.models.results import EvalResult
+
+    stmt = select(EvalResult).where(EvalResult.config_key == config_key)
+    if image:
+        stmt = stmt.where(EvalResult.image == image)
+    if isl is not None and osl is not None:
+        stmt = stmt.where(EvalResult.isl == isl, EvalResult.osl == osl)
+    newest: dict[tuple[int, str, str], EvalResult] = {}
+    for row in session.scalars(stmt.order_by(EvalResult.id)):
+        newest[(row.conc, row.task, row.filter)] = row
+    scores = [newest[k] for k in sorted(newest)]
+    rows = compare_accuracy(scores, list(ref.accuracy) if ref is not None else [])
+    out = [
+        S.AccuracyRowOut(
+            task=r.task,
+            filter=r.filter,
+            conc=r.conc,
+            score=r.score,
+            stderr=r.stderr,
+            n=r.n,
+            limit=r.limit,
+            reference=r.reference,
+            diff_pts=None if r.shortfall is None else round(-r.shortfall * 100, 2),
+            half_width_pts=None if r.half_width is None else round(r.half_width * 100, 2),
+            verdict=r.verdict,
+            run_url=src.run_url,
+        )
+        for r, src in zip(rows, scores, strict=True)
+    ]
+    return out, accuracy_notes(rows), overall_verdict_line(gap_rows, rows)
+
+
 def sweep_filter_values(session: Session) -> dict[str, list[str]]:
     """Choices for the filter form, from the small label-like columns only."""
     repos = [r for (r,) in session.execute(select(Sweep.repo).distinct().order_by(Sweep.repo).limit(200))]
@@ -833,7 +876,12 @@ def results_for_key(
         ),
         key=lambda p: (first_id[p.image], p.conc),
     )
+    accuracy, notes, verdict = _accuracy_for(session, config_key, chosen_image, isl, osl, ref, gap_rows)
     return S.ResultsKeyOut(
+        accuracy=accuracy,
+        accuracy_source=(ref.accuracy_source or ref.source) if ref is not None and ref.accuracy else None,
+        accuracy_notes=notes,
+        verdict=verdict,
         config_key=config_key,
         seq=seq_name(isl, osl),
         image=chosen_image,

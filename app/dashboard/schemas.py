@@ -228,6 +228,21 @@ class ImagePoint(BaseModel):
     mean_tpot_ms: float | None
 
 
+class AccuracyRowOut(BaseModel):
+    task: str
+    filter: str = Field(description="lm-eval filter: strict-match, flexible-extract ...")
+    conc: int | None
+    score: float
+    stderr: float | None = Field(description="standard error of the score (None: the file gave none)")
+    n: int | None = Field(description="samples scored (n-samples effective)")
+    limit: float | None = Field(description="--limit of the eval (None: the whole split)")
+    reference: float | None
+    diff_pts: float | None = Field(description="(score - reference) in percentage points")
+    half_width_pts: float | None = Field(description="95% interval half-width in points")
+    verdict: str = Field(description="not worse | worse | not enough data | no reference")
+    run_url: str | None = None
+
+
 class ResultsKeyOut(BaseModel):
     config_key: str
     seq: str | None
@@ -240,6 +255,10 @@ class ResultsKeyOut(BaseModel):
     reference_metric: str | None
     gap: list[GapRow]
     images: list[ImagePoint] = Field(description="mean TPOT per image and conc over time")
+    accuracy: list[AccuracyRowOut] = Field(default_factory=list, description="eval scores vs the reference")
+    accuracy_source: str | None = None
+    accuracy_notes: list[str] = Field(default_factory=list)
+    verdict: str | None = Field(default=None, description="the overall line: latency and accuracy")
 
 
 class KeySummary(BaseModel):

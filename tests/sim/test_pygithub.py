@@ -161,7 +161,11 @@ def test_actions_dispatch_runs_jobs_artifacts_cancel(seeded: SimServer, gh: Gith
     # after RESULT_FILENAME, which ends in the node that ran the job
     stem = "minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc{}"
     bmk = sorted(a.name for a in arts if a.name.startswith("bmk_"))
-    assert len(bmk) == 2 and len(arts) == 8
+    # ... and eval_<exp-name>_<RESULT_FILENAME> for the slice's eval point: the generator's default
+    # selection over conc 32 and 64 is the highest and the (upper) median, both 64
+    evals = [a.name for a in arts if a.name.startswith("eval_")]
+    assert len(evals) == 1 and f"_{stem.format(64)}_" in evals[0]
+    assert len(bmk) == 2 and len(arts) == 9
     nodes = {j.runner_name for j in jobs}
     for c, name in zip((32, 64), bmk, strict=True):
         assert (
