@@ -321,14 +321,28 @@ def group_fields(settings: Settings) -> tuple[str, ...]:
 
 def _group_key(point: dict[str, Any], fields: Sequence[str]) -> str:
     seq = _point_seq(point)
-    vals = {"seq": seq, "conc": point["conc"], "tp": point["tp"]}
+    vals = {"seq": seq, "conc": point["conc"], "tp": _point_tp(point)}
     return "/".join(f"{f}={vals[f]}" for f in fields)
 
 
 def _point_seq(point: dict[str, Any]) -> str:
+    """The point's seq-len name; agentic-coding points have none and say `agentic`."""
     from app.recipes.master import seq_name
 
+    if "isl" not in point:
+        return "agentic"
     return seq_name(int(point["isl"]), int(point["osl"]))
+
+
+def _point_conc(point: Mapping[str, Any]) -> int:
+    """One conc per job row: a multi-node row (whole conc list on one engine) is keyed by its highest."""
+    conc = point["conc"]
+    return max(int(c) for c in conc) if isinstance(conc, list) else int(conc)
+
+
+def _point_tp(point: Mapping[str, Any]) -> int:
+    """A multi-node row has no top-level tp: its decode workers' tp stands for it in views."""
+    return int(point["tp"]) if "tp" in point else int(point["decode"]["tp"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,7 +439,7 @@ def point_order(points: Sequence[dict[str, Any]]) -> list[int]:
     Largest conc first, ties in the repo's order: the longest jobs start first, so a sweep's tail
     (and the makespan of several sweeps sharing a label) stays short.
     """
-    ranked = sorted(range(len(points)), key=lambda i: (-int(points[i]["conc"]), i))
+    ranked = sorted(range(len(points)), key=lambda i: (-_point_conc(points[i]), i))
     positions = [0] * len(points)
     for rank, index in enumerate(ranked):
         positions[index] = rank
@@ -505,12 +519,12 @@ def request_sweep(
         )
         if filters.conc_range is not None:
             lo, hi = filters.conc_range
-            kept = [r for r in rows if lo <= int(r["conc"]) <= hi]
+            kept = [r for r in rows if lo <= _point_conc(r) <= hi]
             if not kept:
                 raise SweepError(
                     f"conc={lo}..{hi} matches none of {config_key}'s "
                     f"{'eval ' if mode.value == 'only' else ''}conc values "
-                    f"({', '.join(str(c) for c in sorted({int(r['conc']) for r in rows}))})"
+                    f"({', '.join(str(c) for c in sorted({_point_conc(r) for r in rows}))})"
                 )
             rows = kept
         log.info(
@@ -664,8 +678,8 @@ def create_sweep(
             result_name=str(point["result-name"]),
             runner_label=str(point["runner"]),
             seq=_point_seq(point),
-            conc=int(point["conc"]),
-            tp=int(point["tp"]),
+            conc=_point_conc(point),
+            tp=_point_tp(point),
             group_key=gk,
             slots=max(1, (slots or {}).get(gk, 1)),
             state=JobState.QUEUED,
@@ -769,7 +783,7 @@ def _fmt_seconds(seconds: float) -> str:
 
 
 def reply_text(sweep: Sweep, plan: SweepPlan, created: bool) -> str:
-    concs = sorted({int(p["conc"]) for p in plan.points})
+    concs = sorted({_point_conc(p) for p in plan.points})
     head = (
         (f"Sweep {sweep.id} queued" if created else f"Sweep {sweep.id} is already queued for this head")
         + f" for `{sweep.config_key}` at `{sweep.head_sha[:7]}`: {len(plan.points)} point(s), conc "
