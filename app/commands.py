@@ -507,8 +507,13 @@ def handle_comment(
                 allowed, role = can_write(gw, repo, login)
             if not allowed:
                 state = "refused"
+                has = (
+                    f"@{login} has no permission on {repo} that GitHub reports to the bot"
+                    if role == "none"
+                    else f"@{login} has `{role}` permission on {repo}"
+                )
                 why = (
-                    f"@{login} has `{role}` permission on {repo}; "
+                    f"{has}; "
                     f"`{cmd.words}` needs write, maintain or admin "
                     "permission because it spends runner time or changes files. Ask a maintainer to run it."
                 )
