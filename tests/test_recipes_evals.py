@@ -157,3 +157,50 @@ def test_plan_dicts_round_trip_through_the_selection_unchanged() -> None:
     rows = [p.to_json() for p in expand_points(master, SEED_KEY)]
     planned = plan_evals(rows)
     assert [{k: v for k, v in p.items() if k not in ("run-eval", "eval-only")} for p in planned] == rows
+
+
+@pytest.mark.parametrize("name", AMD_FILES)
+def test_multinode_and_agentic_keys_of_the_fixtures_follow_the_documented_rules(name: str) -> None:
+    """Rows planned for multi-node and agentic keys (app.recipes.topology) get their evals too."""
+    master = parse_master(fixture_text(name))
+    seen = 0
+    for key, entry in master.items():
+        if is_single_node_fixed(entry):
+            continue
+        rows = plan_with_evals(master, key)
+        seen += 1
+        evals = [r for r in rows if r["run-eval"]]
+
+        def concs(r: dict[str, Any]) -> list[int]:
+            return r["conc"] if isinstance(r["conc"], list) else [r["conc"]]
+
+        multi = [r for r in rows if "prefill" in r or r.get("multinode")]
+        agentic = [r for r in rows if r.get("scenario-type") == "agentic-coding" and r not in multi]
+        # single-node agentic: one eval per model/runner/framework/precision group, at its top conc
+        if agentic:
+            marked = [r for r in evals if r in agentic]
+            assert len(marked) == 1, key
+            assert marked[0]["conc"] == max(c for r in agentic for c in concs(r)), key
+        # multi-node (fixed-seq-len at 8k1k only; agentic at any shape): one per topology, top conc
+        topologies: dict[str, list[dict[str, Any]]] = {}
+        skip = (
+            "conc",
+            "result-name",
+            "exp-name",
+            "max-model-len",
+            "image",
+            "run-eval",
+            "eval-only",
+            "eval-conc",
+        )
+        for r in multi:
+            if r.get("scenario-type") != "agentic-coding" and (r.get("isl"), r.get("osl")) != (8192, 1024):
+                assert not r["run-eval"], key
+                continue
+            ident = json.dumps({k: v for k, v in r.items() if k not in skip}, sort_keys=True)
+            topologies.setdefault(ident, []).append(r)
+        for members in topologies.values():
+            marked = [r for r in members if r["run-eval"]]
+            assert len(marked) == 1, key
+            assert marked[0]["eval-conc"] == max(c for r in members for c in concs(r)), key
+    assert seen >= 1 or name.startswith("amd-minimaxm3")

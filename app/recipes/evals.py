@@ -270,7 +270,7 @@ def plan_with_evals(
     marked = plan_evals(rows, mode)
     if conc:
         wanted = set(conc)
-        marked = [r for r in marked if r["conc"] in wanted]
+        marked = [r for r in marked if wanted & set(_concs(r))]
     if not marked:
         # Only `only` can drop every point: the filters left none that the default selection evaluates.
         raise EmptyPlanError(
