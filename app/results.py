@@ -394,6 +394,23 @@ def find_reusable(session: Session, *, image: str, fingerprint: str, result_name
     return session.scalars(stmt).first()
 
 
+def find_reusable_eval(
+    session: Session, *, image: str, fingerprint: str, result_name: str
+) -> EvalResult | None:
+    """The newest stored eval score of the same point on the same image and recipe fingerprint."""
+    stmt = (
+        select(EvalResult)
+        .where(
+            EvalResult.image == image,
+            EvalResult.fingerprint == fingerprint,
+            EvalResult.result_name == result_name,
+        )
+        .order_by(EvalResult.id.desc())
+        .limit(1)
+    )
+    return session.scalars(stmt).first()
+
+
 def store_result(
     session: Session,
     parsed: ParsedResult,

@@ -196,10 +196,33 @@ def _mark_dirty(session: Session, sweep_id: int) -> None:
     mark_report_dirty(session, sweep_id)
 
 
-def _find_reusable(session: Session, *, image: str, fingerprint: str, result_name: str) -> Any:
-    from app.results import find_reusable
+def _find_reusable(
+    session: Session,
+    *,
+    image: str,
+    fingerprint: str,
+    result_name: str,
+    point: Mapping[str, Any] | None = None,
+) -> Any:
+    """A stored result that serves this point: its throughput result, and its eval when it runs one."""
+    from app.results import find_reusable, find_reusable_eval
 
-    return find_reusable(session, image=image, fingerprint=fingerprint, result_name=result_name)
+    marks = point or {}
+    eval_only = bool(marks.get("eval-only"))
+    hit = (
+        None
+        if eval_only
+        else find_reusable(session, image=image, fingerprint=fingerprint, result_name=result_name)
+    )
+    if hit is None and not eval_only:
+        return None
+    if marks.get("run-eval") or eval_only:
+        # A throughput result alone does not answer an eval point (nor the reverse).
+        evaluated = find_reusable_eval(session, image=image, fingerprint=fingerprint, result_name=result_name)
+        if evaluated is None:
+            return None
+        return hit or evaluated
+    return hit
 
 
 def _result_link(result: Any) -> str | None:
@@ -731,7 +754,9 @@ def create_sweep(
             attempts=0,
             updated_at=now,
         )
-        reusable = _find_reusable(session, image=image, fingerprint=fingerprint, result_name=job.result_name)
+        reusable = _find_reusable(
+            session, image=image, fingerprint=fingerprint, result_name=job.result_name, point=point
+        )
         if reusable is not None:
             job.state, job.finished_at = JobState.REUSED, now
             job.result_url = _result_link(reusable)
@@ -1364,6 +1389,7 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
                         image=sweep.image,
                         fingerprint=sweep.fingerprint,
                         result_name=candidate.result_name,
+                        point=candidate.point if isinstance(candidate.point, dict) else None,
                     )
                     if reusable is None:
                         job = candidate

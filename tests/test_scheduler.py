@@ -501,3 +501,55 @@ def test_eval_modes_shape_the_sweep_and_its_dispatch(env: dict[str, Any]) -> Non
     every = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", evals="all"))
     assert len(_jobs(env["factory"], every.sweep.id)) == 28
     assert SweepFilters(evals="all").describe() == "evals=all"
+
+
+def test_a_throughput_result_alone_is_not_reused_for_an_eval_point(env: dict[str, Any]) -> None:
+    from app.models.results import EvalResult, Result
+
+    gw = FakeGateway()
+    first = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    jobs = _jobs(env["factory"], first.sweep.id)
+    with env["factory"]() as s:
+        for j in jobs:  # every point measured for throughput, none evaluated
+            s.add(
+                Result(
+                    result_name=j.result_name,
+                    config_key=KEY,
+                    image=first.sweep.image,
+                    fingerprint=first.sweep.fingerprint,
+                    conc=j.conc,
+                    tp=j.tp,
+                    pp=1,
+                    ep=1,
+                    schema="raw",
+                )
+            )
+        s.commit()
+    again = _request(env["factory"], gw, pr=8, filters=SweepFilters(seq="8k1k"))
+    states = {(j.tp, j.conc): (j.state, j.point["run-eval"]) for j in _jobs(env["factory"], again.sweep.id)}
+    assert all(st == JobState.REUSED for st, ev in states.values() if not ev)
+    assert all(st == JobState.QUEUED for st, ev in states.values() if ev)  # the eval still has to run
+    only = _request(env["factory"], gw, pr=9, filters=SweepFilters(seq="8k1k", evals="only"))
+    assert {j.state for j in _jobs(env["factory"], only.sweep.id)} == {JobState.QUEUED}
+    eval_job = next(j for j in jobs if j.point["run-eval"])
+    with env["factory"]() as s:
+        s.add(
+            EvalResult(
+                result_name=eval_job.result_name,
+                config_key=KEY,
+                image=first.sweep.image,
+                fingerprint=first.sweep.fingerprint,
+                conc=eval_job.conc,
+                tp=eval_job.tp,
+                task="gsm8k",
+                metric="exact_match",
+                filter="strict-match",
+                score=0.94,
+                stderr=0.0066,
+                n=1319,
+            )
+        )
+        s.commit()
+    later = _request(env["factory"], gw, pr=10, filters=SweepFilters(seq="8k1k", evals="only"))
+    reused = [j.result_name for j in _jobs(env["factory"], later.sweep.id) if j.state == JobState.REUSED]
+    assert reused == [eval_job.result_name]
