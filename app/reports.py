@@ -481,7 +481,13 @@ def _accuracy_section(data: ReportData, out: list[str], label: str, ref_label: s
     out += [f"> [!NOTE]\n> {note}\n" for note in accuracy_notes(rows)]
     if ref is not None and ref.accuracy:
         where = ref.accuracy_source or ref.source or ref.name
-        out += [f"Reference accuracy: {where}.", ""]
+        shown = f"[{ref.name}]({where})" if where.startswith("https://") else where
+        exact = all(a.stderr is None for a in ref.accuracy)
+        out += [
+            f"Reference accuracy: {shown}"
+            + (" (published figures without a standard error, counted as exact)." if exact else "."),
+            "",
+        ]
     elif rows:
         out += [
             "No reference accuracy applies (the reference table publishes none and the sibling has no eval).",

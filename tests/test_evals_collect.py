@@ -157,7 +157,10 @@ def test_the_seed_case_end_to_end_in_the_sticky_report(
     assert f"**Verdict** — latency: behind at conc 32; {verdict}" in body
     assert "#### Accuracy" in body and f"| gsm8k | flexible-extract | 32 | {shown} | 0.9363 |" in body
     assert "| gsm8k | strict-match | 32 |" in body and "| 0.9371 |" in body
-    assert "Reference accuracy: https://github.com/ROCm/ATOM/blob/d72060af" in body
+    assert (
+        "Reference accuracy: [atom-minimaxm3-mxfp4-mi355x-tp4-8k1k](https://github.com/ROCm/ATOM/blob/d72060af"
+        in body
+    )
     if "± 0.0219" in shown:
         assert "wide interval: ±4.3 points at 95%" in body
     if "not enough" in verdict:
