@@ -118,8 +118,14 @@ def test_modes_from_flags_changelog_and_command() -> None:
     assert eval_mode_from_changelog({"config-keys": ["k"]}) is EvalMode.DEFAULT
     assert eval_mode_from_changelog({"evals-only": True}) is EvalMode.ONLY
     assert eval_mode_from_changelog({"all-evals": True}) is EvalMode.ALL  # implies eval-only
+    assert eval_mode_from_changelog({"no-evals": True}) is EvalMode.NONE
     with pytest.raises(EvalModeError, match="true or false"):
         eval_mode_from_changelog({"evals-only": "yes"})
+    # every entry of the real perf-changelog tail is a default-mode entry (none sets a flag)
+    from app.recipes.yamlutil import load_yaml
+
+    entries = load_yaml(fixture_text("perf-changelog.tail.yaml"), "perf-changelog")
+    assert len(entries) == 35 and {eval_mode_from_changelog(e) for e in entries} == {EvalMode.DEFAULT}
     assert [parse_eval_mode(t) for t in ("default", "none", "only", "ALL", "evals-only")] == [
         EvalMode.DEFAULT,
         EvalMode.NONE,

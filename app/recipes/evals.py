@@ -94,13 +94,16 @@ def eval_mode_from_flags(
 
 
 def eval_mode_from_changelog(entry: Mapping[str, Any]) -> EvalMode:
-    """A perf-changelog entry's mode: `all-evals: true` (implies eval-only) or `evals-only: true`."""
-    for name in ("evals-only", "all-evals"):
+    """A perf-changelog entry's mode: `all-evals: true` (implies eval-only), `evals-only: true`,
+    or `no-evals: true` (a field the repo's changelog gate also accepts); default otherwise."""
+    for name in ("evals-only", "all-evals", "no-evals"):
         value = entry.get(name)
         if value is not None and not isinstance(value, bool):
             raise EvalModeError(f"changelog field `{name}` must be true or false, got {value!r}")
     return eval_mode_from_flags(
-        evals_only=bool(entry.get("evals-only")), all_evals=bool(entry.get("all-evals"))
+        no_evals=bool(entry.get("no-evals")),
+        evals_only=bool(entry.get("evals-only")),
+        all_evals=bool(entry.get("all-evals")),
     )
 
 
