@@ -465,7 +465,10 @@ def _accuracy_section(data: ReportData, out: list[str], label: str, ref_label: s
     out += ["#### Accuracy", ""]
     if not rows:
         waiting = sum(1 for j in planned if j.state not in FINAL_JOB_STATES)
-        out += [f"No eval result yet ({len(planned)} eval points planned, {waiting} still running).", ""]
+        if waiting:
+            out += [f"No eval result yet: {waiting} of {len(planned)} eval points not finished.", ""]
+        else:
+            out += [f"No eval result was stored for the {len(planned)} eval points (see the runs below).", ""]
         return rows
     out += [render_accuracy_table(rows, recipe_label=label, reference_label=ref_label, icons=True), ""]
     out += [
