@@ -65,6 +65,10 @@ def make_celery() -> Celery:
                 "task": "sweepbot.beat_heartbeat",
                 "schedule": timedelta(seconds=min(15.0, settings.reaper_interval)),
             },
+            "recover-deliveries": {
+                "task": "sweepbot.recover_deliveries",
+                "schedule": timedelta(seconds=settings.redelivery_interval),
+            },
             "poll-watches": {
                 "task": "sweepbot.poll_watches",
                 "schedule": timedelta(seconds=settings.poll_interval),
