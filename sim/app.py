@@ -488,8 +488,9 @@ def admin_action(world: World, action: str, body: dict[str, Any]) -> Any:
         for k in ("retry_after_header", "forbid_permission_check"):
             if k in b:
                 setattr(f, k, bool(b[k]))
-        if "ref_lag_s" in b:
-            f.ref_lag_s = float(b["ref_lag_s"])
+        for k in ("ref_lag_s", "mergeable_delay_s"):
+            if k in b:
+                setattr(f, k, float(b[k]))
         if "queue_delay_s" in b:
             f.queue_delay_s = float(b["queue_delay_s"])
         if "latency_ms" in b:

@@ -881,7 +881,7 @@ def create_pull(ctx: Ctx, p: dict[str, str]) -> Resp:
 def get_pull(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
     pr = ctx.world.pull(repo.full_name, _int(p["pull_number"], "pull_number"))
-    return Resp(200, render.pull_request(ctx.world, repo, pr, compute_mergeable=True))
+    return Resp(200, render.pull_request(ctx.world, repo, pr))
 
 
 @route("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}", "pulls/update")

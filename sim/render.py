@@ -213,19 +213,16 @@ def _pr_urls(world: World, repo: Repo, n: int) -> dict[str, str]:
     }
 
 
-def pull_request(world: World, repo: Repo, pr: Pull, compute_mergeable: bool = False) -> dict[str, Any]:
+def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
     """Full pull request object (valid both as REST `pull-request` and in webhook payloads).
 
-    ``mergeable`` is null until GitHub has computed it: webhook payloads and the first REST read
-    after opening or a push carry null; that read starts the computation (``compute_mergeable``),
-    so the next read has the answer."""
+    ``mergeable`` is null until GitHub's background job has computed it (``mergeable_delay_s``
+    simulated seconds after opening or a push): the opened/synchronize payloads carry null."""
     urls = _pr_urls(world, repo, pr.number)
     head_sha = world.pull_head_sha(pr)
     base_sha = repo.refs.get(f"refs/heads/{pr.base_ref}", "")
     hrepo = world.repos.get(pr.head_repo, repo)
-    mergeable: bool | None = True if pr.state == "open" and pr.mergeable_known else None
-    if compute_mergeable and pr.state == "open":
-        pr.mergeable_known = True
+    mergeable = world.mergeable(pr)
     changed = additions = deletions = commits = 0
     if (
         head_sha

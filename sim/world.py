@@ -114,7 +114,7 @@ class Pull:
     closed_at: float | None = None
     head_sha_frozen: str | None = None  # head sha at close/merge (the branch may move or vanish)
     head_repo_deleted: bool = False  # the fork the head lived in was deleted: head.repo is null
-    mergeable_known: bool = False  # GitHub computes mergeability in the background: null at first
+    mergeable_at: float = 0.0  # monotonic time GitHub's background mergeability job finishes
 
 
 @dataclass
@@ -269,6 +269,7 @@ class Faults:
     runner_lost_next: int = 0
     benchmark_fail_next: int = 0
     queue_delay_s: float = 0.0  # simulated seconds a job waits after a runner frees up
+    mergeable_delay_s: float = 5.0  # simulated seconds GitHub takes to compute `mergeable`
     retry_after_header: bool = True  # False: a secondary limit answers without Retry-After
     ref_lag_s: float = 0.0  # simulated seconds a just-created ref stays invisible to reads/PRs
     forbid_permission_check: bool = False  # the permission call answers 403 for everyone
@@ -691,9 +692,19 @@ class World:
             n = self._take_number(repo, number)
             now = self.now()
             pr = Pull(n, self.next_id(), title, body, user, head_repo, head, base, now, now)
+            self._recompute_mergeable(pr)
             repo.pulls[n] = pr
             self.emit_pull_request(repo, pr, "opened", sender=user)
             return pr
+
+    def _recompute_mergeable(self, pr: Pull) -> None:
+        pr.mergeable_at = time.monotonic() + self.faults.mergeable_delay_s * self.settings.time_scale
+
+    def mergeable(self, pr: Pull) -> bool | None:
+        """null while GitHub's background job computes it (after opening, after each push)."""
+        if pr.state != "open" or time.monotonic() < pr.mergeable_at:
+            return None
+        return True
 
     def pull(self, full_name: str, number: int) -> Pull:
         pr = self.repo(full_name).pulls.get(number)
@@ -821,7 +832,7 @@ class World:
             for pr in r.pulls.values():
                 if pr.state == "open" and pr.head_repo == repo.full_name and pr.head_ref == branch and old:
                     pr.updated_at = self.now()
-                    pr.mergeable_known = False  # recomputed after every push
+                    self._recompute_mergeable(pr)  # GitHub recomputes it after every push
                     self.emit_pull_request(
                         r, pr, "synchronize", sender=self.settings.default_token_user, before=old, after=new
                     )
