@@ -132,6 +132,7 @@ HANDLER_MODULES = (
     "app.scheduler",
     "app.commands",
     "app.results",
+    "app.heads",
 )
 
 _loaded = False

@@ -51,7 +51,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import record
-from app.models.sweeps import PRIORITIES, JobState, RunnerLabel, Sweep, SweepJob, SweepState
+from app.models.sweeps import (
+    CANARY_REASON,
+    PRIORITIES,
+    JobState,
+    RunnerLabel,
+    Sweep,
+    SweepJob,
+    SweepState,
+)
+from app.release_policy import CanaryRun, Candidate, LabelView, pick_preemptions, release_decision
 from app.routing import HandlerContext, HandlerSkipped, TransientError, router
 from app.settings import Settings, SettingsError, get_settings
 
@@ -152,6 +161,8 @@ class TickResult:
     failed: int = 0
     skipped_labels: list[str] = field(default_factory=list)  # locked by another tick, or paused
     errors: list[str] = field(default_factory=list)
+    preempted: list[tuple[str, int]] = field(default_factory=list)  # canary runs to cancel (repo, run id)
+    held: list[str] = field(default_factory=list)  # why a canary was not released (one per label)
 
 
 @dataclass
@@ -589,11 +600,13 @@ def create_sweep(
     filters: SweepFilters | None = None,
     priority: int = PRIORITIES["normal"],
     slots: dict[str, int] | None = None,
+    supersede: bool = True,
 ) -> tuple[Sweep, bool, list[int]]:
     """Store a sweep with one job per point; returns (sweep, created, ids of sweeps it superseded).
 
     An open sweep for the same PR, key, head sha, image and points is returned as is (replays of a
-    command or a bump converge). Older open sweeps of the same PR and key are superseded.
+    command or a bump converge). Older open sweeps of the same PR and key are superseded, unless
+    ``supersede`` is False (canaries: one sweep per nightly, several may be open at once).
     """
     if not points:
         raise SweepError(f"{config_key}: the plan has no points")
@@ -681,7 +694,7 @@ def create_sweep(
     session.flush()
 
     superseded: list[int] = []
-    for old in existing:
+    for old in existing if supersede else []:
         _close_sweep(
             session,
             gw,
@@ -1161,6 +1174,97 @@ def inflight_slots(session: Session, label: str) -> int:
     return sum(per_run.values())
 
 
+def _real_waiting_slots(queues: dict[int, list[SweepJob]], sweeps: dict[int, Sweep]) -> int:
+    """Slots of the real (non-canary) dispatches still queued: one count per dispatch group."""
+    groups: dict[tuple[int, str], int] = {}
+    for sid, queue in queues.items():
+        if sweeps[sid].reason == CANARY_REASON:
+            continue
+        for job in queue:
+            groups[(sid, job.group_key)] = max(1, job.slots)
+    return sum(groups.values())
+
+
+def _canary_budget(session: Session, repo: str) -> tuple[float, float | None, float]:
+    """(canary runner-hours of ``repo`` used this week, the weekly budget, hours one canary takes)."""
+    from app.canary_budget import canary_budget
+
+    usage = canary_budget(session, repo)
+    return usage.used_hours, usage.budget_hours, usage.expected_job_hours
+
+
+def _preempt_canaries(
+    session: Session, label: str, capacity: int, in_flight: int, result: TickResult
+) -> bool:
+    """Put back in the queue the canary runs that stand in the way of waiting real work."""
+    waiting = session.execute(
+        select(SweepJob.sweep_id, SweepJob.group_key, func.max(SweepJob.slots))
+        .join(Sweep, Sweep.id == SweepJob.sweep_id)
+        .where(
+            SweepJob.runner_label == label,
+            SweepJob.state == JobState.QUEUED,
+            Sweep.state == SweepState.ACTIVE,
+            Sweep.reason != CANARY_REASON,
+        )
+        .group_by(SweepJob.sweep_id, SweepJob.group_key)
+    ).all()
+    real_waiting = sum(max(1, int(r[2] or 1)) for r in waiting)
+    if real_waiting == 0 or capacity - in_flight >= min(real_waiting, capacity):
+        return False
+    running = session.execute(
+        select(SweepJob, Sweep)
+        .join(Sweep, Sweep.id == SweepJob.sweep_id)
+        .where(
+            SweepJob.runner_label == label,
+            SweepJob.state.in_(JobState.IN_FLIGHT),
+            Sweep.reason == CANARY_REASON,
+            or_(SweepJob.run_conclusion.is_(None), SweepJob.run_conclusion != "success"),
+        )
+    ).all()
+    by_run: dict[str, list[tuple[SweepJob, Sweep]]] = {}
+    for job, sweep in running:
+        by_run.setdefault(job.run_name or f"job-{job.id}", []).append((job, sweep))
+    runs = [
+        CanaryRun(name, max(max(1, j.slots) for j, _ in pairs), _aware(pairs[0][0].dispatched_at) or _now())
+        for name, pairs in by_run.items()
+    ]
+    view = LabelView(label=label, capacity=capacity, in_flight=in_flight, real_waiting_slots=real_waiting)
+    picked = pick_preemptions(view, runs)
+    now = _now()
+    for name in picked:
+        pairs = by_run[name]
+        job0, sweep0 = pairs[0]
+        spent = ((now - (_aware(job0.dispatched_at) or now)).total_seconds() / 3600.0) * max(1, job0.slots)
+        run_id = job0.run_id
+        for job, _ in pairs:
+            _requeue(job, f"preempted by real work waiting on {label}")
+            job.attempts = max(0, job.attempts - 1)
+        if run_id is not None:
+            result.preempted.append((sweep0.repo, int(run_id)))
+        _note_preempted_hours(session, sweep0.id, spent)
+        record(
+            session,
+            actor=BOT,
+            action="canary.preempt",
+            target=name,
+            detail={
+                "sweep": sweep0.id,
+                "jobs": [j.id for j, _ in pairs],
+                "run_id": run_id,
+                "label": label,
+                "real_waiting_slots": real_waiting,
+                "runner_hours": round(spent, 4),
+            },
+        )
+    return bool(picked)
+
+
+def _note_preempted_hours(session: Session, sweep_id: int, hours: float) -> None:
+    from app.canary_budget import note_preempted_hours
+
+    note_preempted_hours(session, sweep_id, hours)
+
+
 def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickResult) -> list[_Claimed]:
     row = _lock_label(session, label)
     if row is None:
@@ -1172,6 +1276,8 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
     capacity, source = label_capacity(gw, label, repo)
     row.capacity, row.capacity_source = capacity, source
     in_flight = inflight_slots(session, label)
+    if _preempt_canaries(session, label, capacity, in_flight, result):
+        in_flight = inflight_slots(session, label)
     free = capacity - in_flight
 
     rows = session.execute(
@@ -1189,6 +1295,7 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
     for queued_job, queued_sweep in rows:
         queues.setdefault(queued_sweep.id, []).append(queued_job)
         sweeps[queued_sweep.id] = queued_sweep
+    budgets: dict[str, tuple[float, float | None, float]] = {}  # repo -> (used, budget, expected)
 
     claimed: list[_Claimed] = []
     token = uuid.uuid4().hex
@@ -1226,8 +1333,27 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
                     _maybe_finish_sweep(session, sweep)
                     continue
                 cost = max(1, job.slots)
-                # A dispatch wider than the whole label may still run alone, or it would starve.
-                if cost > free and not (cost > capacity and in_flight == 0 and free == capacity):
+                canary = sweep.reason == CANARY_REASON
+                used, budget, expected = 0.0, None, 0.0
+                if canary:
+                    if sweep.repo not in budgets:
+                        budgets[sweep.repo] = _canary_budget(session, sweep.repo)
+                    used, budget, expected = budgets[sweep.repo]
+                decision = release_decision(
+                    Candidate(slots=cost, canary=canary, expected_hours=expected * cost),
+                    LabelView(
+                        label=label,
+                        capacity=capacity,
+                        in_flight=in_flight,
+                        real_waiting_slots=_real_waiting_slots(queues, sweeps) if canary else 0,
+                        canary_hours_used=used,
+                        canary_budget_hours=budget,
+                    ),
+                )
+                if not decision.release:
+                    if canary and decision.reason not in result.held:
+                        result.held.append(decision.reason)
+                        log.info("canary_held", label=label, sweep=sid, reason=decision.reason)
                     order.remove(sid)
                     continue
                 group = [j for j in queue if j.group_key == job.group_key]
@@ -1256,6 +1382,8 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
                 sweep.last_release = row.release_seq
                 free -= cost
                 in_flight += cost
+                if canary:
+                    budgets[sweep.repo] = (used + expected * cost, budget, expected)
                 progress = True
                 claimed.append(
                     _Claimed(
@@ -1441,6 +1569,16 @@ def tick(session_factory: sessionmaker[Session], gw_factory: GatewayFactory) -> 
             except Exception:
                 session.rollback()
                 raise
+        for run_repo, run_id in result.preempted:
+            with session_factory() as session:
+                try:
+                    errors = _cancel_runs(gw_factory(session), run_repo, [run_id])
+                    session.commit()
+                except Exception as exc:  # the requeued job runs again later; the stray run is harmless
+                    session.rollback()
+                    errors = [str(exc)]
+                result.errors.extend(errors)
+        result.preempted.clear()
         for claim in claims:
             with session_factory() as session:
                 try:

@@ -1,7 +1,7 @@
 """redelivery tables (owned by app/recovery.py; keep in step with app/models/redelivery.py)
 
-Revision ID: 0005_redelivery
-Revises: 0004_results
+Revision ID: 0008_redelivery
+Revises: 0007_audit_caused_by
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_redelivery"
-down_revision = "0004_results"
+revision = "0008_redelivery"
+down_revision = "0007_audit_caused_by"
 branch_labels = None
 depends_on = None
 
