@@ -156,7 +156,11 @@ def test_comment_create_edit_and_reaction(replay: Any) -> None:
 def test_git_data_writes(replay: Any) -> None:
     import json
 
-    r, gw = replay("Repository.testCreateGitBlob.txt", "Repository.testCreateGitRef.txt")
+    r, gw = replay(
+        "Repository.testCreateGitBlob.txt", "Repository.testCreateGitRef.txt", "Repository.testGetGitRef.txt"
+    )
+    head = gw.get_ref("PyGithub/PyGithub", "heads/master")
+    assert head is not None and head["object"]["sha"] == "31110327ec45f3138e58ed247b2cf420fee481ec"
     assert (
         gw.create_blob("ahmad88me/PyGithub", "Blob created by PyGithub")
         == "5dd930f591cd5188e9ea7200e308ad355182a1d8"
@@ -165,7 +169,7 @@ def test_git_data_writes(replay: Any) -> None:
         "ahmad88me/PyGithub", "heads/BranchCreatedByPyGithub", "4303c5b90e2216d927155e9609436ccb8984c495"
     )
     assert ref["object"]["sha"] == "4303c5b90e2216d927155e9609436ccb8984c495"
-    sent = json.loads(r.seen[1][2] or "{}")
+    sent = json.loads(r.seen[2][2] or "{}")
     assert sent == {
         "ref": "refs/heads/BranchCreatedByPyGithub",
         "sha": "4303c5b90e2216d927155e9609436ccb8984c495",
