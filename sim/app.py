@@ -400,6 +400,23 @@ def admin_action(world: World, action: str, body: dict[str, Any]) -> Any:
     if action == "permissions":
         world.set_permission(b["repo"], b["login"], b["permission"])
         return {"ok": True}
+    if action == "regressions":
+        reg = world.inject_regression(
+            b["repo"],
+            world.resolve(world.repo(b["repo"]), b["commit"]),
+            float(b.get("factor", 0.05)),
+            fixed_by=b.get("fixed_by"),
+            metric=str(b.get("metric", "tpot")),
+        )
+        return {"index": world.regressions.index(reg), **reg.__dict__}
+    if action == "fix-regression":
+        fixed = world.fix_regression(
+            world.regressions[int(b.get("index", 0))],
+            world.resolve(
+                world.repo(b.get("repo") or world.regressions[int(b.get("index", 0))].repo), b["fixed_by"]
+            ),
+        )
+        return fixed.__dict__
     if action == "commits":
         sha = world.commit_files(
             b["repo"],

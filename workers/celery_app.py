@@ -77,6 +77,10 @@ def make_celery() -> Celery:
                 "task": "sweepbot.repair_jobs",
                 "schedule": timedelta(seconds=settings.job_repair_interval),
             },
+            "watch-nightlies": {
+                "task": "sweepbot.watch_nightlies",
+                "schedule": timedelta(seconds=settings.nightly_watch_interval),
+            },
             "flush-reports": {
                 "task": "sweepbot.flush_reports",
                 "schedule": timedelta(seconds=settings.report_debounce_seconds),
