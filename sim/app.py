@@ -529,6 +529,17 @@ def admin_action(world: World, action: str, body: dict[str, Any]) -> Any:
             author=b.get("author", "sim"),
         )
         return {"sha": sha}
+    if action == "nightly/load":  # the nightly regression story, on top of the loaded seed world
+        from sim.nightly_scenario import NightlyRegressionStory
+
+        story = NightlyRegressionStory(world, registry_url=b.get("registry_url"))
+        status = story.load()
+        world.nightly_story = story
+        return status
+    if action == "nightly/step":
+        if world.nightly_story is None:
+            raise SimError(409, "load the nightly story first (POST /_admin/nightly/load)")
+        return world.nightly_story.step()
     if action == "scenario/step":
         return scen.driver(world).step()
     if action.startswith("scenario/") and action.endswith("/load"):

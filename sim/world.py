@@ -333,6 +333,7 @@ class World:
         self.registry_tokens: set[str] = set()
         self._wakeups: list[threading.Event] = []
         self.scenario: Any = None  # a sim.scenario.SeedScenario once loaded
+        self.nightly_story: Any = None  # a sim.nightly_scenario.NightlyRegressionStory once loaded
         self.regressions: list[perf.Regression] = []  # injected upstream performance changes
         self.add_user(self.settings.default_token_user, type="Bot")
         self.add_token(self.settings.default_token, login=self.settings.default_token_user)

@@ -24,13 +24,10 @@ from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, Re
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.models.tracking import Watch
 from app.scheduler import SweepFilters
+from sim.nightly_scenario import KEY, PERF_PR, NightlyRegressionStory
 from sim.scenario import BENCH_REPO, IMAGE, VLLM_REPO, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
-
-KEY = "minimaxm3-fp4-mi355x-vllm"
-PERF_PR = 50123
-FIX_PR = 50200
 
 
 @pytest.fixture
@@ -41,26 +38,9 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
     from app.settings import get_settings, reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=0.001, seed=5)) as sim:
-        scenario = SeedScenario(sim.world)
-        scenario.load()
-        sim.world.commit_files(
-            BENCH_REPO,
-            "main",
-            {
-                ".github/sweepbot.yml": (
-                    "version: 1\nimages:\n"
-                    f"  - name: {IMAGE}\n    registry: dockerhub\n    url: {sim.url}/hub\n"
-                    f"    source-repo: {VLLM_REPO}\n"
-                    "watch-nightlies:\n"
-                    f"  keys:\n    - config-key: {KEY}\n      conc: [4, 64]\n      seq: 8k1k\n"
-                    "  budget-runner-hours-per-week: null\n"
-                    "  max-bisect-runs: 4\n"
-                    "  min-nightlies: 6\n"
-                )
-            },
-            "sweepbot config: watch nightlies",
-            author="alice-admin",
-        )
+        SeedScenario(sim.world).load()
+        story = NightlyRegressionStory(sim.world, registry_url=f"{sim.url}/hub")
+        story.load()
         for name, value in {
             "SWEEPBOT_GITHUB_API_URL": sim.github_api_url,
             "SWEEPBOT_GITHUB_TOKEN": "sim-token",
@@ -86,28 +66,11 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         yield {
             "sim": sim,
             "world": sim.world,
-            "scenario": scenario,
+            "story": story,
             "factory": factory,
             "gw": gw,
             "ticks": [],
         }
-
-
-def _push_nightly(bot: dict[str, Any], title: str, *, tag: bool = True) -> str:
-    """A new commit on vLLM main (squash-merge style title) and, when ``tag``, its nightly."""
-    scenario: SeedScenario = bot["scenario"]
-    world = bot["world"]
-    sha = world.commit_files(
-        VLLM_REPO,
-        "main",
-        {f"vllm/changes/{len(scenario.vllm_main):03d}.txt": title + "\n"},
-        title,
-        author="vllm-maintainer",
-    )
-    scenario.vllm_main.append(sha)
-    if tag:
-        world.push_tag(IMAGE, f"nightly-{sha}")
-    return sha
 
 
 def _drive(bot: dict[str, Any], until: float = 60.0) -> None:
@@ -162,26 +125,23 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
     bot: dict[str, Any],
 ) -> None:
     world = bot["world"]
+    story: NightlyRegressionStory = bot["story"]
     factory: sessionmaker[Session] = bot["factory"]
+
+    def play(prefix: str) -> None:
+        while story.position < len(story.steps) and story.steps[story.position].name.startswith(prefix):
+            story.step()
+            _cycle(bot)
 
     # 1. nightlies one by one: each gets its canary (the first pass measures the newest seed nightly)
     _cycle(bot)
-    for i in range(5):
-        _push_nightly(bot, f"[Core] steady improvement {i} (#{49000 + i})")
-        _cycle(bot)
+    play("good-nightly-")
 
     # 2. a burst of five nightlies in one poll; the regression lands in the third one's commits
-    burst: list[str] = []
-    burst.append(_push_nightly(bot, "[Docs] Update README (#50101)"))
-    burst.append(_push_nightly(bot, "[CI] Pin the ROCm base image (#50110)"))
-    _push_nightly(bot, "[Misc] Tidy imports (#50115)", tag=False)
-    bad_commit = _push_nightly(bot, f"[Perf] Rework the MoE kernel launch (#{PERF_PR})", tag=False)
-    world.inject_regression(VLLM_REPO, bad_commit, 0.05)
-    burst.append(_push_nightly(bot, "[Model] Minor MiniMax-M3 cleanup (#50130)"))
-    burst.append(_push_nightly(bot, "[Core] Scheduler stats (#50140)"))
-    burst.append(_push_nightly(bot, "[CI] Flaky test fix (#50150)"))
-    first_bad_tag = f"nightly-{burst[2]}"
-
+    assert story.step()["step"] == "burst-with-regression"
+    burst: list[str] = story.facts["burst"]
+    bad_commit: str = story.facts["bad_commit"]
+    first_bad_tag = story.facts["first_bad_tag"]
     _watch(bot)  # queues the canary of the newest nightly of the burst
     scheduler.tick(factory, bot["gw"])
     deadline = time.monotonic() + 10
@@ -203,9 +163,7 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
     _drive(bot)
 
     # 3. more bad nightlies one by one; a watch pinned after the first bad nightly
-    for i in range(3):
-        _push_nightly(bot, f"[Core] more work {i} (#{50160 + i})")
-        _cycle(bot)
+    play("bad-nightly-")
     with factory() as s:
         s.add(
             Watch(
@@ -227,7 +185,7 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
         reg = regs[0]
         assert reg.state == RegressionState.OPEN, reg.reason
         assert reg.first_bad_tag == first_bad_tag
-        assert reg.last_good_tag == f"nightly-{burst[1]}"
+        assert reg.last_good_tag == story.facts["last_good_tag"] == f"nightly-{burst[1]}"
         assert 1 <= reg.bisect_runs <= 3  # log2 of the five burst nightlies, rounded up
         # the commit range between the last good and the first bad nightly, from the compare API
         assert [c["sha"] for c in reg.commits or []][-1] == burst[2]
@@ -249,15 +207,12 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
     assert len(notes) == 1 and notes[0].issue_number == 2104 and first_bad_tag in notes[0].body
 
     # 4. the fix lands upstream; later nightlies recover and the issue is closed (still one issue)
-    fix = _push_nightly(bot, f"[Bugfix] Revert the MoE launch rework (#{FIX_PR})")
-    world.fix_regression(world.regressions[0], fix)
-    _cycle(bot)
-    for i in range(2):
-        _push_nightly(bot, f"[Core] after the fix {i} (#{50210 + i})")
-        _cycle(bot)
+    play("fix")
+    play("fixed-nightly-")
+    assert story.position == len(story.steps)
     with factory() as s:
         reg = s.scalars(select(NightlyRegression)).one()
-        assert reg.state == RegressionState.RECOVERED and reg.recovered_tag == f"nightly-{fix}"
+        assert reg.state == RegressionState.RECOVERED and reg.recovered_tag == story.facts["recovered_tag"]
     issues = list(world.repo(BENCH_REPO).issues.values())
     assert len(issues) == 1 and issues[0].state == "closed" and "**Recovered**" in issues[0].body
     notes = [c for c in world.repo(BENCH_REPO).comments.values() if "sweepbot:regression-note:" in c.body]
@@ -281,6 +236,7 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
         api = client.get(f"/api/nightlies/{BENCH_REPO}/{KEY}").json()
         assert api["regressions"][0]["first_bad"] == first_bad_tag
         assert api["budget"]["used_hours"] > 0 and api["budget"]["budget_hours"] is None
+        assert "nightly canary" in client.get("/sweeps").text
 
 
 def _assert_canaries_never_delayed_real_work(bot: dict[str, Any], real_sweep: int) -> None:

@@ -47,3 +47,36 @@ def test_a_regression_slows_the_images_that_contain_its_commit_until_the_fix() -
     slow = perf.benchmark_result(perf.PerfInput("vllm", 64, slowdown_by={"tpot": 0.05}), seed=1)
     assert abs(float(slow["mean_tpot_ms"]) / float(fast["mean_tpot_ms"]) - 1.05) < 1e-9  # type: ignore[arg-type]
     assert float(slow["output_throughput"]) < float(fast["output_throughput"])  # type: ignore[arg-type]
+
+
+def test_the_nightly_story_plays_on_the_seed_world_through_the_admin_api() -> None:
+    from sim.app import admin_action
+    from sim.scenario import BENCH_REPO, IMAGE, SeedScenario
+    from sim.world import SimError, World
+
+    world = World()
+    try:
+        admin_action(world, "nightly/load", {})
+        raise AssertionError("the story needs the seed world")
+    except SimError as exc:
+        assert exc.status == 409
+    SeedScenario(world).load()
+    status = admin_action(world, "nightly/load", {"registry_url": "http://127.0.0.1:1/hub"})
+    names = [s["name"] for s in status["steps"]]
+    assert (
+        names[0] == "good-nightly-0" and "burst-with-regression" in names and names[-1] == "fixed-nightly-1"
+    )
+    config = world.read_file(BENCH_REPO, ".github/sweepbot.yml")
+    assert config is not None and b"watch-nightlies:" in config
+    before = len(world.images[IMAGE].tags)
+    while not admin_action(world, "nightly/step", {})["done"]:
+        pass
+    story = world.nightly_story
+    assert len(world.images[IMAGE].tags) == min(14, before + len(names) - 1 + 5)  # retention keeps 14
+    bad = story.facts["bad_commit"]
+    first_bad = story.facts["first_bad_tag"].removeprefix("nightly-")
+    last_good = story.facts["last_good_tag"].removeprefix("nightly-")
+    assert world.image_slowdown(f"{IMAGE}:nightly-{last_good}") == {}
+    assert world.image_slowdown(f"{IMAGE}:nightly-{first_bad}") == {"tpot": 0.05}
+    assert world.image_slowdown(f"{IMAGE}:nightly-{story.facts['fix_commit']}") == {}
+    assert bad != first_bad
