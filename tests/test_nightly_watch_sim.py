@@ -218,6 +218,9 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
     notes = [c for c in world.repo(BENCH_REPO).comments.values() if "sweepbot:regression-note:" in c.body]
     assert len(notes) == 1
 
+    # every canary branch was deleted once its sweep was done
+    assert [r for r in world.repo(BENCH_REPO).refs if "sweepbot/canary/" in r] == []
+
     # 5. canaries never delayed the real sweep's jobs (the scheduler's records)
     _assert_canaries_never_delayed_real_work(bot, real.sweep.id)
 
