@@ -839,6 +839,10 @@ def make_requester(settings: Settings) -> Requester:
     return _github(settings, Auth.Token(token) if token else None).requester
 
 
+# The audit actor of every GitHub write: the bot's own credentials make it.
+BOT_ACTOR = "sweepbot"
+
+
 def gateway(
     settings: Settings,
     session: Session | None = None,
@@ -850,6 +854,10 @@ def gateway(
 ) -> GitHubGateway:
     """A gateway whose writes are audited in ``session`` (when given) and whose GETs are cached there.
 
+    Every write goes out with the bot's credentials, so the audit row's actor is the bot;
+    ``actor`` is whose action caused the writes (a maintainer's command, an operator) and is
+    recorded as ``caused_by``.
+
     ``installation_id``/``repo``: the installation a delivery's payload names and its repository
     (for a GitHub App, that installation acts for that repository and for non-repository calls).
     """
@@ -860,7 +868,8 @@ def gateway(
         def audit(action: str, target: str, detail: dict[str, Any]) -> None:
             record(
                 session,
-                actor=actor,
+                actor=BOT_ACTOR,
+                caused_by=actor,
                 action=action,
                 target=target,
                 outcome="ok",
