@@ -75,6 +75,7 @@ class Settings(BaseSettings):
     poll_interval: float = 300.0
     scheduler_interval: float = 15.0
     job_repair_interval: float = 120.0
+    nightly_watch_interval: float = 600.0  # canary planning, change points, regression issues
     report_debounce_seconds: float = 5.0
     delivery_max_attempts: int = 8
     delivery_lease_seconds: float = 300.0  # a claimed delivery not finished by then is taken again

@@ -30,6 +30,7 @@ PERIODIC_TASKS = (
     "sweepbot.scheduler_tick",
     "sweepbot.repair_jobs",
     "sweepbot.flush_reports",
+    "sweepbot.watch_nightlies",
 )
 
 
@@ -100,6 +101,7 @@ def make_celery() -> Celery:
             "poll-watches": every(settings.poll_interval, "sweepbot.poll_watches"),
             "scheduler-tick": every(settings.scheduler_interval, "sweepbot.scheduler_tick"),
             "repair-jobs": every(settings.job_repair_interval, "sweepbot.repair_jobs"),
+            "watch-nightlies": every(settings.nightly_watch_interval, "sweepbot.watch_nightlies"),
             "flush-reports": every(settings.report_debounce_seconds, "sweepbot.flush_reports"),
         },
     )
