@@ -83,8 +83,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
     )
+    from app.secheaders import SecurityHeaders
     from app.webhooks import router as webhook_router
 
+    api.add_middleware(SecurityHeaders)  # CSP, no framing, nosniff, referrer policy (not on webhooks)
     api.include_router(webhook_router)
 
     stored = _StoredDeliveries()
