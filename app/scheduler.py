@@ -75,6 +75,7 @@ MASTER_DIRS = (".github/configs", "configs")
 
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 SEQ_RE = re.compile(r"^(?:1k1k|8k1k|\d{1,6}_\d{1,6})$")
+AGENTIC_SEQ = "agentic"  # the seq of agentic-coding points, which have no isl/osl
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 REF_RE = re.compile(r"^(?!.*\.\.)(?!/)[A-Za-z0-9._/-]{1,255}(?<!/)$")
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -264,14 +265,20 @@ def render_dispatch(
     run_name: str,
     pr: int,
     evals: str = "",
+    concs: Sequence[int] | None = None,
 ) -> tuple[str, str, dict[str, str]]:
     """(workflow, ref, inputs) from the configured template, filled only with validated values.
 
     ``evals`` is the generator's eval flags for the dispatched points (see ``dispatch_eval_flags``).
+    ``concs``: a multi-node row runs its whole conc list on one engine, so ``{conc}`` becomes the
+    list, space-separated as the repo's ``--conc CONC [CONC ...]`` takes it. ``seq`` is
+    ``agentic`` for agentic-coding points, which have no seq-len: a ``--seq-lens {seq}`` in the
+    template is left out for them (any other use of ``{seq}`` is refused with the reason).
     """
     if not KEY_RE.match(key):
         raise SweepError(f"config key {key!r} has characters a dispatch may not carry")
-    if not SEQ_RE.match(seq):
+    agentic = seq == AGENTIC_SEQ
+    if not agentic and not SEQ_RE.match(seq):
         raise SweepError(f"seq-len {seq!r} is not 1k1k, 8k1k or <isl>_<osl>")
     if not SHA_RE.match(head_sha):
         raise SweepError(f"head sha {head_sha!r} is not 40 lowercase hex characters")
@@ -282,10 +289,11 @@ def render_dispatch(
         raise SweepError(f"run name {run_name!r} is not sweepbot-<sweep>-<job>")
     if evals not in _EVAL_FLAG_VALUES:
         raise SweepError(f"eval flags {evals!r} are not one of the generator's eval modes")
+    conc_text = " ".join(str(int(c)) for c in concs) if concs else str(int(conc))
     values = {
         "key": key,
         "seq": seq,
-        "conc": str(int(conc)),
+        "conc": conc_text,
         "tp": str(int(tp)),
         "head_sha": head_sha,
         "head_ref": head_ref,
@@ -295,9 +303,19 @@ def render_dispatch(
         "evals": evals,
     }
     _template_fields(settings)  # rejects unknown placeholders with a clear message
+    templates = _input_template(settings)
+    if agentic:
+        templates = {k: v.replace(" --seq-lens {seq}", "") for k, v in templates.items()}
+        if any(
+            "{seq}" in t for t in [settings.dispatch_workflow, settings.dispatch_ref, *templates.values()]
+        ):
+            raise SweepError(
+                "agentic-coding points have no seq-len, but the dispatch template uses {seq} outside "
+                "`--seq-lens {seq}`; change SWEEPBOT_DISPATCH_INPUTS so the seq-len is optional"
+            )
     workflow = settings.dispatch_workflow.format_map(values)
     ref = settings.dispatch_ref.format_map(values)
-    inputs = {k: v.format_map(values) for k, v in _input_template(settings).items()}
+    inputs = {k: v.format_map(values) for k, v in templates.items()}
     return workflow, ref, inputs
 
 
@@ -332,14 +350,38 @@ def group_fields(settings: Settings) -> tuple[str, ...]:
 
 def _group_key(point: dict[str, Any], fields: Sequence[str]) -> str:
     seq = _point_seq(point)
-    vals = {"seq": seq, "conc": point["conc"], "tp": point["tp"]}
+    vals = {"seq": seq, "conc": point["conc"], "tp": _point_tp(point)}
     return "/".join(f"{f}={vals[f]}" for f in fields)
 
 
 def _point_seq(point: dict[str, Any]) -> str:
+    """The point's seq-len name; agentic-coding points have none and say `agentic`."""
     from app.recipes.master import seq_name
 
+    if "isl" not in point:
+        return AGENTIC_SEQ
     return seq_name(int(point["isl"]), int(point["osl"]))
+
+
+def _point_conc(point: Mapping[str, Any]) -> int:
+    """One conc per job row: a multi-node row (whole conc list on one engine) is keyed by its highest."""
+    conc = point["conc"]
+    return max(int(c) for c in conc) if isinstance(conc, list) else int(conc)
+
+
+def _row_concs(jobs: Sequence[SweepJob]) -> list[int] | None:
+    """The conc list of dispatched multi-node rows (None for single-conc points)."""
+    lists = [
+        j.point["conc"] for j in jobs if isinstance(j.point, dict) and isinstance(j.point.get("conc"), list)
+    ]
+    if not lists:
+        return None
+    return sorted({int(c) for conc in lists for c in conc})
+
+
+def _point_tp(point: Mapping[str, Any]) -> int:
+    """A multi-node row has no top-level tp: its decode workers' tp stands for it in views."""
+    return int(point["tp"]) if "tp" in point else int(point["decode"]["tp"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,7 +478,7 @@ def point_order(points: Sequence[dict[str, Any]]) -> list[int]:
     Largest conc first, ties in the repo's order: the longest jobs start first, so a sweep's tail
     (and the makespan of several sweeps sharing a label) stays short.
     """
-    ranked = sorted(range(len(points)), key=lambda i: (-int(points[i]["conc"]), i))
+    ranked = sorted(range(len(points)), key=lambda i: (-_point_conc(points[i]), i))
     positions = [0] * len(points)
     for rank, index in enumerate(ranked):
         positions[index] = rank
@@ -516,12 +558,12 @@ def request_sweep(
         )
         if filters.conc_range is not None:
             lo, hi = filters.conc_range
-            kept = [r for r in rows if lo <= int(r["conc"]) <= hi]
+            kept = [r for r in rows if lo <= _point_conc(r) <= hi]
             if not kept:
                 raise SweepError(
                     f"conc={lo}..{hi} matches none of {config_key}'s "
                     f"{'eval ' if mode.value == 'only' else ''}conc values "
-                    f"({', '.join(str(c) for c in sorted({int(r['conc']) for r in rows}))})"
+                    f"({', '.join(str(c) for c in sorted({_point_conc(r) for r in rows}))})"
                 )
             rows = kept
         log.info(
@@ -537,8 +579,12 @@ def request_sweep(
         # Slots per dispatch: every point the workflow's command expands to for that group.
         slots: dict[str, int] = {}
         for seq in sorted({_point_seq(r) for r in rows}):
-            for p in expand_points(master, config_key, seq=seq):
-                gk = _group_key(p.to_json(), fields)
+            # Agentic points have no seq-len to filter by: take the key's points of that kind.
+            for p in expand_points(master, config_key, seq=None if seq == AGENTIC_SEQ else seq):
+                point = p.to_json()
+                if _point_seq(point) != seq:
+                    continue
+                gk = _group_key(point, fields)
                 slots[gk] = slots.get(gk, 0) + 1
     except RecipeError as exc:
         raise SweepError(str(exc)) from exc
@@ -677,8 +723,8 @@ def create_sweep(
             result_name=str(point["result-name"]),
             runner_label=str(point["runner"]),
             seq=_point_seq(point),
-            conc=int(point["conc"]),
-            tp=int(point["tp"]),
+            conc=_point_conc(point),
+            tp=_point_tp(point),
             group_key=gk,
             slots=max(1, (slots or {}).get(gk, 1)),
             state=JobState.QUEUED,
@@ -782,7 +828,7 @@ def _fmt_seconds(seconds: float) -> str:
 
 
 def reply_text(sweep: Sweep, plan: SweepPlan, created: bool) -> str:
-    concs = sorted({int(p["conc"]) for p in plan.points})
+    concs = sorted({_point_conc(p) for p in plan.points})
     head = (
         (f"Sweep {sweep.id} queued" if created else f"Sweep {sweep.id} is already queued for this head")
         + f" for `{sweep.config_key}` at `{sweep.head_sha[:7]}`: {len(plan.points)} point(s), conc "
@@ -1476,6 +1522,7 @@ def _dispatch(session: Session, gw: Any, claim: _Claimed, settings: Settings, re
                 [j.point for j in jobs if isinstance(j.point, dict)],
                 str((sweep.filters or {}).get("evals") or "default"),
             ),
+            concs=_row_concs(jobs),
         )
     except (SweepError, SettingsError) as exc:
         for job in jobs:

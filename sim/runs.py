@@ -68,6 +68,11 @@ def _flag(value: Any) -> str:
 
 def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = "") -> str:
     """`RESULT_FILENAME` as benchmark-tmpl.yml's "Launch job script" step exports it on `node`."""
+    if "tp" not in point or isinstance(point.get("conc"), list):
+        from app.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
+
+        base = f"{result_stem(point)}_{node}"
+        return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
     base = (
         f"{point['exp-name']}_{point['precision']}_{point['framework']}_tp{point['tp']}"
         f"-pp{point.get('pp', 1)}-dcp{point.get('dcp-size', 1)}-pcp{point.get('pcp-size', 1)}"

@@ -134,3 +134,88 @@ def reference_plan(key: str, entry: dict[str, Any], mode: str = "default") -> li
         elif mode == "only" and selected or mode == "all":
             out.append({**row, "run-eval": True, "eval-only": True})
     return out
+
+
+def _concs(item: dict[str, Any]) -> list[int]:
+    if "conc-list" in item:
+        return list(item["conc-list"])
+    out, c = [], item["conc-start"]
+    while c < item["conc-end"]:
+        out.append(c)
+        c *= 2
+    return out + [item["conc-end"]]
+
+
+def _worker(w: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "num-worker": w["num-worker"], "tp": w["tp"], "pp": w.get("pp", 1), "dcp-size": w.get("dcp-size", 1),
+        "pcp-size": w.get("pcp-size", 1), "ep": w["ep"], "dp-attn": w.get("dp-attn", False),
+        "additional-settings": list(w.get("additional-settings") or []),
+    }  # fmt: skip
+
+
+def reference_rows(key: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Multi-node and agentic rows from the documented rules (app/recipes/topology.py docstring),
+    written independently: (kind, seq or None, topology, conc or conc list) per row, in file order."""
+    rows: list[dict[str, Any]] = []
+    multinode = bool(entry.get("multinode"))
+    for kind, scenarios in entry["scenarios"].items():
+        for scenario in scenarios:
+            for item in scenario["search-space"]:
+                concs = _concs(item)
+                base = {
+                    "kind": kind,
+                    "isl": scenario.get("isl"),
+                    "osl": scenario.get("osl"),
+                    "spec-decoding": item.get("spec-decoding", "none"),
+                }
+                if kind == "agentic-coding":
+                    base["kv-offloading"] = item.get("kv-offloading", item.get("offloading", "none"))
+                    base["duration"] = scenario.get("duration", 3600)
+                if multinode:
+                    rows.append(
+                        {
+                            **base,
+                            "prefill": _worker(item["prefill"]),
+                            "decode": _worker(item["decode"]),
+                            "conc": concs,
+                        }
+                    )
+                elif kind == "agentic-coding":
+                    for c in concs:
+                        rows.append(
+                            {
+                                **base,
+                                "tp": item["tp"],
+                                "ep": item.get("ep", 1),
+                                "dp-attn": item.get("dp-attn", False),
+                                "conc": c,
+                            }
+                        )
+                else:
+                    single = {
+                        "tp": item["tp"],
+                        "ep": item.get("ep", 1),
+                        "dp-attn": item.get("dp-attn", False),
+                    }
+                    rows += [{**base, **single, "conc": c} for c in concs]
+    return rows
+
+
+def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same view of planned rows, for comparison with reference_rows."""
+    out = []
+    for r in rows:
+        kind = r.get("scenario-type", "fixed-seq-len")
+        row = {"kind": kind, "isl": r.get("isl"), "osl": r.get("osl"), "spec-decoding": r["spec-decoding"]}
+        if kind == "agentic-coding":
+            row["kv-offloading"] = r["kv-offloading"]
+            row["duration"] = r["duration"]
+        if "prefill" in r:
+            for role in ("prefill", "decode"):
+                row[role] = {k: r[role][k] for k in _worker(r[role])}
+            row["conc"] = r["conc"]
+        else:
+            row.update({"tp": r["tp"], "ep": r["ep"], "dp-attn": r["dp-attn"], "conc": r["conc"]})
+        out.append(row)
+    return out

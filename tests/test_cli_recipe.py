@@ -136,8 +136,8 @@ def test_plan_json_every_key_agrees_with_the_reference(name: str) -> None:
             assert code == 0, (key, err)
             assert json.loads(out) == reference_plan(key, entry), key
             planned += 1
-        else:
-            assert code == 2 and "not supported" in err and err.count("\n") == 1, key
+        else:  # multi-node and agentic keys: tests/test_recipes_topology.py checks their rows
+            assert code == 0 and json.loads(out), (key, err)
     assert planned >= (10 if name.startswith("amd-") else 0)
 
 

@@ -27,6 +27,7 @@ from app.recipes import (
     set_image,
 )
 from app.recipes.evals import eval_mode_from_flags, plan_with_evals
+from app.recipes.topology import point_summary
 
 recipe_app = typer.Typer(
     help="Benchmark-repo files: plan a config key's sweep, bump its image pin, append to the perf-changelog.",
@@ -109,7 +110,7 @@ def plan(
         bool, typer.Option("--all-evals", help="Every point as an eval only (implies --evals-only).")
     ] = False,
 ) -> None:
-    """List the benchmark points the repo's matrix logic runs for KEY (single-node fixed-seq-len).
+    """List the benchmark points the repo's matrix logic runs for KEY (single-node, multi-node, agentic).
 
     Each point says whether it also runs the accuracy eval (`run-eval`) and whether it runs only
     the eval (`eval-only`), as the repo's default selection and eval modes decide.
@@ -134,17 +135,22 @@ def plan(
     for column in ("seq", "tp", "ep", "dp-attn", "spec", "pp/dcp/pcp", "conc", "eval", "result-name"):
         table.add_column(column, justify="right" if column in ("tp", "ep", "conc") else "left")
     for p in points:
-        table.add_row(
-            seq_name(p["isl"], p["osl"]),
-            str(p["tp"]),
-            str(p["ep"]),
-            str(p["dp-attn"]).lower(),
-            p["spec-decoding"],
-            f"{p['pp']}/{p['dcp-size']}/{p['pcp-size']}",
-            str(p["conc"]),
-            ("eval only" if p["eval-only"] else "eval") if p["run-eval"] else "",
-            p["result-name"],
-        )
+        if "isl" in p and "prefill" not in p:
+            row = [
+                seq_name(p["isl"], p["osl"]),
+                str(p["tp"]),
+                str(p["ep"]),
+                str(p["dp-attn"]).lower(),
+                p["spec-decoding"],
+                f"{p['pp']}/{p['dcp-size']}/{p['pcp-size']}",
+                str(p["conc"]),
+            ]
+        else:  # multi-node rows and agentic points (app/recipes/topology.py)
+            s = point_summary(p)
+            seq = seq_name(p["isl"], p["osl"]) if "isl" in p else s["seq"]
+            row = [seq, s["topology"], "", "", s["spec"], "", s["conc"]]
+        eval_mark = ("eval only" if p["eval-only"] else "eval") if p["run-eval"] else ""
+        table.add_row(*row, eval_mark, p["result-name"])
     console = Console(width=230)
     console.print(f"image: {points[0]['image']}" if points else "no points")
     console.print(table)
