@@ -1111,9 +1111,19 @@ def request_bump(session: Session, gw: Any, *, repo: str, pr_number: int, actor:
 
 
 def deps_status(session: Session) -> list[dict[str, Any]]:
-    """Every watch with its dependencies and chosen nightly (CLI, dashboard)."""
+    """Every watch with its dependencies and chosen nightly (CLI, dashboard). Once a bump has
+    happened the chosen nightly is the pinned one; a newer one containing everything is listed
+    apart (``newest_containing``), never as chosen."""
+    from app.nightlies import label_nightlies
+
+    bumped: dict[int, str] = {}
+    for b in session.scalars(select(Bump).where(Bump.state.in_(("committed", "already"))).order_by(Bump.id)):
+        bumped[b.watch_id] = b.image  # the newest wins
     out = []
     for w in session.scalars(select(Watch).order_by(Watch.repo, Watch.pr_number, Watch.config_key)):
+        labels = label_nightlies(
+            pinned_image=w.pinned_image, newest_tag=w.chosen_tag, bumped_image=bumped.get(w.id)
+        )
         out.append(
             {
                 "id": w.id,
@@ -1126,7 +1136,9 @@ def deps_status(session: Session) -> list[dict[str, Any]]:
                 "image_repo": w.image_repo,
                 "pinned_image": w.pinned_image,
                 "pinned_deleted": w.pinned_missing_since is not None,
-                "chosen_nightly": w.chosen_tag,
+                "chosen_nightly": labels.chosen,
+                "bumped": labels.bumped,
+                "newest_containing": labels.newest_containing,
                 "first_containing": w.first_containing_tag,
                 "dependencies": [
                     {
