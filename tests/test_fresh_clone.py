@@ -1,5 +1,5 @@
 """A fresh clone, in a folder with nothing beside it, passes its own fixture-reading tests: the
-test data lives in the repository (tests/fixtures/), not in a ../shared next to a checkout."""
+test data lives in the repository (tests/fixtures/), not in a reference folder beside a checkout."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_a_fresh_clone_with_nothing_beside_it_passes_its_fixture_tests(tmp_path:
     alone.mkdir()
     clone = alone / "sweepbot"
     subprocess.run([git, "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True, timeout=120)
-    assert sorted(p.name for p in alone.iterdir()) == ["sweepbot"]  # no ../shared beside it
+    assert sorted(p.name for p in alone.iterdir()) == ["sweepbot"]  # nothing beside the clone
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWEEPBOT_")}
     env.update({"PYTHONPATH": str(clone), "SWEEPBOT_DATA_DIR": str(tmp_path / "data")})
     out = subprocess.run(
