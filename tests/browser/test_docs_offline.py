@@ -1,4 +1,4 @@
-"""/docs and /redoc render in Chromium with every request outside the server blocked: the API
+"""/docs renders in Chromium with every request outside the server blocked: the API
 docs' assets come from the installed package, not a CDN."""
 
 from __future__ import annotations
@@ -71,9 +71,8 @@ def test_api_docs_render_offline(api_url: str) -> None:
             assert page.locator(".opblock-summary-path").count() > 5
             assert page.locator(".swagger-ui .errors-wrapper").count() == 0
 
-            assert page.goto(api_url + "/redoc").status == 200
-            page.wait_for_selector("h1", timeout=20000)
-            assert "sweepbot" in page.locator("h1").first.inner_text()
+            # ReDoc would fetch its logo from the vendor's CDN whatever the asset source: not served
+            assert page.goto(api_url + "/redoc").status == 404
             assert blocked == [] and problems == [], (blocked, problems)
             context.close()
         finally:
