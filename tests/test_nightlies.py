@@ -71,3 +71,28 @@ def test_deps_status_shows_both_labelled(newer_nightly: TestClient) -> None:
     text = CliRunner().invoke(cli, ["deps", "status"]).stdout
     assert f"nightly: {PINNED}  (chosen and pinned by the bump)" in text
     assert f"newer:   {NEWER}  (also contains every dependency; not bumped to" in text
+
+
+def test_the_status_comment_names_the_pinned_nightly_after_a_bump() -> None:
+    from app.tracking import DepView, WatchView, render_status
+
+    def view(pinned: str, chosen: str, bumped: bool, newest: str | None) -> WatchView:
+        return WatchView(
+            key=KEY,
+            deps=[DepView("vllm-project/vllm#47269", "merged", "a" * 40)],
+            image_repo=IMAGE_REPO,
+            pinned_image=pinned,
+            pinned_missing=False,
+            chosen_tag=chosen,
+            first_tag=None,
+            decision=None,
+            bumped=bumped,
+            newest_containing=newest,
+        )
+
+    before = render_status([view(f"{IMAGE_REPO}:old", NEWER, False, None)])
+    assert f"nightly chosen: `{IMAGE_REPO}:{NEWER}`, the newest containing every merge commit" in before
+    after = render_status([view(NEW_IMAGE, PINNED, True, NEWER)])
+    assert f"nightly chosen: `{IMAGE_REPO}:{PINNED}` (the one the bump pinned)" in after
+    assert f"newer nightly also containing every merge commit: `{IMAGE_REPO}:{NEWER}` (not bumped to" in after
+    assert f"chosen: `{IMAGE_REPO}:{NEWER}`" not in after

@@ -37,6 +37,8 @@ def _crawl_the_dashboard(dashboard_url: str, sim_url: str) -> None:
         finally:
             browser.close()
     assert result.problems == [] and result.blocked == [], (result.problems, result.blocked)
+    # the only links leaving the simulator are the reference's published source (rel=external)
+    assert all(u.startswith("https://github.com/ROCm/ATOM/") for u in result.external), result.external
     paths = {p.removeprefix(dashboard_url.rstrip("/")).split("?")[0] for p in result.pages}
     assert {"/", "/watches", "/sweeps", "/results", "/deliveries", "/audit"} <= paths, paths
     assert any(p.startswith("/sweeps/") for p in paths) and any(p.startswith("/deliveries/") for p in paths)

@@ -22,6 +22,7 @@ class CrawlResult:
     outbound: dict[str, int] = field(default_factory=dict)  # url -> status
     problems: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
+    external: list[str] = field(default_factory=list)  # rel="external": published sources, not checked
 
 
 def _origin(url: str) -> str:
@@ -63,8 +64,13 @@ def crawl(browser: Any, start: str, allowed_outbound: list[str], max_pages: int 
                 result.problems.append(f"{url}: HTTP {status}")
                 continue
             result.pages.append(url)
-            hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
-            for href in hrefs:
+            links = page.eval_on_selector_all(
+                "a[href]", "els => els.map(e => [e.getAttribute('href'), e.getAttribute('rel') || ''])"
+            )
+            for href, rel in links:
+                if "external" in rel.split():
+                    result.external.append(href)  # a real published document: offline, not fetched
+                    continue
                 if not href or href.startswith(("#", "mailto:", "javascript:", "data:")):
                     continue
                 absolute, _ = urldefrag(urljoin(url, href))
