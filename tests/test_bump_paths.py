@@ -225,9 +225,10 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     assert (bump.mode, bump.branch, bump.state, bump.image) == ("bump_pr", BUMP_BRANCH, "committed", image)
     assert _head(world, "int4-qr", FORK) == fork_head
     first = _head(world, BUMP_BRANCH)
-    assert first == bump.commit_sha and world.repo(BENCH_REPO).objects.commits[first or ""].parents == (
-        main_head,
-    )
+    commits = world.repo(BENCH_REPO).objects.commits
+    # Two commits: the bump (its entry says XXX: the PR had no number yet), then the link fix.
+    (bump_commit,) = commits[first or ""].parents
+    assert first == bump.commit_sha and commits[bump_commit].parents == (main_head,)
     (pr,) = _bump_prs(world)
     assert pr.number == bump.bump_pr_number and pr.state == "open" and pr.base_ref == "main"
     assert pr.title == f"Bump {KEY} image to {image}" and BUMP_PR_MARKER in pr.body
@@ -239,7 +240,11 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     log_main = _read(world, "perf-changelog.yaml", "main")
     entry = _read(world, "perf-changelog.yaml", BUMP_BRANCH)[len(log_main) :]
     fork_url = _gw(db_session).get_pull(BENCH_REPO, FORK_PR)["html_url"]
-    assert f"- {KEY}" in entry and image in entry and entry.rstrip().endswith(f"pr-link: {fork_url}")
+    own_link = f"https://github.com/{BENCH_REPO}/pull/{pr.number}"
+    assert f"- {KEY}" in entry and image in entry and entry.rstrip().endswith(f"pr-link: {own_link}")
+    pending = _read(world, "perf-changelog.yaml", bump_commit)[len(log_main) :]
+    assert pending == entry.replace(own_link, "XXX")  # only the pr-link line changed
+    assert f"Recipe PR: {fork_url}" in pr.body
     status = _comments(world, FORK_PR, STATUS)
     assert len(status) == 1 and f"PR #{pr.number}" in status[0].body
 
@@ -267,7 +272,8 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     newer = _nightly(world, scenario, "[Kernel] after 47301")
     _poll(db_session)
     second = _head(world, BUMP_BRANCH)
-    assert second != first and world.repo(BENCH_REPO).objects.commits[second or ""].parents == (first,)
+    (second_bump,) = commits[second or ""].parents  # the second bump, then its link fix
+    assert second != first and commits[second_bump].parents == (first,)
     (pr2,) = _bump_prs(world)
     assert pr2.number == pr.number and pr2.state == "open" and pr2.title == f"Bump {KEY} image to {newer}"
     assert _changed_lines(master_main, _read(world, MASTER_PATH, BUMP_BRANCH)) == [
@@ -278,6 +284,7 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     assert log_branch.startswith(log_main)
     entry2 = log_branch[len(log_main) :]
     assert entry2.count("- config-keys:") == 1 and newer in entry2 and f"{VLLM_REPO}#47301" in entry2
+    assert entry2.rstrip().endswith(f"pr-link: {own_link}")
     for _ in range(2):
         _poll(db_session)
         _open(db_session, FORK_PR, "synchronize")
@@ -537,8 +544,43 @@ def test_a_bump_pr_whose_creation_failed_is_finished_on_retry_not_blocked(
     _drop_47270(db_session)
     db_session.commit()
     (bump,) = _bumps(db_session)
-    assert bump.state == "committed" and bump.commit_sha == ours and _head(world, BUMP_BRANCH) == ours
+    head = _head(world, BUMP_BRANCH)
+    # Adopted, then the entry's XXX fixed to the new PR's link in one more commit on top.
+    assert bump.state == "committed" and bump.commit_sha == head
+    assert world.repo(BENCH_REPO).objects.commits[head or ""].parents == (ours,)
     (pr,) = _bump_prs(world)
     assert bump.bump_pr_number == pr.number
+    assert f"pr-link: https://github.com/{BENCH_REPO}/pull/{pr.number}\n" in _read(
+        world, "perf-changelog.yaml", head or ""
+    )
     assert _comments(world, pr.number, BUMP_BLOCKED_MARKER) == []
     assert "someone pushed" not in _comments(world, 2104, STATUS)[0].body
+
+
+def test_the_bump_prs_entry_links_that_pr_even_when_the_link_fix_fails_once(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    from sim.app import admin_action
+
+    scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
+    world = sim.world
+    _open(db_session, 2104)
+    _until_47270_closed(scenario, db_session)
+    # The bump commit and the PR land; writing the PR's link into the entry answers 502 once.
+    admin_action(world, "faults", {"operation": "git/update-ref", "fail_next": 1, "status": 502})
+    with pytest.raises(Exception):  # noqa: B017 - the task fails; a worker retries it
+        _drop_47270(db_session, _gw(db_session, retry=None))
+    db_session.rollback()
+    (pr,) = _bump_prs(world)
+    log_main = _read(world, "perf-changelog.yaml", "main")
+    assert _read(world, "perf-changelog.yaml", BUMP_BRANCH)[len(log_main) :].rstrip().endswith("pr-link: XXX")
+    # The retry finds its own commit and PR, and fixes the link before anything else.
+    _drop_47270(db_session)
+    db_session.commit()
+    entry = _read(world, "perf-changelog.yaml", BUMP_BRANCH)[len(log_main) :]
+    assert entry.rstrip().endswith(f"pr-link: https://github.com/{BENCH_REPO}/pull/{pr.number}")
+    assert entry.count("- config-keys:") == 1 and len(_bump_prs(world)) == 1
+    (bump,) = _bumps(db_session)
+    assert bump.commit_sha == _head(world, BUMP_BRANCH) and not (bump.detail or {}).get("link_pending")
+    _poll(db_session)  # idempotent: nothing more is committed
+    assert bump.commit_sha == _head(world, BUMP_BRANCH)
