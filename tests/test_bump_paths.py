@@ -422,6 +422,9 @@ def test_refused_push_to_the_recipe_branch_falls_back_to_a_bump_pr(
     assert [p.number for p in _bump_prs(world)] == [bump.bump_pr_number]
 
 
+ARCHIVE = "configs/deprecated/amd-minimaxm3-8k1k-master.yaml"
+
+
 def _move_master(world: World, drop_key: bool) -> None:
     """The real repo's layout: `configs/amd-master.yaml`; optionally `KEY` archived."""
     text = _read(world, MASTER_PATH, "main")
@@ -431,7 +434,8 @@ def _move_master(world: World, drop_key: bool) -> None:
         start = lines.index(f"{KEY}:\n")
         end = next(i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#"))
         files["configs/amd-master.yaml"] = "".join(lines[:start] + lines[end:])
-        files["configs/deprecated/amd-master-2025.yaml"] = "".join(lines[start:end])
+        # Where the real repo moved it when its 8k1k scenario was deprecated (#2493).
+        files[ARCHIVE] = "".join(lines[start:end])
     else:
         files["configs/amd-master.yaml"] = text
     world.commit_files(BENCH_REPO, "main", files, "move configs", author="alice-admin")
@@ -466,10 +470,13 @@ def test_bump_finds_the_config_under_configs(
     assert world.read_file(BENCH_REPO, MASTER_PATH, "recipe-moved") is None
 
 
-def test_archived_key_gets_a_clear_comment_and_no_edit(
+def test_a_watch_on_an_archived_key_says_where_it_moved_and_stops(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.models.tracking import Watch
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.models.tracking import Watch, WatchState
 
     scenario = _start(sim, settings_env)
     world = sim.world
@@ -478,18 +485,26 @@ def test_archived_key_gets_a_clear_comment_and_no_edit(
     _open(db_session, 2300)
     (watch,) = db_session.scalars(select(Watch))
     assert watch.config_key == KEY
-    for _ in range(3):
+    db_session.refresh(watch)
+    # Stopped at the first check: not blocked forever on a file sweep generation no longer reads.
+    assert (watch.state, watch.decision, watch.config_path) == (WatchState.ARCHIVED, "stopped", ARCHIVE)
+    (status,) = _comments(world, 2300, STATUS)
+    assert f"config key {KEY} moved to `{ARCHIVE}`" in status.body
+    assert "stopped watching" in status.body and "a push to this PR re-checks it" in status.body
+    world.reset_calls()
+    for _ in range(3):  # nightlies appear, #47269 merges: an archived key is not polled at all
         scenario.step()
         _poll(db_session)
-    db_session.refresh(watch)
-    assert watch.decision == "blocked" and _bumps(db_session) == []
-    assert _head(world, "recipe-moved") == head and _head(world, BUMP_BRANCH) is None
-    (status,) = _comments(world, 2300, STATUS)
-    assert f"config key '{KEY}' was archived to configs/deprecated/amd-master-2025.yaml" in status.body
-    assert "restore it to an active master config" in status.body
-    world.reset_calls()
-    _poll(db_session)  # the head did not move: the answer stands, no file is read again
     assert world.call_summary()["rate_limited"] == 0, world.call_summary()
+    assert _bumps(db_session) == [] and _head(world, "recipe-moved") == head
+    assert _head(world, BUMP_BRANCH) is None and len(_comments(world, 2300, STATUS)) == 1
+    settings_env.setenv("SWEEPBOT_OPERATOR_TOKENS", "op-token")
+    with TestClient(create_app()) as client:
+        html = " ".join(client.get("/watches").text.split())
+        api = client.get("/api/watches").json()
+    assert "Stopped:" in html and ARCHIVE in html
+    (item,) = api["watches"]["items"]
+    assert item["state"] == "archived" and ARCHIVE in item["why_no_bump"]
 
 
 def test_dashboard_shows_a_deleted_pinned_nightly(
