@@ -64,12 +64,15 @@ def worker(
 ) -> None:
     """Run a Celery worker."""
     settings = _settings()
-    from workers.celery_app import celery_app
+    from workers.celery_app import celery_app, periodic_queue
 
     chosen = pool or ("threads" if settings.is_embedded else "prefork")
     celery_app.worker_main(
         [
+            "--quiet",  # no banner: the log is JSON events (worker_ready says what the banner did)
             "worker",
+            "--queues",
+            f"{settings.queue_name},{periodic_queue(settings.queue_name)}",
             "--loglevel",
             settings.log_level,
             "--pool",
@@ -91,7 +94,7 @@ def beat() -> None:
     from workers.celery_app import celery_app
 
     schedule = Path(settings.data_dir) / "celerybeat-schedule"
-    celery_app.start(["beat", "--loglevel", settings.log_level, "--schedule", str(schedule)])
+    celery_app.start(["--quiet", "beat", "--loglevel", settings.log_level, "--schedule", str(schedule)])
 
 
 def use_data_dir(data_dir: Path | None) -> None:
