@@ -290,6 +290,8 @@ class WatchView:
     decision: Readiness | None
     bump_line: str | None = None
     dropped: Sequence[str] = field(default_factory=tuple)
+    bumped: bool = False  # a bump happened: chosen_tag is the pinned nightly
+    newest_containing: str | None = None  # after a bump, a newer nightly with every merge commit
 
 
 def _short(sha: str | None) -> str:
@@ -330,7 +332,14 @@ def render_status(views: Sequence[WatchView]) -> str:
                 else ""
             )
             lines.append(f"- pinned image: `{v.pinned_image}`{warn}")
-        if v.chosen_tag:
+        if v.chosen_tag and v.bumped:
+            lines.append(f"- nightly chosen: `{v.image_repo}:{v.chosen_tag}` (the one the bump pinned)")
+            if v.newest_containing:
+                lines.append(
+                    f"- newer nightly also containing every merge commit: `{v.image_repo}:"
+                    f"{v.newest_containing}` (not bumped to: a bump happens once)"
+                )
+        elif v.chosen_tag:
             first = (
                 f" (first nightly containing them all: `{v.first_tag}`)"
                 if v.first_tag and v.first_tag != v.chosen_tag
@@ -803,17 +812,26 @@ def _view(session: Session, watch: Watch) -> WatchView:
     decision: Readiness | None = None
     if watch.decision in ("wait", "bump", "noop", "blocked", "stopped"):
         decision = Readiness(cast(Action, watch.decision), watch.reason or "")
+    from app.nightlies import label_nightlies
+
+    labels = label_nightlies(
+        pinned_image=watch.pinned_image,
+        newest_tag=watch.chosen_tag,
+        bumped_image=bump.image if bump is not None and bump.state in ("committed", "already") else None,
+    )
     return WatchView(
         key=watch.config_key,
         deps=[DepView(d.ref, d.state, d.merge_sha, d.title) for d in deps],
         image_repo=watch.image_repo,
         pinned_image=watch.pinned_image,
         pinned_missing=watch.pinned_missing_since is not None,
-        chosen_tag=watch.chosen_tag,
+        chosen_tag=labels.chosen,
         first_tag=watch.first_containing_tag,
         decision=decision,
         bump_line=bump_line,
         dropped=tuple(d.ref for d in watch.dependencies if d.dropped),
+        bumped=labels.bumped,
+        newest_containing=labels.newest_containing,
     )
 
 
@@ -1135,9 +1153,19 @@ def request_bump(session: Session, gw: Any, *, repo: str, pr_number: int, actor:
 
 
 def deps_status(session: Session) -> list[dict[str, Any]]:
-    """Every watch with its dependencies and chosen nightly (CLI, dashboard)."""
+    """Every watch with its dependencies and chosen nightly (CLI, dashboard). Once a bump has
+    happened the chosen nightly is the pinned one; a newer one containing everything is listed
+    apart (``newest_containing``), never as chosen."""
+    from app.nightlies import label_nightlies
+
+    bumped: dict[int, str] = {}
+    for b in session.scalars(select(Bump).where(Bump.state.in_(("committed", "already"))).order_by(Bump.id)):
+        bumped[b.watch_id] = b.image  # the newest wins
     out = []
     for w in session.scalars(select(Watch).order_by(Watch.repo, Watch.pr_number, Watch.config_key)):
+        labels = label_nightlies(
+            pinned_image=w.pinned_image, newest_tag=w.chosen_tag, bumped_image=bumped.get(w.id)
+        )
         out.append(
             {
                 "id": w.id,
@@ -1150,7 +1178,9 @@ def deps_status(session: Session) -> list[dict[str, Any]]:
                 "image_repo": w.image_repo,
                 "pinned_image": w.pinned_image,
                 "pinned_deleted": w.pinned_missing_since is not None,
-                "chosen_nightly": w.chosen_tag,
+                "chosen_nightly": labels.chosen,
+                "bumped": labels.bumped,
+                "newest_containing": labels.newest_containing,
                 "first_containing": w.first_containing_tag,
                 "dependencies": [
                     {
