@@ -502,6 +502,13 @@ class GitHubGateway:
         self._written.add((repo, ref))
         return data  # type: ignore[no-any-return]
 
+    def delete_ref(self, repo: str, ref: str) -> None:
+        """``ref`` like ``heads/sweepbot/canary/...``; a ref already gone is not an error."""
+        try:
+            self._write("git/delete-ref", "DELETE", f"/repos/{repo}/git/refs/{ref}", target=f"{repo}:{ref}")
+        except NotFound:
+            return
+
     def get_commit(self, repo: str, sha: str) -> dict[str, Any]:
         def read() -> Any:
             return self._get("git/get-commit", f"/repos/{repo}/git/commits/{sha}")

@@ -232,7 +232,7 @@ def watch_key(
         if row.state in (CanaryState.SKIPPED, CanaryState.PLANNED) and row.tag not in names:
             row.state, row.reason, row.updated_at = CanaryState.GONE, "deleted by the registry", _now()
 
-    _fold_sweeps(session, rows, report)
+    _fold_sweeps(session, gw, repo, rows, report)
     launched = 0
     for row in rows:
         if row.state == CanaryState.PLANNED and launched < MAX_LAUNCHES_PER_PASS:
@@ -256,7 +256,7 @@ def _canaries(session: Session, repo: str, key: str) -> list[NightlyCanary]:
     return sorted(rows, key=order)
 
 
-def _fold_sweeps(session: Session, rows: list[NightlyCanary], report: KeyReport) -> None:
+def _fold_sweeps(session: Session, gw: Any, repo: str, rows: list[NightlyCanary], report: KeyReport) -> None:
     for row in rows:
         if row.state != CanaryState.QUEUED or row.sweep_id is None:
             continue
@@ -282,6 +282,16 @@ def _fold_sweeps(session: Session, rows: list[NightlyCanary], report: KeyReport)
             row.state, row.reason, row.measured_at = CanaryState.MEASURED, "every point measured", now
             report.measured.append(row.tag)
         row.updated_at = now
+        _drop_branch(gw, repo, row)
+
+
+def _drop_branch(gw: Any, repo: str, row: NightlyCanary) -> None:
+    """The canary branch served its runs: delete it, unless someone pushed to it since."""
+    if not row.branch:
+        return
+    ref = gw.get_ref(repo, f"heads/{row.branch}")
+    if ref is not None and str((ref.get("object") or {}).get("sha") or "") == row.branch_sha:
+        gw.delete_ref(repo, f"heads/{row.branch}")
 
 
 def _launch(session: Session, gw: Any, ctx: _KeyContext, row: NightlyCanary, report: KeyReport) -> None:
@@ -384,6 +394,14 @@ def _launch(session: Session, gw: Any, ctx: _KeyContext, row: NightlyCanary, rep
 def _series(session: Session, rows: list[NightlyCanary]) -> dict[tuple[str, str], list[tuple[str, float]]]:
     """(result name, metric) -> [(tag, value)] over the measured nightlies, oldest first."""
     measured = [r for r in rows if r.state == CanaryState.MEASURED and r.sweep_id is not None]
+    # One recipe per series: a change of the key's recipe (its fingerprint) on the default branch
+    # is not a change of the nightlies; the series restarts with the recipe canaries now measure.
+    recipes = {
+        r.id: session.scalar(select(Sweep.fingerprint).where(Sweep.id == r.sweep_id)) for r in measured
+    }
+    if measured:
+        newest = max(measured, key=lambda r: (_aware(r.measured_at) or _now(), r.id))
+        measured = [r for r in measured if recipes[r.id] == recipes[newest.id]]
     out: dict[tuple[str, str], list[tuple[str, float]]] = {}
     for row in measured:
         jobs = list(session.scalars(select(SweepJob).where(SweepJob.sweep_id == row.sweep_id)))
@@ -610,7 +628,12 @@ def _tell(
         chart_points=points,
         chart_metric=str(worst.get("metric") or "mean_tpot_ms"),
         chart_point=str(worst.get("result_name") or ""),
-        narrowing=reg.reason or "adjacent measured nightlies",
+        narrowing=(reg.reason or "adjacent measured nightlies")
+        + (
+            f"; {reg.bisect_runs} bisection canary(ies) measured"
+            if reg.bisect_runs
+            else "; no bisection needed"
+        ),
         source_repo=reg.source_repo,
         compare_url=reg.compare_url,
         commits=reg.commits or [],
