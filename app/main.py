@@ -78,13 +78,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # The API docs' JavaScript and CSS come from the installed package, not a CDN: /docs renders
     # on a machine with no internet access (and sends no visitor's browser to a third party).
+    # No /redoc: ReDoc's sidebar fetches its logo from the vendor's CDN whatever the asset source.
     api = FastAPIOffline(
+        redoc_url=None,
         title="sweepbot",
         version="0.1.0",
         description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
     )
+    from app.secheaders import SecurityHeaders
     from app.webhooks import router as webhook_router
 
+    api.add_middleware(SecurityHeaders)  # CSP, no framing, nosniff, referrer policy (not on webhooks)
     api.include_router(webhook_router)
 
     stored = _StoredDeliveries()

@@ -233,9 +233,13 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    settings = Settings()
+    # No mkdir here: a read-only command run in some folder must not leave a data dir behind.
+    # The processes that write there (api, worker, beat, up, db upgrade) call ensure_data_dir().
+    return Settings()
+
+
+def ensure_data_dir(settings: Settings) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return settings
 
 
 def reset_settings_cache() -> None:
