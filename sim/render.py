@@ -52,6 +52,26 @@ def user(world: World, login: str) -> dict[str, Any]:
     }
 
 
+def organization(world: World, login: str) -> dict[str, Any]:
+    """The ``organization`` object of a webhook payload (shape of octokit's common schema)."""
+    u = world.add_user(login, type="Organization")
+    a, h = api(world), html(world)
+    return {
+        "login": u.login,
+        "id": u.id,
+        "node_id": node_id("O_", u.id),
+        "url": f"{a}/orgs/{u.login}",
+        "repos_url": f"{a}/orgs/{u.login}/repos",
+        "events_url": f"{a}/orgs/{u.login}/events",
+        "hooks_url": f"{a}/orgs/{u.login}/hooks",
+        "issues_url": f"{a}/orgs/{u.login}/issues",
+        "members_url": f"{a}/orgs/{u.login}/members{{/member}}",
+        "public_members_url": f"{a}/orgs/{u.login}/public_members{{/member}}",
+        "avatar_url": f"{h}/avatars/{u.login}",
+        "description": "",
+    }
+
+
 def repo_lite(world: World, repo: Repo) -> dict[str, Any]:
     a, h = api(world), html(world)
     u = f"{a}/repos/{repo.full_name}"
@@ -194,11 +214,15 @@ def _pr_urls(world: World, repo: Repo, n: int) -> dict[str, str]:
 
 
 def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
-    """Full pull request object (valid both as REST `pull-request` and in webhook payloads)."""
+    """Full pull request object (valid both as REST `pull-request` and in webhook payloads).
+
+    ``mergeable`` is null until GitHub's background job has computed it (``mergeable_delay_s``
+    simulated seconds after opening or a push): the opened/synchronize payloads carry null."""
     urls = _pr_urls(world, repo, pr.number)
     head_sha = world.pull_head_sha(pr)
     base_sha = repo.refs.get(f"refs/heads/{pr.base_ref}", "")
     hrepo = world.repos.get(pr.head_repo, repo)
+    mergeable = world.mergeable(pr)
     changed = additions = deletions = commits = 0
     if (
         head_sha
@@ -246,8 +270,9 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
             "label": f"{hrepo.owner}:{pr.head_ref}",
             "ref": pr.head_ref,
             "sha": head_sha,
-            "user": user(world, hrepo.owner),
-            "repo": hook_repository(world, hrepo),
+            "user": user(world, hrepo.owner if not pr.head_repo_deleted else pr.user),
+            # a deleted fork: GitHub answers head.repo null
+            "repo": hook_repository(world, hrepo) if not pr.head_repo_deleted else None,
         },
         "base": {
             "label": f"{repo.owner}:{pr.base_ref}",
@@ -271,9 +296,9 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
         "active_lock_reason": None,
         "draft": False,
         "merged": pr.merged,
-        "mergeable": True if pr.state == "open" else None,
-        "rebaseable": True if pr.state == "open" else None,
-        "mergeable_state": "clean" if pr.state == "open" else "unknown",
+        "mergeable": mergeable,
+        "rebaseable": mergeable,
+        "mergeable_state": "clean" if mergeable else "unknown",
         "merged_by": user(world, pr.merged_by) if pr.merged_by else None,
         "comments": sum(1 for c in repo.comments.values() if c.issue_number == pr.number),
         "review_comments": 0,
@@ -433,6 +458,39 @@ def hook_issue(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
             "eyes": 0,
             "rocket": 0,
         },
+    }
+
+
+def rest_issue(world: World, repo: Repo, issue: Any) -> dict[str, Any]:
+    """A plain issue as ``GET /repos/{owner}/{repo}/issues/{n}`` returns it (no ``pull_request``)."""
+    u = f"{api(world)}/repos/{repo.full_name}"
+    n = issue.number
+    return {
+        "url": f"{u}/issues/{n}",
+        "repository_url": u,
+        "labels_url": f"{u}/issues/{n}/labels{{/name}}",
+        "comments_url": f"{u}/issues/{n}/comments",
+        "events_url": f"{u}/issues/{n}/events",
+        "html_url": f"{html(world)}/{repo.full_name}/issues/{n}",
+        "id": issue.id,
+        "node_id": node_id("I_", issue.id),
+        "number": n,
+        "title": issue.title,
+        "user": user(world, issue.user),
+        "labels": [{"name": name, "color": "ededed", "default": False} for name in issue.labels],
+        "state": issue.state,
+        "state_reason": issue.state_reason,
+        "locked": False,
+        "assignee": None,
+        "assignees": [],
+        "milestone": None,
+        "comments": sum(1 for c in repo.comments.values() if c.issue_number == n),
+        "created_at": iso(issue.created_at),
+        "updated_at": iso(issue.updated_at),
+        "closed_at": iso(issue.closed_at) if issue.closed_at else None,
+        "author_association": _author_association(world, repo, issue.user),
+        "active_lock_reason": None,
+        "body": issue.body,
     }
 
 

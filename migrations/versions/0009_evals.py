@@ -1,7 +1,7 @@
 """eval_results: accuracy scores per point (owned by the results capability; see app/models/results.py)
 
-Revision ID: 0008_evals
-Revises: 0007_audit_caused_by
+Revision ID: 0009_evals
+Revises: 0008_redelivery
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_evals"
-down_revision = "0007_audit_caused_by"
+revision = "0009_evals"
+down_revision = "0008_redelivery"
 branch_labels = None
 depends_on = None
 
