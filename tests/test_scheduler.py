@@ -247,7 +247,7 @@ def test_reused_point_is_never_dispatched(env: dict[str, Any]) -> None:
 
     reused_name: list[str] = []
 
-    def fake_reusable(session: Session, *, image: str, fingerprint: str, result_name: str) -> Any:
+    def fake_reusable(session: Session, *, image: str, fingerprint: str, result_name: str, **_: Any) -> Any:
         return Stored() if reused_name and result_name == reused_name[0] else None
 
     env["mp"].setattr(scheduler, "_find_reusable", fake_reusable)
