@@ -120,7 +120,7 @@ def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.M
     settings_env.setattr(
         scheduler,
         "_find_reusable",
-        lambda session, *, image, fingerprint, result_name: Stored() if result_name in skipped else None,
+        lambda session, *, image, fingerprint, result_name, **_: Stored() if result_name in skipped else None,
     )
     with factory() as s:
         plan = _request(bot, s, (64,))
