@@ -988,6 +988,16 @@ def list_jobs(ctx: Ctx, p: dict[str, str]) -> Resp:
     return paginate(ctx, [render.rest_job(ctx.world, j) for j in jobs], wrap="jobs")
 
 
+@route("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations", "checks/list-annotations")
+def check_run_annotations(ctx: Ctx, p: dict[str, str]) -> Resp:
+    # A workflow job's check run has the job's id; GitHub answers a plain array.
+    repo = _repo(ctx, p)
+    job = ctx.world.jobs.get(_int(p["check_run_id"], "check_run_id"))
+    if job is None or ctx.world.runs[job.run_id].repo != repo.full_name:
+        raise SimError(404, "Not Found")
+    return paginate(ctx, list(job.annotations))
+
+
 @route("POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel", "actions/cancel-workflow-run")
 def cancel_run(ctx: Ctx, p: dict[str, str]) -> Resp:
     run = _run(ctx, p)
