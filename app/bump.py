@@ -39,10 +39,20 @@ def bump_branch(key: str) -> str:
     return f"{BUMP_BRANCH_PREFIX}{key}"
 
 
-def commit_message(key: str, image: str, description: list[str], pr_link: str | None) -> str:
-    """Subject, the changelog's description lines, and the changelog fields as trailers."""
+SKIP_SWEEP = "[skip-sweep]"  # run-sweep.yml skips a PR's benchmark setup when the head commit says so
+
+
+def commit_message(
+    key: str, image: str, description: list[str], pr_link: str | None, *, skip_sweep: bool = False
+) -> str:
+    """Subject, the changelog's description lines, and the changelog fields as trailers.
+
+    ``skip_sweep`` (sweep mode ``dispatch``): the subject ends in ``[skip-sweep]``, so the repo's
+    own run-sweep.yml does not run the sweep the bot's queue already runs.
+    """
     body = "\n".join(f"- {line}" for line in description)
-    return f"Bump {key} image to {image}\n\n{body}\n\nconfig-keys: {key}\npr-link: {pr_link or 'XXX'}\n"
+    subject = f"Bump {key} image to {image}" + (f" {SKIP_SWEEP}" if skip_sweep else "")
+    return f"{subject}\n\n{body}\n\nconfig-keys: {key}\npr-link: {pr_link or 'XXX'}\n"
 
 
 # ------------------------------------------------------------------------------ locating the config
@@ -248,7 +258,8 @@ def _bump_onto(
     changelog_path = config.bump.changelog
     if exists and mode == "bump_pr" and (last_ours is None or last_ours.commit_sha != start_sha):
         head_commit = gw.get_commit(repo, start_sha)
-        if str(head_commit.get("message") or "").startswith(f"Bump {key} image to {image}\n"):
+        subject = str(head_commit.get("message") or "").split("\n", 1)[0].removesuffix(f" {SKIP_SWEEP}")
+        if subject == f"Bump {key} image to {image}":
             # sweepbot's own commit whose record a failed task rolled back (the ref moved, then
             # creating the PR answered 502): adopt it and finish, rather than call it a human push.
             parent = str(((head_commit.get("parents") or [{}])[0]).get("sha") or "")
@@ -303,7 +314,8 @@ def _bump_onto(
         changelog_path: gw.create_blob(repo, new_changelog),
     }
     tree = gw.create_tree(repo, base_tree, blobs)
-    commit = gw.create_commit(repo, commit_message(key, image, description, pr_link), tree, [start_sha])
+    message = commit_message(key, image, description, pr_link, skip_sweep=config.sweep.mode == "dispatch")
+    commit = gw.create_commit(repo, message, tree, [start_sha])
     sha = str(commit["sha"])
     try:
         if exists:

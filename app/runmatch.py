@@ -94,6 +94,26 @@ def match_run(
     return RunMatch(None, "none", f"no run with {wanted or 'nothing to match'} among {len(runs)}")
 
 
+def match_label_run(runs: Sequence[Mapping[str, Any]], *, head_sha: str) -> RunMatch:
+    """Label mode: the repo's own sweep run (a ``pull_request`` run) for the PR's head commit.
+
+    The newest run for that commit wins: run-sweep.yml cancels a PR's older run when a new one
+    starts (its concurrency group), so the newest is the one that will run the sweep.
+    """
+    hits = [
+        r
+        for r in runs
+        if str(r.get("head_sha") or "") == head_sha
+        and str(r.get("event") or "pull_request") == "pull_request"
+    ]
+    if not hits:
+        return RunMatch(None, "none", f"no pull_request run for {head_sha[:12]} among {len(runs)}")
+    run = max(hits, key=lambda r: int(r.get("id") or 0))
+    return RunMatch(
+        run, "head_sha", f"run {run.get('id')} ({run.get('display_title')!r}) for {head_sha[:12]}"
+    )
+
+
 def title_is_ours(display_title: str, run_names: Sequence[str]) -> bool:
     """Whether a run's title carries one of our unique run names (``sweepbot-<sweep>-<job>``)."""
     return any(display_title == n or display_title.endswith(f" - {n}") for n in run_names)

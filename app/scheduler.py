@@ -526,9 +526,23 @@ def request_sweep(
     fingerprint = recipe_fingerprint(entry, script_text)
     image = points[0].image if points else ""
 
+    sweep_cfg = sweep_settings(session, repo)
+    if sweep_cfg.mode == "label":
+        if filters.seq or filters.conc or filters.conc_range or filters.tp:
+            raise SweepError(
+                f"{repo} runs sweeps in label mode (.github/sweepbot.yml sweep.mode): the repo's "
+                f"{sweep_cfg.workflow} runs the key's full sweep, so seq/conc/tp filters cannot apply; "
+                "drop them, or use sweep.mode: dispatch"
+            )
+        if is_fork:
+            raise SweepError(
+                "label mode follows the repo's own run-sweep.yml, which does not fan out for fork PRs; "
+                "use sweep.mode: dispatch (with /sweep approve) for this PR"
+            )
     sweep, created, superseded = create_sweep(
         session,
         gw,
+        mode=sweep_cfg.mode,
         repo=repo,
         pr_number=pr_number,
         head_sha=head_sha,
@@ -547,9 +561,40 @@ def request_sweep(
         priority=prio,
         slots=slots,
     )
+    if sweep_cfg.mode == "label" and created:
+        _apply_sweep_label(session, gw, sweep, pr, sweep_cfg.label)
     plan = plan_for(session, gw, sweep)
     return SweepRequest(
         sweep=sweep, plan=plan, created=created, reply=reply_text(sweep, plan, created), superseded=superseded
+    )
+
+
+def sweep_settings(session: Session, repo: str) -> Any:
+    """The repo's sweep mode (botconfig.SweepSettings) from its last read config; no GitHub call."""
+    from app.botconfig import BotConfig, stored_config
+
+    return (stored_config(session, repo) or BotConfig()).sweep
+
+
+def sweep_mode(sweep: Sweep) -> str:
+    """``dispatch`` or ``label``: kept in the sweep's filters JSON (set once, at creation)."""
+    return str((sweep.filters or {}).get("mode") or "dispatch")
+
+
+def _apply_sweep_label(session: Session, gw: Any, sweep: Sweep, pr: dict[str, Any], label: str) -> None:
+    """Label mode: put the repo's primary sweep label on the PR (idempotent: GitHub keeps one)."""
+    present = {str(lb.get("name")) for lb in pr.get("labels") or [] if isinstance(lb, dict)}
+    if label in present:
+        # Already labelled: the bump's push (synchronize) is what starts the repo's run.
+        log.info("sweep_label_present", repo=sweep.repo, pr=sweep.pr_number, label=label)
+        return
+    gw.add_labels(sweep.repo, sweep.pr_number, [label])
+    record(
+        session,
+        actor=BOT,
+        action="sweep.label",
+        target=f"{sweep.repo}#{sweep.pr_number}",
+        detail={"sweep": sweep.id, "label": label},
     )
 
 
@@ -557,6 +602,7 @@ def create_sweep(
     session: Session,
     gw: Any,
     *,
+    mode: str = "dispatch",
     repo: str,
     pr_number: int,
     head_sha: str,
@@ -579,6 +625,10 @@ def create_sweep(
 
     An open sweep for the same PR, key, head sha, image and points is returned as is (replays of a
     command or a bump converge). Older open sweeps of the same PR and key are superseded.
+
+    ``mode`` ``label``: the repo's own run-sweep.yml runs the points, so the jobs start out
+    ``dispatched`` (holding their runner slots, never released by a tick) with no run, until the
+    repo's run is found (``_find_label_run``).
     """
     if not points:
         raise SweepError(f"{config_key}: the plan has no points")
@@ -623,7 +673,7 @@ def create_sweep(
         image=image,
         fingerprint=fingerprint,
         points_digest=digest,
-        filters=(filters or SweepFilters()).to_json(),
+        filters={**(filters or SweepFilters()).to_json(), "mode": mode},
         requested_by=requested_by,
         reason=reason,
         priority=priority,
@@ -646,9 +696,12 @@ def create_sweep(
             conc=int(point["conc"]),
             tp=int(point["tp"]),
             group_key=gk,
-            slots=max(1, (slots or {}).get(gk, 1)),
-            state=JobState.QUEUED,
-            attempts=0,
+            # label mode: the repo's run gives each point its own runner
+            slots=max(1, (slots or {}).get(gk, 1)) if mode == "dispatch" else 1,
+            state=JobState.QUEUED if mode == "dispatch" else JobState.DISPATCHED,
+            attempts=0 if mode == "dispatch" else 1,
+            dispatched_at=None if mode == "dispatch" else now,
+            reason=None if mode == "dispatch" else "waiting for the repo's sweep run",
             updated_at=now,
         )
         reusable = _find_reusable(session, image=image, fingerprint=fingerprint, result_name=job.result_name)
@@ -1341,6 +1394,65 @@ def _find_job_run(gw: Any, sweep: Sweep, job: SweepJob, settings: Settings) -> d
     return None
 
 
+def _find_label_run(session: Session, gw: Any, sweep: Sweep) -> dict[str, Any] | None:
+    """Label mode: the repo's run-sweep.yml run for the sweep's head commit (runmatch.match_label_run)."""
+    from app.runmatch import match_label_run
+
+    cfg = sweep_settings(session, sweep.repo)
+    runs = gw.list_workflow_runs(
+        sweep.repo, cfg.workflow, event="pull_request", head_sha=sweep.head_sha, limit=50
+    )
+    found = match_label_run(runs, head_sha=sweep.head_sha)
+    log.info("label_run_lookup", sweep=sweep.id, how=found.how, reason=found.reason)
+    return dict(found.run) if found.run is not None else None
+
+
+def _adopt_label_run(session: Session, sweep: Sweep, run: dict[str, Any]) -> bool:
+    """Give the sweep's waiting label-mode jobs the repo's run; True when some were adopted."""
+    waiting = session.scalars(
+        select(SweepJob).where(
+            SweepJob.sweep_id == sweep.id,
+            SweepJob.run_id.is_(None),
+            SweepJob.state.in_(JobState.IN_FLIGHT),
+        )
+    ).all()
+    for job in waiting:
+        job.run_id, job.run_url, job.reason = int(run["id"]), run.get("html_url"), None
+        job.updated_at = _now()
+    if waiting:
+        record(
+            session,
+            actor=BOT,
+            action="sweep.follow_run",
+            target=f"{sweep.repo}#{sweep.pr_number}",
+            detail={
+                "sweep": sweep.id,
+                "run_id": run["id"],
+                "title": run.get("display_title"),
+                "jobs": len(waiting),
+            },
+        )
+        _mark_dirty(session, sweep.id)
+    return bool(waiting)
+
+
+def _label_sweeps_for_run(session: Session, run: dict[str, Any]) -> list[Sweep]:
+    """Active label-mode sweeps whose head commit this (repo-started) run is for."""
+    head_sha = str(run.get("head_sha") or "")
+    if not head_sha or run.get("event") not in (None, "pull_request"):
+        return []
+    sweeps = session.scalars(
+        select(Sweep).where(Sweep.head_sha == head_sha, Sweep.state == SweepState.ACTIVE)
+    ).all()
+    path = str(run.get("path") or "")
+    return [
+        s
+        for s in sweeps
+        if sweep_mode(s) == "label"
+        and (not path or path.endswith("/" + sweep_settings(session, s.repo).workflow))
+    ]
+
+
 def _job_dispatch(sweep: Sweep, job: SweepJob, settings: Settings) -> tuple[str, str, dict[str, str]]:
     """The (workflow, ref, inputs) a job of ``sweep`` was dispatched with (rendering is deterministic)."""
     return render_dispatch(
@@ -1596,6 +1708,17 @@ def _job_for_wf_job(
 
 def _retry_or_fail(session: Session, job: SweepJob, why: str, settings: Settings) -> str:
     retries = job.attempts - 1  # the first dispatch is not a retry
+    sweep = session.get(Sweep, job.sweep_id)
+    if sweep is not None and sweep_mode(sweep) == "label":
+        # The repo's run, not ours: re-dispatching through e2e-tests.yml would be both modes.
+        finish_job(
+            session,
+            job.id,
+            JobState.FAILED,
+            reason=f"infrastructure failure in the repo's sweep run (label mode does not re-run it; "
+            f"re-run the failed job there or re-add the sweep label): {why}",
+        )
+        return "failed"
     if retries < settings.infra_retry_limit:
         record(
             session,
@@ -1709,6 +1832,15 @@ def apply_workflow_run(
     conclusion = run.get("conclusion")
     if not live:
         return changed
+    label_jobs = [j for j in live if _is_label_job(session, j)]
+    if conclusion == "cancelled" and label_jobs:
+        # run-sweep.yml cancels a PR's older run when a newer one starts (its concurrency group):
+        # follow the next run instead of reading the cancel as the benchmark's failure.
+        for job in label_jobs:
+            job.run_id, job.run_url, job.updated_at = None, None, now
+            job.reason = f"the repo cancelled its run {run_id}; following its next sweep run"
+            _mark_dirty(session, job.sweep_id)
+        return True
     wf_jobs: list[dict[str, Any]] | None = None
     by_job: dict[int, dict[str, Any]] = {}
     if conclusion != "success" and gw is not None:
@@ -1783,6 +1915,11 @@ def _apply_assigned(
     return True
 
 
+def _is_label_job(session: Session, job: SweepJob) -> bool:
+    sweep = session.get(Sweep, job.sweep_id)
+    return sweep is not None and sweep_mode(sweep) == "label"
+
+
 def _collect_later(job_id: int) -> Callable[[], None]:
     return lambda: _enqueue("sweepbot.collect_job", job_id)
 
@@ -1825,8 +1962,12 @@ def on_workflow_run(ctx: HandlerContext) -> None:
     run = ctx.event.payload.get("workflow_run") or {}
     if not isinstance(run, dict) or "id" not in run:
         raise HandlerSkipped("no workflow_run in the payload")
+    adopted = False
+    for sweep in _label_sweeps_for_run(ctx.session, run):
+        adopted |= _adopt_label_run(ctx.session, sweep, run)
     if (
-        run_name_in_title(str(run.get("display_title") or "")) is None
+        not adopted
+        and run_name_in_title(str(run.get("display_title") or "")) is None
         and ctx.session.scalars(select(SweepJob.id).where(SweepJob.run_id == int(run["id"]))).first() is None
     ):
         raise HandlerSkipped("not a sweepbot run")
@@ -1924,6 +2065,13 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
                     )
                     result.timed_out += 1
                     after.append(lambda: _enqueue("sweepbot.scheduler_tick"))
+                elif job.run_id is None and sweep_mode(sweep) == "label":
+                    # The repo starts this run itself (label + changelog change): find it, never
+                    # re-queue (that would dispatch the same sweep a second way).
+                    found = _find_label_run(session, gw, sweep)
+                    if found is not None and _adopt_label_run(session, sweep, found):
+                        apply_workflow_run(session, gw, found, after_commit=after, settings=settings)
+                        result.updated += 1
                 elif job.run_id is None:
                     found = _find_job_run(gw, sweep, job, settings)
                     if found is not None:

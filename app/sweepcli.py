@@ -21,6 +21,7 @@ its usage reads as it does); errors raise ``CliGrammarError`` instead of exiting
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -63,7 +64,9 @@ def _common(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--all-evals", action="store_true")
 
 
+@functools.lru_cache(maxsize=1)
 def build_parser() -> argparse.ArgumentParser:
+    """The parser, built once (building it costs more than parsing; parse_args does not mutate it)."""
     parser = _Parser(prog="generate_sweep_configs.py", add_help=True)
     subs = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     full = subs.add_parser("full-sweep")

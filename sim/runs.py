@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,27 @@ if TYPE_CHECKING:
     from sim.world import Run, World
 
 WORKFLOWS_DIR = ".github/workflows"
+RUN_SWEEP = "run-sweep.yml"
+# run-sweep.yml's primary sweep labels (exactly one must be on the PR) and the labels whose
+# `labeled` event re-evaluates the sweep (check-changelog's `if:`).
+PRIMARY_LABELS = (
+    "sweep-enabled",
+    "full-sweep-enabled",
+    "non-canary-full-sweep-enabled",
+    "full-sweep-fail-fast",
+    "full-sweep-fail-fast-no-canary",
+)
+TRIGGER_LABELS = (
+    *PRIMARY_LABELS,
+    "all-evals",
+    "evals-only",
+    "agentx-fast",
+    "skip_queue",
+    "ci-patchwork",
+    "engine-patch",
+    "ci-patchwork-waived",
+    "ci-checklist-complete",
+)
 SIM_PRIORITY = 50  # what utils/ci_priority.py would score; any number, the bot must not care
 _FW_SHORT = {"sglang": "sgl", "dynamo-sglang": "dyn-sgl", "sglang-disagg": "sgl-disagg"}
 _EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
@@ -48,8 +70,10 @@ class WorkflowFile:
     dispatch_inputs: dict[str, dict[str, Any]]
 
 
+@functools.lru_cache(maxsize=32)
 def read_workflow(text: str) -> WorkflowFile:
-    doc = yaml.safe_load(text) or {}
+    # cached and libyaml-parsed: every dispatch reads the 700-line e2e-tests.yml again
+    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     on = doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` key as True
     if isinstance(on, str):
         triggers: dict[str, Any] = {on: None}
@@ -221,3 +245,91 @@ def _full_sweep_keeps(point: dict[str, Any], f: dict[str, Any], seq_lens: tuple[
     if "max_conc" in f and conc > int(f["max_conc"]):
         return False
     return not ("max_tp" in f and tp > int(f["max_tp"]))
+
+
+# -- run-sweep.yml ------------------------------------------------------------------------------------
+
+
+def sweep_run_wanted(
+    *,
+    action: str,
+    label: str | None,
+    labels: list[str],
+    same_repo: bool,
+    changelog_changed: bool,
+    head_message: str,
+) -> str:
+    """ "run", or why run-sweep.yml would not fan a sweep out for this pull_request event."""
+    if action not in ("ready_for_review", "synchronize", "labeled", "unlabeled"):
+        return f"not a run-sweep.yml trigger ({action})"
+    if not changelog_changed:
+        return "perf-changelog.yaml unchanged (the `paths` filter)"
+    if action in ("labeled", "unlabeled") and label not in TRIGGER_LABELS:
+        return f"label {label!r} does not trigger a sweep"
+    primary = [lb for lb in labels if lb in PRIMARY_LABELS]
+    if not primary:
+        return "no primary sweep label"
+    if len(primary) > 1:
+        return "conflicting sweep labels (check-changelog fails)"
+    if not same_repo:
+        return "fork PR (no secrets: trusted-external-sweep.yml's business)"
+    if "[skip-sweep]" in head_message:
+        return "head commit says [skip-sweep]"
+    return "run"
+
+
+def changelog_keys(base_text: str, head_text: str) -> list[str]:
+    """Config keys of the perf-changelog entries the PR adds (what process_changelog.py sweeps)."""
+    base = yaml.safe_load(base_text) or []
+    head = yaml.safe_load(head_text) or []
+    keys: list[str] = []
+    for entry in head:
+        if entry in base or not isinstance(entry, dict):
+            continue
+        for key in entry.get("config-keys") or []:
+            if str(key) not in keys:
+                keys.append(str(key))
+    return keys
+
+
+def sweep_points(world: World, run: Run) -> list[dict[str, Any]]:
+    """The single-node points a run-sweep.yml run fans out: every point of each changed key.
+
+    `sweep-enabled` trims each configuration to its minimum concurrency (TRIM_CONC); the full-sweep
+    labels run everything (the canary-first ordering of `full-sweep-enabled` is not modelled).
+    """
+    from app.recipes import expand_points, parse_master
+    from app.recipes.errors import RecipeError
+
+    masters = [p for p in find_master_files(world, run.repo, run.head_sha)]
+    points: list[dict[str, Any]] = []
+    trim = "sweep-enabled" in run.inputs.get("labels", [])
+    for key in run.inputs.get("keys", []):
+        for path in masters:
+            master = parse_master((world.read_file(run.repo, path, run.head_sha) or b"").decode())
+            if key not in master:
+                continue
+            try:
+                expanded = [point_dict(p) for p in expand_points(master, key)]
+            except RecipeError:
+                continue  # multi-node / agentic: not simulated
+            if trim:
+                low: dict[tuple[Any, ...], dict[str, Any]] = {}
+                for d in expanded:
+                    ident = (d["exp-name"], d["tp"], d["ep"], d["dp-attn"], d["spec-decoding"])
+                    if ident not in low or int(d["conc"]) < int(low[ident]["conc"]):
+                        low[ident] = d
+                expanded = list(low.values())
+            points.extend(expanded)
+    return points
+
+
+def find_master_files(world: World, full_name: str, sha: str) -> list[str]:
+    repo = world.repo(full_name)
+    files = repo.objects.flatten(repo.objects.commits[sha].tree)
+    return sorted(
+        p
+        for p in files
+        if any(p.startswith(d + "/") and "/" not in p[len(d) + 1 :] for d in (".github/configs", "configs"))
+        and p.endswith("master.yaml")
+    )

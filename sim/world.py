@@ -110,6 +110,7 @@ class Pull:
     merge_commit_sha: str | None = None
     closed_at: float | None = None
     head_sha_frozen: str | None = None  # head sha at close/merge (the branch may move or vanish)
+    labels: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -167,6 +168,8 @@ class Run:
     run_started_at: float | None = None
     jobs: list[int] = field(default_factory=list)
     error: str | None = None
+    event: str = "workflow_dispatch"  # or "pull_request" (run-sweep.yml started by the repo)
+    pr_number: int | None = None
 
 
 @dataclass
@@ -301,6 +304,7 @@ class World:
         self.runner_nodes: dict[str, list[str]] = {}  # label -> node names (runners.yaml `labels:`)
         self.recipe_suffix = False  # jobs carry a `recipe-fingerprint` (`_recipe-<16 hex>` names)
         self.runs: dict[int, Run] = {}
+        self.sweep_decisions: list[dict[str, Any]] = []  # every run-sweep.yml trigger and its outcome
         self.jobs: dict[int, Job] = {}
         self.artifacts: dict[int, Artifact] = {}
         self._run_numbers: Counter[str] = Counter()
@@ -754,6 +758,102 @@ class World:
                     self.emit_pull_request(
                         r, pr, "synchronize", sender=self.settings.default_token_user, before=old, after=new
                     )
+                    self._maybe_run_sweep(r, pr, "synchronize", None)
+
+    # -- labels and the repo's own run-sweep.yml -------------------------------------------------------
+    def add_labels(self, full_name: str, number: int, labels: list[str], sender: str) -> list[str]:
+        """Label a PR; each newly added label is a `pull_request.labeled` event (as on GitHub)."""
+        with self.lock:
+            repo = self.repo(full_name)
+            pr = repo.pulls.get(number)
+            if pr is None:
+                raise SimError(404, "Not Found")
+            for label in labels:
+                if label in pr.labels:
+                    continue  # GitHub keeps one and sends no event
+                pr.labels.append(label)
+                pr.updated_at = self.now()
+                self.emit_pull_request(repo, pr, "labeled", sender=sender, label=label)
+                self._maybe_run_sweep(repo, pr, "labeled", label)
+            self._wake()
+            return list(pr.labels)
+
+    def _maybe_run_sweep(self, repo: Repo, pr: Pull, action: str, label: str | None) -> Run | None:
+        """run-sweep.yml's `on: pull_request` + `setup` conditions, then its sweep run.
+
+        Runs (sim/runs.py `sweep_run_wanted`) only when the PR changes perf-changelog.yaml, carries
+        exactly one primary sweep label, comes from the same repo, and its head commit message has
+        no `[skip-sweep]`; a newer run cancels the PR's older one (its concurrency group).
+        """
+        from sim.runs import RUN_SWEEP, changelog_keys, sweep_run_wanted
+
+        wf = repo.workflows.get(RUN_SWEEP)
+        if wf is None or pr.state != "open":
+            return None
+        head = self.pull_head_sha(pr)
+        base = self.repo_base_sha(pr)
+        base_log = self.read_file(repo.full_name, "perf-changelog.yaml", base)
+        head_log = self.read_file(repo.full_name, "perf-changelog.yaml", head)
+        message = repo.objects.commits[head].message if head in repo.objects.commits else ""
+        why = sweep_run_wanted(
+            action=action,
+            label=label,
+            labels=pr.labels,
+            same_repo=pr.head_repo == repo.full_name,
+            changelog_changed=base_log != head_log,
+            head_message=message,
+        )
+        self.sweep_decisions.append({"pr": pr.number, "action": action, "head": head, "decision": why})
+        if why != "run":
+            return None
+        keys = changelog_keys((base_log or b"").decode(), (head_log or b"").decode())
+        for old in self.runs.values():
+            if old.pr_number == pr.number and old.workflow_id == wf.id and old.status != "completed":
+                self.cancel_run(old.id)
+        self._run_numbers[repo.full_name] += 1
+        now = self.now()
+        run = Run(
+            self.next_id(),
+            repo.full_name,
+            wf.id,
+            f"Run Sweep - {pr.title}",  # run-name: Run Sweep - ${{ github.event.pull_request.title || ... }}
+            pr.head_ref,
+            head,
+            pr.user,
+            {"keys": keys, "labels": list(pr.labels)},
+            now,
+            now,
+            self._run_numbers[repo.full_name],
+            event="pull_request",
+            pr_number=pr.number,
+        )
+        self.runs[run.id] = run
+        self.emit_workflow_run(run, "requested")
+        self._plan_sweep_jobs(run)
+        self._wake()
+        return run
+
+    def _plan_sweep_jobs(self, run: Run) -> None:
+        from sim.runs import job_name, sweep_points
+
+        try:
+            points = sweep_points(self, run)
+        except Exception as exc:  # the setup job fails, as process_changelog.py would
+            run.error = str(exc)
+            self._add_setup_job(run, ok=False)
+            run.status, run.conclusion, run.updated_at = "completed", "failure", self.now()
+            self.emit_workflow_run(run, "completed")
+            return
+        self._add_setup_job(run, ok=True)
+        for p in points:
+            seq = str(p["exp-name"]).rsplit("_", 1)[-1]
+            job = Job(self.next_id(), run.id, job_name(f"single-node {seq} /", p), p["runner"], p, self.now())
+            self.jobs[job.id] = job
+            run.jobs.append(job.id)
+            self.emit_workflow_job(job, "queued")
+        if not points:
+            run.status, run.conclusion, run.updated_at = "completed", "success", self.now()
+            self.emit_workflow_run(run, "completed")
 
     # -- comments and reactions --------------------------------------------------------------------
     def add_comment(self, full_name: str, number: int, user: str, body: str) -> Comment:
@@ -1259,6 +1359,7 @@ class World:
         sender: str,
         before: str | None = None,
         after: str | None = None,
+        label: str | None = None,
     ) -> None:
         from sim import render
 
@@ -1271,6 +1372,8 @@ class World:
         }
         if action == "synchronize":
             payload["before"], payload["after"] = before, after
+        if label is not None:
+            payload["label"] = render.label(self, repo, label)
         self._add_installation(payload, repo)
         self._emit("pull_request", payload)
 
