@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml
 up: $(STAMP)  ## API + worker + beat on SQLite with the embedded broker (and the simulated GitHub without credentials)
 	$(BIN)/sweepbot up
 
-demo: $(STAMP)  ## the whole story against the simulator, then the dashboard stays up
-	$(BIN)/sweepbot demo
+demo: $(STAMP)  ## the whole story against the simulator; exits 0 when every expected effect happened
+	$(BIN)/sweepbot demo --until-done
 
 test: $(STAMP)  ## the test suite (tests marked services need PostgreSQL and Redis on 127.0.0.1)
 	$(BIN)/pytest

@@ -53,7 +53,18 @@ def result_stem(point: Mapping[str, Any]) -> str:
     ``point`` is the plan JSON (``sweepbot recipe plan --json``): ``exp-name``, ``precision``,
     ``framework``, ``tp``, ``pp``, ``dcp-size``, ``pcp-size``, ``ep``, ``dp-attn``,
     ``spec-decoding``, ``conc`` and optionally ``disagg`` (default false).
+
+    Multi-node rows (whole conc list, prefill/decode workers) and agentic points are named by
+    their planned ``result-name`` without its trailing ``_<runner label>``: the multi-node and
+    agentic job templates are not among the fixtures, so their file naming is not known here.
     """
+    if (
+        "tp" not in point
+        or isinstance(point.get("conc"), list)
+        or point.get("scenario-type") == "agentic-coding"
+    ):
+        name, runner = str(point["result-name"]), str(point.get("runner") or "")
+        return name[: -len(runner) - 1] if runner and name.endswith(f"_{runner}") else name
     return (
         f"{point['exp-name']}_{point['precision']}_{point['framework']}"
         f"_tp{int(point['tp'])}-pp{int(point.get('pp', 1))}-dcp{int(point.get('dcp-size', 1))}"

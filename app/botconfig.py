@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import structlog
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy.orm import Session
 
 from app.models.tracking import BotConfigRecord
@@ -132,6 +132,74 @@ class SweepSettings(_Model):
         return value
 
 
+class NightlyKey(_Model):
+    """One config key whose image repository's new nightlies get a canary sweep."""
+
+    config_key: str = Field(alias="config-key")
+    conc: list[int] = Field(default_factory=lambda: [4, 64], description="canary points: conc values")
+    seq: str | None = Field(default=None, description="seq-len of the canary points (default: all)")
+
+    @field_validator("config_key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        value = value.strip()
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$", value):
+            raise ValueError(f"config-key {value!r} is malformed: use letters, digits, '.', '_' and '-'")
+        return value
+
+    @field_validator("conc")
+    @classmethod
+    def _conc(cls, value: list[int]) -> list[int]:
+        if not value or any(c < 1 or c > 4096 for c in value) or len(value) > 8:
+            raise ValueError(
+                f"conc {value!r} must list 1 to 8 concurrencies between 1 and 4096, e.g. [4, 64]"
+            )
+        return sorted(set(value))
+
+
+class NightlyWatch(_Model):
+    """`watch-nightlies:` canaries on new nightlies in idle runner time, and regression issues."""
+
+    keys: list[NightlyKey] = Field(default_factory=list)
+    budget_hours: float | None = Field(
+        default=20.0,
+        alias="budget-runner-hours-per-week",
+        description="runner-hours canaries may use per ISO week (UTC); null: no limit",
+    )
+    issue_repo: str | None = Field(default=None, alias="issue-repo", description="default: this repo")
+    p_value: float = Field(default=0.01, alias="p-value", gt=0, lt=1)
+    min_effect: float = Field(default=0.015, alias="min-effect", ge=0, lt=1)
+    min_nightlies: int = Field(default=8, alias="min-nightlies", ge=6, le=1000)
+    max_bisect_runs: int = Field(default=4, alias="max-bisect-runs", ge=0, le=20)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        # `watch-nightlies: [key-a, {config-key: key-b, conc: [8]}]` is the short form of `keys:`.
+        if isinstance(data, list):
+            data = {"keys": data}
+        if isinstance(data, dict) and isinstance(data.get("keys"), list):
+            data = {**data, "keys": [{"config-key": k} if isinstance(k, str) else k for k in data["keys"]]}
+        return data
+
+    @field_validator("issue_repo")
+    @classmethod
+    def _issue_repo(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", value):
+            raise ValueError(f"issue-repo {value!r} must be owner/name")
+        return value
+
+    @field_validator("budget_hours")
+    @classmethod
+    def _budget(cls, value: float | None) -> float | None:
+        if value is not None and value < 0:
+            raise ValueError(f"budget-runner-hours-per-week must be >= 0 (or null for no limit), got {value}")
+        return value
+
+    def key(self, config_key: str) -> NightlyKey | None:
+        return next((k for k in self.keys if k.config_key == config_key), None)
+
+
 REFERENCE_KEYWORDS = ("sibling", "none")
 
 
@@ -142,6 +210,7 @@ class BotConfig(_Model):
     watches: list[WatchSpec] = Field(default_factory=list)
     bump: BumpSettings = Field(default_factory=BumpSettings)
     sweep: SweepSettings = Field(default_factory=SweepSettings)
+    watch_nightlies: NightlyWatch = Field(default_factory=NightlyWatch, alias="watch-nightlies")
     references: dict[str, str] = Field(
         default_factory=dict,
         description="config key -> shipped reference table name | sibling | none (app.reports reads it)",
@@ -198,7 +267,7 @@ def parse_bot_config(text: str) -> BotConfig:
     if not isinstance(data, dict):
         raise BotConfigError(
             f"{CONFIG_PATH} must be a mapping at the top level (keys: version, images, "
-            f"watches, bump, sweep, poll, references), not a {type(data).__name__}"
+            f"watches, bump, sweep, poll, references, watch-nightlies), not a {type(data).__name__}"
         )
     try:
         return BotConfig.model_validate(data)

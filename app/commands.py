@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 from sqlalchemy.orm import Session
 
+from app.inert import code
 from app.routing import HandlerContext, HandlerSkipped, router
 
 log = structlog.get_logger(__name__)
@@ -42,16 +43,25 @@ _REF_RE = re.compile(
     r"^(?:https://github\.com/)?([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:#|/pull/|/issues/)(\d+)/?$"
 )
 MAX_CONC = 4096
+_SHA_ARG_RE = re.compile(r"^[0-9a-fA-F]{7,40}$")
 
 
 class CommandSyntaxError(ValueError):
     pass
 
 
+def _small_int(text: str, max_digits: int = 5) -> int | None:
+    """An ASCII decimal of at most ``max_digits`` digits, else None ("²".isdigit() is True, and
+    int() of 5,000 digits raises past Python's 4,300-digit limit)."""
+    if not text or len(text) > max_digits or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
+
+
 def _v_key(value: str) -> str:
     if not _KEY_RE.match(value):
         raise CommandSyntaxError(
-            f"config={value!r} is not a config key; write it as in the master config, "
+            f"{code('config=' + value)} is not a config key; write it as in the master config, "
             "e.g. config=minimaxm3-fp4-mi355x-vllm"
         )
     return value
@@ -61,42 +71,67 @@ def _v_conc(value: str) -> dict[str, Any]:
     fix = "write a list like conc=32,64 or a range like conc=4..256 (positive integers)"
     if ".." in value:
         lo_s, _, hi_s = value.partition("..")
-        if not (lo_s.isdigit() and hi_s.isdigit()):
-            raise CommandSyntaxError(f"conc={value!r} is not a range: {fix}")
-        lo, hi = int(lo_s), int(hi_s)
+        lo, hi = _small_int(lo_s), _small_int(hi_s)
+        if lo is None or hi is None:
+            if lo_s.isdigit() and hi_s.isdigit():
+                raise CommandSyntaxError(f"{code('conc=' + value)}: values go up to {MAX_CONC}: {fix}")
+            raise CommandSyntaxError(f"{code('conc=' + value)} is not a range: {fix}")
         if lo < 1 or hi > MAX_CONC or lo > hi:
             raise CommandSyntaxError(
-                f"conc={value!r}: the range must go up, from 1 to at most {MAX_CONC}: {fix}"
+                f"{code('conc=' + value)}: the range must go up, from 1 to at most {MAX_CONC}: {fix}"
             )
         return {"range": (lo, hi)}
     parts = value.split(",")
-    if not parts or not all(p.isdigit() for p in parts):
-        raise CommandSyntaxError(f"conc={value!r} is not a list of concurrencies: {fix}")
-    values = sorted({int(p) for p in parts})
+    numbers = [_small_int(p) for p in parts]
+    if not parts or any(n is None for n in numbers):
+        if all(p.isdigit() for p in parts):
+            raise CommandSyntaxError(
+                f"{code('conc=' + value)}: each value must be between 1 and {MAX_CONC}: {fix}"
+            )
+        raise CommandSyntaxError(f"{code('conc=' + value)} is not a list of concurrencies: {fix}")
+    values = sorted({n for n in numbers if n is not None})
     if values[0] < 1 or values[-1] > MAX_CONC:
-        raise CommandSyntaxError(f"conc={value!r}: each value must be between 1 and {MAX_CONC}: {fix}")
+        raise CommandSyntaxError(
+            f"{code('conc=' + value)}: each value must be between 1 and {MAX_CONC}: {fix}"
+        )
     return {"list": values}
 
 
 def _v_seq(value: str) -> str:
     if not _SEQ_RE.match(value):
         raise CommandSyntaxError(
-            f"seq={value!r} is not a sequence-length name; use one like seq=8k1k, seq=1k1k or seq=<isl>_<osl>"
+            f"{code('seq=' + value)} is not a sequence-length name; "
+            "use one like seq=8k1k, seq=1k1k or seq=<isl>_<osl>"
         )
     return value
 
 
 def _v_tp(value: str) -> int:
-    if not value.isdigit() or not 1 <= int(value) <= 64:
+    tp = _small_int(value, 2)
+    if tp is None or not 1 <= tp <= 64:
         raise CommandSyntaxError(
-            f"tp={value!r} is not a tensor-parallel size; use an integer from 1 to 64, e.g. tp=4"
+            f"{code('tp=' + value)} is not a tensor-parallel size; use an integer from 1 to 64, e.g. tp=4"
         )
-    return int(value)
+    return tp
+
+
+def _v_evals(value: str) -> str:
+    from app.recipes.evals import EvalModeError, parse_eval_mode
+
+    try:
+        return parse_eval_mode(value).value
+    except EvalModeError as exc:
+        raise CommandSyntaxError(
+            f"{exc} (default: the repo's eval points beside throughput; none: throughput only; "
+            "only: the eval points without throughput; all: every point as an eval)"
+        ) from None
 
 
 def _v_priority(value: str) -> str:
     if value not in ("low", "normal", "high"):
-        raise CommandSyntaxError(f"priority={value!r} is not a priority; use priority=low, normal or high")
+        raise CommandSyntaxError(
+            f"{code('priority=' + value)} is not a priority; use priority=low, normal or high"
+        )
     return value
 
 
@@ -117,6 +152,7 @@ class CommandSpec:
     options: tuple[OptionSpec, ...] = ()
     takes_refs: bool = False
     example: str = ""
+    takes_sha: bool = False  # an optional commit SHA (``/sweep approve <sha>``)
 
     @property
     def words(self) -> str:
@@ -127,6 +163,8 @@ class CommandSpec:
         parts += [f"[{o.name}={o.placeholder}]" for o in self.options]
         if self.takes_refs:
             parts.append("<owner/repo>#<N> ...")
+        if self.takes_sha:
+            parts.append("[<sha>]")
         return " ".join(parts)
 
 
@@ -137,6 +175,13 @@ SWEEP_OPTIONS = (
     OptionSpec("conc", "32,64 | 4..256", "only these concurrencies, a list or an inclusive range", _v_conc),
     OptionSpec("seq", "8k1k", "only this sequence-length scenario (8k1k, 1k1k or <isl>_<osl>)", _v_seq),
     OptionSpec("tp", "4", "only points with this tensor-parallel size", _v_tp),
+    OptionSpec(
+        "evals",
+        "default|none|only|all",
+        "accuracy evals: the repo's default eval points beside throughput (default), throughput only "
+        "(none), the eval points only (only) or every point as an eval (all)",
+        _v_evals,
+    ),
     OptionSpec("priority", "low|normal|high", "queue priority (default normal)", _v_priority),
 )
 
@@ -151,7 +196,15 @@ GRAMMAR: tuple[CommandSpec, ...] = (
     ),
     CommandSpec("sweep", "status", "Show the progress of this PR's sweeps.", False),
     CommandSpec("sweep", "cancel", "Cancel this PR's queued and running sweep jobs.", True),
-    CommandSpec("sweep", "approve", "Approve the sweep of a fork PR for its current head commit.", True),
+    CommandSpec(
+        "sweep",
+        "approve",
+        "Approve the sweep of a fork PR for the head commit you reviewed (the head when you wrote "
+        "the comment, or the commit you name, which must be the current head).",
+        True,
+        example="/sweep approve 1a2b3c4d5e6f",
+        takes_sha=True,
+    ),
     CommandSpec(
         "depends-on",
         None,
@@ -228,7 +281,9 @@ def _parse_line(text: str, line_no: int) -> Command | None:
                 None,
                 text,
                 line_no,
-                error=f"unknown command `{head}`: did you mean `/{close[0]}`? Reply `/help` for the list.",
+                error=(
+                    f"unknown command {code(head)}: did you mean `/{close[0]}`? Reply `/help` for the list."
+                ),
             )
         return None  # a path or someone else's slash command
     rest = tokens[1:]
@@ -247,11 +302,19 @@ def _parse_line(text: str, line_no: int) -> Command | None:
                 m = _REF_RE.match(tok.rstrip(",;"))
                 if m is None:
                     raise CommandSyntaxError(
-                        f"{tok!r} is not a pull request reference; write owner/repo#N or the "
+                        f"{code(tok)} is not a pull request reference; write owner/repo#N or the "
                         f"PR URL, e.g. `{spec.example}`"
                     )
                 refs.append(f"{m.group(1)}#{m.group(2)}")
             cmd.refs = tuple(dict.fromkeys(refs))
+        elif spec.takes_sha:
+            if len(rest) > 1 or (rest and not _SHA_ARG_RE.match(rest[0])):
+                raise CommandSyntaxError(
+                    f"`{spec.words}` takes at most one commit SHA (7 to 40 hex digits), "
+                    f"e.g. `{spec.example}`; remove {code(' '.join(rest))}"
+                )
+            if rest:
+                cmd.options["sha"] = rest[0].lower()
         elif spec.options:
             by_name = {o.name: o for o in spec.options}
             for tok in rest:
@@ -259,12 +322,12 @@ def _parse_line(text: str, line_no: int) -> Command | None:
                 if not sep:
                     choices = ", ".join(sorted(subs))
                     raise CommandSyntaxError(
-                        f"unexpected word {tok!r}: `/{name}` takes options as key=value "
+                        f"unexpected word {code(tok)}: `/{name}` takes options as key=value "
                         f"({', '.join(o.name + '=' for o in spec.options)}) or one of: {choices}"
                     )
                 if key not in by_name:
                     raise CommandSyntaxError(
-                        f"unknown option {key!r}.{_did_you_mean(key, list(by_name))} "
+                        f"unknown option {code(key)}.{_did_you_mean(key, list(by_name))} "
                         f"Options: {', '.join(o.name + '=' for o in spec.options)}"
                     )
                 if key in cmd.options:
@@ -275,7 +338,7 @@ def _parse_line(text: str, line_no: int) -> Command | None:
                     )
                 cmd.options[key] = by_name[key].parse(value)
         elif rest:
-            raise CommandSyntaxError(f"`{spec.words}` takes no arguments; remove {' '.join(rest)!r}")
+            raise CommandSyntaxError(f"`{spec.words}` takes no arguments; remove {code(' '.join(rest))}")
     except CommandSyntaxError as exc:
         cmd.error = f"{exc} (usage: `{spec.usage()}`)"
     return cmd
@@ -362,13 +425,14 @@ def sweep_filters(cmd: Command) -> Any:
     from app.scheduler import SweepFilters
 
     conc = cmd.options.get("conc") or {}
-    if not any(k in cmd.options for k in ("seq", "conc", "tp")):
+    if not any(k in cmd.options for k in ("seq", "conc", "tp", "evals")):
         return None
     return SweepFilters(
         seq=cmd.options.get("seq"),
         conc=tuple(conc["list"]) if "list" in conc else None,
         conc_range=tuple(conc["range"]) if "range" in conc else None,
         tp=cmd.options.get("tp"),
+        evals=cmd.options.get("evals", "default"),
     )
 
 
@@ -379,7 +443,16 @@ def _pr_config_keys(session: Session, gw: Any, repo: str, number: int) -> list[s
     return list(tracking.target_keys(gw, repo, pull, tracking.bot_config(session, gw, repo)))
 
 
-def _run_command(session: Session, gw: Any, cmd: Command, *, repo: str, number: int, login: str) -> str:
+def _run_command(
+    session: Session,
+    gw: Any,
+    cmd: Command,
+    *,
+    repo: str,
+    number: int,
+    login: str,
+    comment: Mapping[str, Any] | None = None,
+) -> str:
     """Execute one allowed command; return the reply text (domain errors raise ValueError)."""
     if cmd.name == "help":
         return help_text()
@@ -422,10 +495,21 @@ def _run_command(session: Session, gw: Any, cmd: Command, *, repo: str, number: 
         ids = ", ".join(f"#{s.id}" for s in got)
         return f"Cancelled sweep(s) {ids}." if got else "No open sweep on this PR: nothing to cancel."
     if cmd.name == "sweep" and cmd.sub == "approve":
+        from app.approval import bind_approval
+        from app.heads import heads_seen, parse_time
         from app.scheduler import approve_pr
 
-        head_sha = str(gw.get_pull(repo, number)["head"]["sha"])
-        return str(approve_pr(session, gw, repo=repo, pr_number=number, head_sha=head_sha, approver=login))
+        current = str(gw.get_pull(repo, number)["head"]["sha"])
+        binding = bind_approval(
+            comment_at=parse_time((comment or {}).get("created_at")),
+            seen=heads_seen(session, repo, number),
+            current_head=current,
+            explicit_sha=cmd.options.get("sha"),
+        )
+        log.info("approval_bound", head_sha=binding.sha, current_head=current, reason=binding.reason)
+        if binding.sha is None:
+            raise ValueError(binding.reason)
+        return str(approve_pr(session, gw, repo=repo, pr_number=number, head_sha=binding.sha, approver=login))
     if cmd.name == "depends-on":
         from app import tracking
 
@@ -445,7 +529,7 @@ def handle_comment(
     """Process one ``issue_comment`` payload (action ``created``)."""
     from app.audit import record
     from app.github import GitHubError
-    from app.permissions import can_write
+    from app.permissions import WRITE_ROLES, can_write
     from app.routing import TransientError
 
     if payload.get("action") != "created":
@@ -475,38 +559,41 @@ def handle_comment(
 
     sections: list[str] = []
     outcome = HandleOutcome("answered")
+    role: str | None = None  # asked once, only when a command needs it
+    short_refusal = False  # a read-only user's rejected commands get one short line, no echo
     for cmd in commands:
-        detail: dict[str, Any] = {"line": cmd.line, "comment_id": comment_id}
+        detail: dict[str, Any] = {"line": cmd.line[:500], "comment_id": comment_id}
+        allowed = True
+        if cmd.needs_write or cmd.error is not None:
+            if role is None:
+                allowed, role = can_write(gw, repo, login)
+            allowed = role in WRITE_ROLES
         if cmd.error is not None:
-            sections.append(f"❌ `{cmd.line}`\n\n{cmd.error}")
             state = "rejected"
             detail["error"] = cmd.error
-        else:
-            allowed, role = (True, "")
-            if cmd.needs_write:
-                allowed, role = can_write(gw, repo, login)
-            if not allowed:
-                state = "refused"
-                why = (
-                    f"@{login} has `{role}` permission on {repo}; "
-                    f"`{cmd.words}` needs write, maintain or admin "
-                    "permission because it spends runner time or changes files. Ask a maintainer to run it."
-                )
-                sections.append(f"⛔ `{cmd.line}`\n\n{why}")
-                detail["reason"] = why
-                detail["role"] = role
+            if allowed:
+                sections.append(f"❌ {code(cmd.line)}\n\n{cmd.error}")
             else:
-                try:
-                    with session.begin_nested():
-                        text = _run_command(session, gw, cmd, repo=repo, number=number, login=login)
-                    state = "ok"
-                    sections.append(f"✅ `{cmd.line}`\n\n{text}" if cmd.name != "help" else text)
-                except TransientError:
-                    raise
-                except (ValueError, LookupError, GitHubError) as exc:
-                    state = "failed"
-                    sections.append(f"❌ `{cmd.line}`\n\n{exc}")
-                    detail["error"] = str(exc)
+                short_refusal = True
+        elif not allowed:
+            state = "refused"
+            detail["reason"] = f"{login} has {role} permission; {cmd.words} needs write"
+            detail["role"] = role
+            short_refusal = True
+        else:
+            try:
+                with session.begin_nested():
+                    text = _run_command(
+                        session, gw, cmd, repo=repo, number=number, login=login, comment=comment
+                    )
+                state = "ok"
+                sections.append(f"✅ {code(cmd.line)}\n\n{text}" if cmd.name != "help" else text)
+            except TransientError:
+                raise
+            except (ValueError, LookupError, GitHubError) as exc:
+                state = "failed"
+                sections.append(f"❌ {code(cmd.line)}\n\n{exc}")
+                detail["error"] = str(exc)
         record(
             session,
             actor=login,
@@ -517,6 +604,17 @@ def handle_comment(
             delivery_id=delivery_id,
         )
         outcome.results.append((cmd.words, state))
+    if short_refusal:
+        # Nothing of the comment is echoed: a user who may not run these commands cannot use the
+        # bot's replies to post text, ping people or fill the thread.
+        has = (
+            f"@{login} has no permission on {repo} that GitHub reports to the bot"
+            if role == "none"
+            else f"@{login} has `{role}` permission on {repo}"
+        )
+        sections.append(
+            f"⛔ {has}; this needs write, maintain or admin permission. Ask a maintainer to run it."
+        )
     body = "\n\n---\n\n".join(sections) + f"\n\n{marker}"
     gw.upsert_comment(repo, number, marker, body)
     outcome.reply = body

@@ -26,6 +26,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.story import STATUS_MARKER, StoryReport, bot_comments, observe
+from app.storytext import (
+    Collapser,
+    Event,
+    IdleNarrator,
+    fit,
+    render,
+    sweep_activity,
+    waiting_activity,
+)
 
 Say = Callable[[str], None]
 
@@ -41,7 +50,10 @@ class StoryTimeout(RuntimeError):
 
 @dataclass
 class Timeline:
-    """Prints new sim deliveries and bot audit entries, once each, with the elapsed time."""
+    """Prints new sim deliveries and bot audit entries, once each, with the elapsed time.
+
+    Identical events in a row are collapsed (``push ×12``), every line fits ``width``, and when
+    nothing visible happens for a while it says what the bot is doing (``activity``)."""
 
     world: Any
     factory: sessionmaker[Session]
@@ -50,12 +62,31 @@ class Timeline:
     seen_deliveries: int = 0
     seen_audit: int = 0
     marks: dict[str, float] = field(default_factory=dict)
+    width: int = 0  # 0: no limit (tests, JSON consumers)
+    collapser: Collapser = field(default_factory=Collapser)
+    narrator: IdleNarrator = field(default_factory=IdleNarrator)
+    activity: Callable[[], str] | None = None
+
+    def now(self) -> float:
+        return time.time() - self.started
 
     def stamp(self) -> str:
-        return f"[{time.time() - self.started:6.1f}s]"
+        return f"[{self.now():6.1f}s]"
 
     def mark(self, name: str, at: float | None = None) -> None:
         self.marks.setdefault(name, (at if at is not None else time.time()) - self.started)
+
+    def emit(self, lines: list[str]) -> None:
+        for line in lines:
+            self.say(fit(line, self.width))
+            self.narrator.saw_output(self.now())
+
+    def event(self, event: Event) -> None:
+        self.emit(self.collapser.feed(event))
+
+    def note(self, who: str, text: str) -> None:
+        """A line of narration: never collapsed, printed after any held-back event."""
+        self.emit(self.collapser.flush() + [render(Event(self.now(), who, text))])
 
     def pump(self) -> None:
         from app.models import AuditEntry
@@ -65,7 +96,8 @@ class Timeline:
             self.seen_deliveries = len(self.world.deliveries)
         for d in fresh:
             repo = (d.payload.get("repository") or {}).get("full_name", "")
-            self.say(f"{self.stamp()} github -> bot  {d.event}{'.' + d.action if d.action else ''} {repo}")
+            what = f"{d.event}{'.' + d.action if d.action else ''}"
+            self.event(Event(self.now(), "github -> bot", what, repo))
         with self.factory() as session:
             rows = (
                 session.execute(
@@ -81,12 +113,28 @@ class Timeline:
                 self.mark("bump_committed", at)
             if row.action in ("github.actions/create-workflow-dispatch", "sweep.follow_run"):
                 self.mark("first_dispatch", at)  # label mode: the bot starts following the repo's run
-            self.say(
-                f"{self.stamp()} bot          {row.actor}: {row.action} {row.target or ''} [{row.outcome}]"
-            )
+            who = "bot" if row.actor == "sweepbot" else row.actor
+            what = row.action + (f" (caused by {row.caused_by})" if row.caused_by else "")
+            self.event(Event(at - self.started, who, what, row.target or "", row.outcome))
+        if not fresh and not rows:
+            # Quiet: show a held-back repeat now, and say what is going on once it has been quiet.
+            self.emit(self.collapser.tick(self.now()))
+            sentence = self.activity() if self.activity is not None else ""
+            if sentence and self.narrator.due(self.now(), sentence):
+                self.note("bot", "… " + sentence)
+
+    def close(self) -> None:
+        self.emit(self.collapser.flush())
 
 
-def wait_until(predicate: Callable[[], bool], timeline: Timeline, timeout: float, what: str) -> None:
+def wait_until(
+    predicate: Callable[[], bool],
+    timeline: Timeline,
+    timeout: float,
+    what: str,
+    activity: Callable[[], str] | None = None,
+) -> None:
+    timeline.activity = activity or (lambda: waiting_activity(what))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         timeline.pump()
@@ -94,6 +142,7 @@ def wait_until(predicate: Callable[[], bool], timeline: Timeline, timeout: float
             return
         time.sleep(0.25)
     timeline.pump()
+    timeline.close()
     raise StoryTimeout(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
@@ -102,11 +151,11 @@ def _branch_head(world: Any, repo: str, branch: str) -> str:
         return str(world.repo(repo).refs[f"refs/heads/{branch}"])
 
 
-def _sweep_progress(factory: sessionmaker[Session], repo: str, pr: int) -> tuple[int, int]:
+def _sweep_states(factory: sessionmaker[Session], repo: str, pr: int) -> list[str]:
     from app.models.sweeps import Sweep, SweepJob
 
     with factory() as session:
-        jobs = (
+        return list(
             session.execute(
                 select(SweepJob.state)
                 .join(Sweep, Sweep.id == SweepJob.sweep_id)
@@ -115,8 +164,13 @@ def _sweep_progress(factory: sessionmaker[Session], repo: str, pr: int) -> tuple
             .scalars()
             .all()
         )
-    done = sum(1 for s in jobs if s in ("succeeded", "failed", "cancelled", "reused"))
-    return done, len(jobs)
+
+
+def _sweep_progress(factory: sessionmaker[Session], repo: str, pr: int) -> tuple[int, int]:
+    from app.models.sweeps import JobState
+
+    jobs = _sweep_states(factory, repo, pr)
+    return sum(1 for s in jobs if s in JobState.FINAL), len(jobs)
 
 
 def _report_complete(world: Any, repo: str, pr: int) -> bool:
@@ -148,13 +202,15 @@ def play_story(
     before_step: Callable[[str], None] | None = None,
     progress: Progress | None = None,
     setup: Callable[[], None] | None = None,
+    width: int = 0,
+    debounce_seconds: float = 1.0,
 ) -> StoryRun:
     """Load and play the seed scenario, waiting for the bot's reaction to each step; then observe.
 
     ``setup`` runs right after the scenario is loaded (a variant's bot config, labels, faults).
     """
     started = time.monotonic()
-    timeline = Timeline(world, factory, say)
+    timeline = Timeline(world, factory, say, width=width)
     facts_load = scenario.load()
     if setup is not None:
         setup()
@@ -162,19 +218,20 @@ def play_story(
     repo, pr, branch = facts["bench_repo"], facts["recipe_pr"], facts["recipe_branch"]
     base_sha = _branch_head(world, repo, branch)
     deps = ", ".join(f"{facts['vllm_repo']}#{n}" for n in facts["deps"])
-    say(f"{timeline.stamp()} sim          seed world loaded: {repo}#{pr} waits on {deps}")
+    timeline.note("sim", f"seed world loaded: {repo}#{pr} waits on {deps}")
     wait_until(
         lambda: bool(bot_comments(world, repo, pr, STATUS_MARKER)),
         timeline,
         timeout,
         "the status comment on the recipe PR",
+        lambda: "reading the recipe PR's dependencies and posting its status comment",
     )
     for step in list(scenario.steps):
         if before_step is not None:
             timeline.pump()
             before_step(step.name)
         entry = scenario.step()
-        say(f"{timeline.stamp()} sim          step {entry['position']}: {entry['description']}")
+        timeline.note("sim", f"step {entry['position']}: {entry['description']}")
         if entry["step"] in LAST_DEPENDENCY_STEPS:
             # From here on every dependency is merged-and-contained (or dropped): the bump may happen.
             timeline.mark("last_dependency_resolved")
@@ -183,6 +240,7 @@ def play_story(
                 timeline,
                 timeout,
                 "the bump commit on the recipe branch",
+                lambda: "looking for the newest nightly that contains every merge commit, to bump the pin",
             )
         elif entry["step"] == "close-47270":
             wait_until(
@@ -190,16 +248,33 @@ def play_story(
                 timeline,
                 timeout,
                 "the status comment to show #47270 closed without merge",
+                lambda: "polling the upstream PRs; #47270 was closed, the status comment will say so",
             )
         else:
             # Let one poll cycle see the change before the next one happens.
+            timeline.activity = lambda: (
+                f"polling upstream PRs and the registry's nightlies (every {poll_interval:g}s)"
+            )
             end = time.monotonic() + 1.5 * poll_interval
             while time.monotonic() < end:
                 timeline.pump()
                 time.sleep(0.25)
-    wait_until(lambda: _sweep_progress(factory, repo, pr)[1] > 0, timeline, timeout, "the sweep to be queued")
+
+    def activity() -> str:
+        states = _sweep_states(factory, repo, pr)
+        return sweep_activity(states, bool(states) and _report_complete(world, repo, pr), debounce_seconds)
+
+    wait_until(
+        lambda: _sweep_progress(factory, repo, pr)[1] > 0,
+        timeline,
+        timeout,
+        "the sweep to be queued",
+        activity,
+    )
     if on_sweep_started is not None:
-        wait_until(lambda: "first_dispatch" in timeline.marks, timeline, timeout, "the first dispatch")
+        wait_until(
+            lambda: "first_dispatch" in timeline.marks, timeline, timeout, "the first dispatch", activity
+        )
         on_sweep_started()
     task = progress.add_task("sweep", total=_sweep_progress(factory, repo, pr)[1]) if progress else None
 
@@ -209,12 +284,14 @@ def play_story(
             progress.update(task, completed=done, total=total)
         return total > 0 and done == total and _report_complete(world, repo, pr)
 
-    wait_until(finished, timeline, timeout, "every job to finish and the report to show the gap")
+    wait_until(finished, timeline, timeout, "every job to finish and the report to show the gap", activity)
     # A few more poll cycles: replays and steady-state polls must not add anything.
+    timeline.activity = lambda: "checking that steady-state polls and replays change nothing more"
     end = time.monotonic() + 2 * poll_interval
     while time.monotonic() < end:
         timeline.pump()
         time.sleep(0.25)
+    timeline.close()
     with factory() as session:
         report = observe(world, scenario, session, recipe_base_sha=base_sha)
     return StoryRun(report=report, marks=timeline.marks, wall_seconds=time.monotonic() - started)
@@ -224,28 +301,77 @@ def demo_command(
     until_done: Annotated[
         bool, typer.Option("--until-done", help="Exit when the story has finished")
     ] = False,
-    port: Annotated[int, typer.Option(help="Port of the bot's API and dashboard")] = 8000,
-    sim_port: Annotated[int, typer.Option(help="Port of the simulated GitHub")] = 8001,
-    variant: Annotated[str, typer.Option(help="seed (#47270 closed, then dropped) or both-merge")] = "seed",
-    time_scale: Annotated[float, typer.Option(help="Real seconds per simulated runner second")] = 0.002,
-    timeout: Annotated[float, typer.Option(help="Give up after this many seconds")] = 420.0,
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port of the bot's API and dashboard")] = 8000,
+    sim_port: Annotated[int, typer.Option(metavar="PORT", help="Port of the simulated GitHub")] = 8001,
+    variant: Annotated[
+        str, typer.Option(metavar="NAME", help="seed (#47270 closed, then dropped) or both-merge")
+    ] = "seed",
+    time_scale: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Real seconds per simulated runner second")
+    ] = 0.002,
+    timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Give up after this many seconds")
+    ] = 420.0,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            metavar="DIR",
+            help="The demo runs in DIR/demo (default: $SWEEPBOT_DATA_DIR or ./.sweepbot)",
+        ),
+    ] = None,
 ) -> None:
     """Play the whole story against the simulator: deps land, the pin is bumped, the sweep runs,
-    the gap is posted."""
+    the gap is posted. Without --until-done the dashboard stays up afterwards until Ctrl-C."""
+    import os
+
+    from app.launcher import StartRefused, check_ports, instance_lock
+    from app.preflight import PortUse
+    from app.settings import Settings
+
+    err = Console(stderr=True)
+    if variant not in ("seed", "both-merge"):
+        err.print(f"unknown --variant {variant!r}: use seed or both-merge", markup=False)
+        raise typer.Exit(2)
+    if data_dir is not None:
+        os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir.resolve())
+    base_dir = Path(Settings().data_dir).resolve()
+    try:
+        with instance_lock(base_dir, "demo", f"http://127.0.0.1:{port}/"):
+            check_ports(
+                [
+                    PortUse("127.0.0.1", port, "the API and dashboard", "--port"),
+                    PortUse("127.0.0.1", sim_port, "the simulated GitHub", "--sim-port"),
+                ]
+            )
+            code = _run_demo(base_dir / "demo", until_done, port, sim_port, variant, time_scale, timeout)
+    except StartRefused as exc:
+        err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from exc
+    raise typer.Exit(code)
+
+
+def _run_demo(
+    data_dir: Path,
+    until_done: bool,
+    port: int,
+    sim_port: int,
+    variant: str,
+    time_scale: float,
+    timeout: float,
+) -> int:
+    import os
+
     from app.db import session_factory
-    from app.launcher import SIM_CADENCE, stack
+    from app.launcher import SIM_CADENCE, StartRefused, stack
     from app.settings import Settings, reset_settings_cache
     from sim.scenario import SeedScenario
     from sim.server import SimServer
     from sim.world import SimSettings
 
     console = Console()
-    base = Settings()
-    data_dir = Path(base.data_dir).resolve() / "demo"
     shutil.rmtree(data_dir, ignore_errors=True)  # every demo starts from an empty world
     data_dir.mkdir(parents=True)
-    import os
-
     os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir)
     for key in ("SWEEPBOT_DATABASE_URL", "SWEEPBOT_BROKER_URL"):
         if not os.environ.get(key):
@@ -253,14 +379,17 @@ def demo_command(
     reset_settings_cache()
     settings = Settings()
     started = time.monotonic()
-    sim = SimServer(settings=SimSettings(time_scale=time_scale, seed=7), port=sim_port).start()
-    scenario = SeedScenario(sim.world, variant=variant)
+    sim: Any = None
     try:
+        sim = SimServer(settings=SimSettings(time_scale=time_scale, seed=7), port=sim_port).start()
+        scenario = SeedScenario(sim.world, variant=variant)
         with stack(port=port, sim=sim, settings=settings) as running:
-            console.print(
-                f"[bold]sweepbot demo[/bold]: dashboard {running.dashboard_url}  "
-                f"simulated GitHub {sim.url}  logs {running.log_dir}"
-            )
+            for line in (
+                f"sweepbot demo: dashboard {running.dashboard_url}",
+                f"  simulated GitHub {sim.url}",
+                f"  logs {running.log_dir}",
+            ):
+                console.print(fit(line, console.width), markup=False, highlight=False)
             factory = session_factory()
             with Progress(
                 TextColumn("sweep"),
@@ -274,14 +403,20 @@ def demo_command(
                     sim.world,
                     scenario,
                     factory,
-                    say=progress.console.print,
+                    say=lambda line: progress.console.print(
+                        line, markup=False, highlight=False, overflow="ellipsis", no_wrap=True
+                    ),
                     poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]),
                     timeout=timeout,
                     progress=progress,
+                    width=console.width,
+                    debounce_seconds=float(SIM_CADENCE["SWEEPBOT_REPORT_DEBOUNCE_SECONDS"]),
                 )
             for check in run.report.checks:
-                mark = "[green]ok[/green]  " if check.ok else "[red]FAIL[/red]"
-                console.print(f"{mark} {check.name}: {check.detail}")
+                mark = "ok  " if check.ok else "FAIL"
+                console.print(
+                    fit(f"{mark} {check.name}: {check.detail}", console.width), markup=False, highlight=False
+                )
             summary = {
                 **run.report.as_dict(),
                 "wall_seconds": round(time.monotonic() - started, 1),
@@ -289,26 +424,34 @@ def demo_command(
             }
             if until_done:
                 typer.echo(json.dumps(summary, default=str))
-                raise typer.Exit(0 if run.report.ok else 1)
-            console.print(
-                f"\nThe story is done. Dashboard: {running.dashboard_url}"
-                + (f"  (operator token: {running.operator_token})" if running.operator_token else "")
-            )
+                console.print(
+                    "The dashboard stops with the demo; to keep it up afterwards, run "
+                    "`.venv/bin/sweepbot demo` (without --until-done).",
+                    markup=False,
+                    highlight=False,
+                )
+                return 0 if run.report.ok else 1
+            console.print(f"\nThe story is done. Dashboard: {running.dashboard_url}", markup=False)
+            if running.operator_token:
+                console.print(f"  operator token: {running.operator_token}", markup=False)
             console.print("Ctrl-C stops everything.")
             stop = {"now": False}
             signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
+            signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
             while not stop["now"] and not running.dead():
                 time.sleep(0.5)
-    except typer.Exit:
+            return 0
+    except StartRefused:
         raise
     except RuntimeError as exc:  # StoryTimeout, a child that died
-        console.print(f"[red]{exc}[/red]")
+        console.print(str(exc), markup=False, highlight=False)
         if until_done:
             typer.echo(
                 json.dumps(
                     {"ok": False, "error": str(exc), "wall_seconds": round(time.monotonic() - started, 1)}
                 )
             )
-        raise typer.Exit(1) from exc
+        return 1
     finally:
-        sim.stop()
+        if sim is not None:
+            sim.stop()

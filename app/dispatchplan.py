@@ -52,6 +52,7 @@ def plan_dispatches(
     base_ref: str = "main",
     pr: int = 0,
     sweep_id: int = 0,
+    evals: str = "default",
 ) -> list[PlannedDispatch]:
     """Every dispatch of a sweep of ``key`` (``config_file`` is its repo path), in release order.
 
@@ -59,9 +60,20 @@ def plan_dispatches(
     the ids the database would give.
     """
     from app.recipes import expand_points
-    from app.scheduler import _group_key, group_fields, point_order, render_dispatch
+    from app.recipes.evals import parse_eval_mode, plan_with_evals
+    from app.scheduler import (
+        _group_key,
+        _point_seq,
+        dispatch_eval_flags,
+        group_fields,
+        point_order,
+        render_dispatch,
+    )
 
-    points = [p.to_json() for p in expand_points(master, key, seq=seq, conc=list(conc) if conc else None)]
+    # the points with the repo's default eval marks, as /sweep plans them
+    points = plan_with_evals(
+        master, key, seq=seq, conc=list(conc) if conc else None, mode=parse_eval_mode(evals)
+    )
     fields = group_fields(settings)
     slots: dict[str, int] = {}
     for p in expand_points(master, key):
@@ -74,16 +86,18 @@ def plan_dispatches(
         point = points[index]
         gk = _group_key(point, fields)
         if gk not in out:
+            group = [p for p in points if _group_key(p, fields) == gk]
             group_ids = [i + 1 for i, p in enumerate(points) if _group_key(p, fields) == gk]
             run_name = f"sweepbot-{sweep_id}-{min(group_ids)}"
-            from app.recipes.master import seq_name
-
+            lists = [p["conc"] for p in group if isinstance(p["conc"], list)]
             workflow, ref, inputs = render_dispatch(
                 settings,
                 key=key,
-                seq=seq_name(int(point["isl"]), int(point["osl"])),
-                conc=int(point["conc"]),
-                tp=int(point["tp"]),
+                seq=_point_seq(point),
+                conc=max(lists[0]) if lists else int(point["conc"]),
+                tp=int(point["tp"]) if "tp" in point else int(point["decode"]["tp"]),
+                evals=dispatch_eval_flags(group, evals),
+                concs=sorted({int(c) for lst in lists for c in lst}) or None,
                 head_sha=head_sha,
                 head_ref=head_ref,
                 base_ref=base_ref,

@@ -16,21 +16,25 @@ make them idempotent by looking before creating, and the task is retried.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import structlog
-from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
+from github import Auth, Github, GithubException
 from github.GithubException import RateLimitExceededExceedsMaxWait
 from github.Requester import Requester
 from sqlalchemy.orm import Session
 from urllib3.util.retry import Retry
 
+from app import consistency, ratelimit
+from app.installations import InstallationMap, TokenCache, parse_expires_at, repo_of_path
 from app.metrics import GITHUB_CALLS
 from app.routing import TransientError
 from app.settings import Settings
@@ -78,17 +82,238 @@ def _quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
+class Unauthorized(GitHubError):
+    """401: the credentials were refused."""
+
+
+def raise_for(op: str, status: int, headers: dict[str, Any], data: Any) -> NoReturn:
+    """Turn an error answer into the precise exception (rate limits read as GitHub documents them)."""
+    message = data.get("message", "") if isinstance(data, dict) else str(data)[:200]
+    limit = ratelimit.classify(status, headers, message, time.time())
+    if limit is not None:
+        log.warning(
+            "github_rate_limited", operation=op, kind=limit.kind, wait=round(limit.wait), reason=limit.reason
+        )
+        raise TransientError(
+            f"{op}: {limit.kind} rate limit ({status}, {limit.reason}): {message}",
+            retry_after=limit.wait,
+            rate_limited=True,
+            exponential=limit.exponential,
+        )
+    if status >= 500:
+        raise TransientError(f"{op}: GitHub answered {status}: {message}")
+    if status == 401:
+        raise Unauthorized(status, f"{op}: {message or 'bad credentials'}", data)
+    if status == 404:
+        raise NotFound(status, f"{op}: {message or 'not found'}", data)
+    if status in (409, 422):
+        raise Conflict(status, f"{op}: {message}", data)
+    raise GitHubError(status, f"{op}: {message}", data)
+
+
+def request(
+    requester: Any,
+    op: str,
+    verb: str,
+    path: str,
+    *,
+    params: dict[str, Any] | None = None,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, Any], Any]:
+    """One REST call through a PyGithub requester: counted, decoded, errors classified."""
+    try:
+        status, resp_headers, output = requester.requestJson(
+            verb, path, parameters=params, headers=headers, input=body
+        )
+    except RateLimitExceededExceedsMaxWait as exc:  # only from a retry layer that would wait too long
+        GITHUB_CALLS.labels(operation=op, status=str(exc.status)).inc()
+        raise TransientError(
+            f"{op}: rate limited ({exc.status})", retry_after=exc.wait, rate_limited=True
+        ) from exc
+    except GithubException as exc:
+        # A retry layer may raise for a 403 that is not a rate limit ("Resource not accessible by
+        # integration"): classify it like any answer, so a permanent refusal is not retried.
+        GITHUB_CALLS.labels(operation=op, status=str(exc.status)).inc()
+        raise_for(op, exc.status, dict(exc.headers or {}), exc.data)
+    except OSError as exc:  # connection refused, reset, timeout, retries exhausted on 5xx
+        GITHUB_CALLS.labels(operation=op, status="error").inc()
+        raise TransientError(f"{op}: {exc.__class__.__name__}: {exc}") from exc
+    GITHUB_CALLS.labels(operation=op, status=str(status)).inc()
+    data: Any = None
+    if output:
+        try:
+            data = json.loads(output)
+        except ValueError:
+            data = output
+    if status >= 400:
+        raise_for(op, status, resp_headers, data)
+    return status, resp_headers, data
+
+
+class Credentials(Protocol):
+    def route(self, path: str, installation_hint: int | None) -> tuple[str, Any]: ...
+
+    def slot(self, key: str) -> contextlib.AbstractContextManager[Any]: ...
+
+    def refused(self, key: str) -> None: ...
+
+
+class _Slots:
+    """At most ``limit`` requests in flight per credential key in this process.
+
+    GitHub's secondary limits punish concurrent requests by one installation; the cap keeps a
+    burst (several handlers, the dashboard) from tripping them.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._slots: dict[str, threading.BoundedSemaphore] = {}
+        self._guard = threading.Lock()
+        self.peak: dict[str, int] = {}
+        self._active: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, key: str) -> Iterator[None]:
+        with self._guard:
+            sem = self._slots.setdefault(key, threading.BoundedSemaphore(self.limit))
+        with sem:
+            with self._guard:
+                self._active[key] = self._active.get(key, 0) + 1
+                self.peak[key] = max(self.peak.get(key, 0), self._active[key])
+            try:
+                yield
+            finally:
+                with self._guard:
+                    self._active[key] -= 1
+
+
+class FixedCredentials:
+    """One requester for every call (a token, or a requester a test built)."""
+
+    def __init__(self, requester: Any, slots: _Slots | None = None) -> None:
+        self._requester = requester
+        self._slots = slots or _Slots(1_000_000)
+
+    def route(self, path: str, installation_hint: int | None) -> tuple[str, Any]:
+        return "token", self._requester
+
+    def slot(self, key: str) -> contextlib.AbstractContextManager[Any]:
+        return self._slots(key)
+
+    def refused(self, key: str) -> None:
+        return None
+
+
+class AppCredentials:
+    """A GitHub App: the JWT for ``/app/...`` calls, an installation token for everything else.
+
+    The installation acting for a call is the delivery's (``installation_hint``) for its own
+    repository, else the repository's installation (looked up once), else the default one.
+    Tokens are cached per installation until shortly before they expire (``TokenCache``).
+    """
+
+    def __init__(self, settings: Settings, key: str) -> None:
+        assert settings.github_app_id is not None
+        self._settings = settings
+        self._jwt = _github(settings, Auth.AppAuth(settings.github_app_id, key)).requester
+        self.tokens = TokenCache(settings.github_token_refresh_margin_seconds)
+        self.repos = InstallationMap()
+        self._requesters: dict[int, tuple[str, Any]] = {}
+        self._default: int | None = settings.github_installation_id
+        self._guard = threading.Lock()
+        self._slots = _Slots(settings.github_max_concurrency_per_installation)
+
+    # -- which installation
+    def default_installation(self) -> int:
+        if self._default is None:
+            with self.slot("app"):
+                _, _, data = request(self._jwt, "apps/list-installations", "GET", "/app/installations")
+            ids = [int(i["id"]) for i in data or [] if isinstance(i, dict) and i.get("id")]
+            if not ids:
+                raise GitHubError(404, "the GitHub App has no installation: install it on the repository")
+            self._default = ids[0]
+        return self._default
+
+    def installation_for_repo(self, repo: str) -> int | None:
+        known, inst = self.repos.known(repo)
+        if known:
+            return inst
+        try:
+            with self.slot("app"):
+                _, _, data = request(
+                    self._jwt, "apps/get-repo-installation", "GET", f"/repos/{repo}/installation"
+                )
+            inst = int(data["id"])
+        except NotFound:
+            inst = None  # not installed there (an upstream repo): the default token reads it
+        self.repos.learn(repo, inst)
+        log.info("installation_resolved", repo=repo, installation_id=inst)
+        return inst
+
+    def route(self, path: str, installation_hint: int | None) -> tuple[str, Any]:
+        if path == "/app" or path.startswith("/app/"):
+            return "app", self._jwt
+        repo = repo_of_path(path)
+        inst: int | None = None
+        if repo is not None:
+            known, inst = self.repos.known(repo)
+            if not known:
+                inst = self.installation_for_repo(repo)
+        if inst is None:
+            inst = installation_hint if installation_hint is not None else self.default_installation()
+        return f"inst:{inst}", self._requester(inst)
+
+    def _requester(self, installation_id: int) -> Any:
+        token = self.tokens.get(installation_id, time.time(), self._mint)
+        with self._guard:
+            held = self._requesters.get(installation_id)
+            if held is None or held[0] != token:
+                held = (token, _github(self._settings, Auth.Token(token)).requester)
+                self._requesters[installation_id] = held
+            return held[1]
+
+    def _mint(self, installation_id: int) -> tuple[str, float | None]:
+        with self.slot("app"):
+            _, _, data = request(
+                self._jwt,
+                "apps/create-installation-access-token",
+                "POST",
+                f"/app/installations/{installation_id}/access_tokens",
+            )
+        return str(data["token"]), parse_expires_at(data.get("expires_at"))
+
+    def slot(self, key: str) -> contextlib.AbstractContextManager[Any]:
+        return self._slots(key)
+
+    def refused(self, key: str) -> None:
+        if key.startswith("inst:"):
+            self.tokens.forget(int(key.removeprefix("inst:")))
+
+    def learn(self, repo: str | None, installation_id: int | None) -> None:
+        """A delivery said which installation owns ``repo``: no look-up needed for it later."""
+        if repo and installation_id is not None:
+            self.repos.learn(repo, installation_id)
+
+
 class GitHubGateway:
     def __init__(
         self,
-        requester: Requester,
+        requester: Requester | Credentials,
         *,
         cache_session: Session | None = None,
         audit: AuditHook | None = None,
+        installation_id: int | None = None,
+        consistency_delays: tuple[float, ...] = consistency.DELAYS,
     ) -> None:
-        self._requester = requester
+        self._credentials: Credentials = (
+            requester if hasattr(requester, "route") else FixedCredentials(requester)  # type: ignore[assignment]
+        )
+        self._installation_hint = installation_id
         self._cache_session = cache_session
         self._audit = audit
+        self._consistency_delays = consistency_delays
+        self._written: set[tuple[str, str]] = set()  # (repo, ref or sha) this gateway just wrote
 
     # ------------------------------------------------------------------ plumbing
 
@@ -102,58 +327,33 @@ class GitHubGateway:
         body: Any = None,
         headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any], Any]:
-        try:
-            status, resp_headers, output = self._requester.requestJson(
-                verb, path, parameters=params, headers=headers, input=body
-            )
-        except RateLimitExceededExceedsMaxWait as exc:  # the retry layer will not wait that long
-            GITHUB_CALLS.labels(operation=op, status=str(exc.status)).inc()
-            raise TransientError(f"{op}: rate limited ({exc.status})", retry_after=exc.wait) from exc
-        except GithubException as exc:
-            # The retry layer raises for a 403 on a retryable method that is not a rate limit
-            # (e.g. "Resource not accessible by integration"): classify it like any answer, so a
-            # permanent refusal is not retried for hours as if it were transient.
-            GITHUB_CALLS.labels(operation=op, status=str(exc.status)).inc()
-            self._raise(op, exc.status, dict(exc.headers or {}), exc.data)
-        except OSError as exc:  # connection refused, reset, timeout, retries exhausted on 5xx
-            GITHUB_CALLS.labels(operation=op, status="error").inc()
-            raise TransientError(f"{op}: {exc.__class__.__name__}: {exc}") from exc
-        GITHUB_CALLS.labels(operation=op, status=str(status)).inc()
-        data: Any = None
-        if output:
+        key, requester = self._credentials.route(path, self._installation_hint)
+        with self._credentials.slot(key):
             try:
-                data = json.loads(output)
-            except ValueError:
-                data = output
-        if status >= 400:
-            self._raise(op, status, resp_headers, data)
-        return status, resp_headers, data
+                return request(requester, op, verb, path, params=params, body=body, headers=headers)
+            except Unauthorized as exc:
+                # An installation token GitHub no longer accepts (revoked, clock skew): mint anew
+                # on the retry instead of failing the work.
+                self._credentials.refused(key)
+                raise TransientError(f"{op}: credentials refused (401); retrying with a new token") from exc
 
     @staticmethod
     def _raise(op: str, status: int, headers: dict[str, Any], data: Any) -> NoReturn:
-        message = data.get("message", "") if isinstance(data, dict) else str(data)[:200]
-        lower = {k.lower(): v for k, v in headers.items()}
-        retry_after = lower.get("retry-after")
-        rate_limited = status == 429 or (
-            status == 403
-            and (
-                retry_after is not None
-                or lower.get("x-ratelimit-remaining") == "0"
-                or "rate limit" in message.lower()
-            )
-        )
-        if rate_limited:
-            wait = _seconds(retry_after)
-            if wait is None and lower.get("x-ratelimit-reset"):
-                wait = max(0.0, float(lower["x-ratelimit-reset"]) - time.time())
-            raise TransientError(f"{op}: rate limited ({status}): {message}", retry_after=wait)
-        if status >= 500:
-            raise TransientError(f"{op}: GitHub answered {status}: {message}")
-        if status == 404:
-            raise NotFound(status, f"{op}: {message or 'not found'}", data)
-        if status in (409, 422):
-            raise Conflict(status, f"{op}: {message}", data)
-        raise GitHubError(status, f"{op}: {message}", data)
+        raise_for(op, status, headers, data)
+
+    def _eventually(self, op: str, call: Callable[[], Any]) -> Any:
+        """``call``, retried a few times after a short delay while GitHub may not yet show what
+        this work just wrote (a 404/422 that ``consistency.is_visibility_lag`` recognises)."""
+        delays = list(self._consistency_delays)
+        while True:
+            try:
+                return call()
+            except (NotFound, Conflict) as exc:
+                if not delays or not consistency.is_visibility_lag(op, exc.status, exc.data):
+                    raise
+                wait = delays.pop(0)
+                log.info("github_visibility_lag", operation=op, status=exc.status, retry_in=wait)
+                time.sleep(wait)
 
     def _get(self, op: str, path: str, params: dict[str, Any] | None = None) -> Any:
         return self._call(op, "GET", path, params=params)[2]
@@ -263,31 +463,50 @@ class GitHubGateway:
 
     def get_ref(self, repo: str, ref: str) -> dict[str, Any] | None:
         """``ref`` like ``heads/main``; ``None`` when it does not exist."""
-        try:
+
+        def read() -> Any:
             return self._get("git/get-ref", f"/repos/{repo}/git/ref/{ref}")
+
+        try:
+            if (repo, ref) in self._written:  # a read after our own write may lag behind it
+                return self._eventually("git/get-ref", read)
+            return read()
         except NotFound:
             return None
 
     def create_ref(self, repo: str, ref: str, sha: str) -> dict[str, Any]:
-        return self._write(
+        data = self._eventually(
             "git/create-ref",
-            "POST",
-            f"/repos/{repo}/git/refs",
-            {"ref": f"refs/{ref}", "sha": sha},
-            target=f"{repo}:{ref}",
+            lambda: self._write(
+                "git/create-ref",
+                "POST",
+                f"/repos/{repo}/git/refs",
+                {"ref": f"refs/{ref}", "sha": sha},
+                target=f"{repo}:{ref}",
+            ),
         )
+        self._written.add((repo, ref))
+        return data  # type: ignore[no-any-return]
 
     def update_ref(self, repo: str, ref: str, sha: str, *, force: bool = False) -> dict[str, Any]:
-        return self._write(
+        data = self._eventually(
             "git/update-ref",
-            "PATCH",
-            f"/repos/{repo}/git/refs/{ref}",
-            {"sha": sha, "force": force},
-            target=f"{repo}:{ref}",
+            lambda: self._write(
+                "git/update-ref",
+                "PATCH",
+                f"/repos/{repo}/git/refs/{ref}",
+                {"sha": sha, "force": force},
+                target=f"{repo}:{ref}",
+            ),
         )
+        self._written.add((repo, ref))
+        return data  # type: ignore[no-any-return]
 
     def get_commit(self, repo: str, sha: str) -> dict[str, Any]:
-        return self._get("git/get-commit", f"/repos/{repo}/git/commits/{sha}")
+        def read() -> Any:
+            return self._get("git/get-commit", f"/repos/{repo}/git/commits/{sha}")
+
+        return self._eventually("git/get-commit", read) if (repo, sha) in self._written else read()  # type: ignore[no-any-return]
 
     def create_blob(self, repo: str, text: str) -> str:
         data = self._write(
@@ -302,23 +521,32 @@ class GitHubGateway:
     def create_tree(self, repo: str, base_tree: str, files: dict[str, str]) -> str:
         """``files``: path -> blob sha (mode 100644)."""
         tree = [{"path": p, "mode": "100644", "type": "blob", "sha": s} for p, s in sorted(files.items())]
-        data = self._write(
+        data = self._eventually(
             "git/create-tree",
-            "POST",
-            f"/repos/{repo}/git/trees",
-            {"base_tree": base_tree, "tree": tree},
-            target=repo,
+            lambda: self._write(
+                "git/create-tree",
+                "POST",
+                f"/repos/{repo}/git/trees",
+                {"base_tree": base_tree, "tree": tree},
+                target=repo,
+            ),
         )
         return str(data["sha"])
 
     def create_commit(self, repo: str, message: str, tree: str, parents: list[str]) -> dict[str, Any]:
-        return self._write(
+        data = self._eventually(
             "git/create-commit",
-            "POST",
-            f"/repos/{repo}/git/commits",
-            {"message": message, "tree": tree, "parents": parents},
-            target=repo,
+            lambda: self._write(
+                "git/create-commit",
+                "POST",
+                f"/repos/{repo}/git/commits",
+                {"message": message, "tree": tree, "parents": parents},
+                target=repo,
+            ),
         )
+        if isinstance(data, dict) and data.get("sha"):
+            self._written.add((repo, str(data["sha"])))
+        return data  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ pulls
 
@@ -343,12 +571,16 @@ class GitHubGateway:
         return list(self._paginate("pulls/list", f"/repos/{repo}/pulls", params))
 
     def create_pull(self, repo: str, *, title: str, head: str, base: str, body: str) -> dict[str, Any]:
-        return self._write(
+        # Right after the head branch was pushed GitHub may answer "head invalid": retry briefly.
+        return self._eventually(  # type: ignore[no-any-return]
             "pulls/create",
-            "POST",
-            f"/repos/{repo}/pulls",
-            {"title": title, "head": head, "base": base, "body": body},
-            target=repo,
+            lambda: self._write(
+                "pulls/create",
+                "POST",
+                f"/repos/{repo}/pulls",
+                {"title": title, "head": head, "base": base, "body": body},
+                target=repo,
+            ),
         )
 
     def update_pull(self, repo: str, number: int, **fields: Any) -> dict[str, Any]:
@@ -415,15 +647,23 @@ class GitHubGateway:
 
     def permission(self, repo: str, username: str) -> str:
         """``admin``, ``maintain``, ``write``, ``triage``, ``read`` or ``none``."""
+        from app.roles import effective_role
+
         try:
             data = self._get(
                 "repos/get-collaborator-permission-level",
                 f"/repos/{repo}/collaborators/{_quote(username)}/permission",
             )
-        except NotFound:
+        except NotFound:  # not a collaborator (or not a user)
             return "none"
-        role = data.get("role_name") or data.get("permission") or "none"
-        return str(role)
+        except GitHubError as exc:
+            if exc.status != 403:
+                raise
+            # "Must have push access to view collaborator permission": whoever cannot be asked
+            # about is treated as having no permission, never as a failure of the command.
+            log.info("permission_check_refused", repo=repo, user=username, error=str(exc))
+            return "none"
+        return effective_role(data)
 
     # ------------------------------------------------------------------ actions
 
@@ -546,43 +786,23 @@ class GitHubGateway:
 # ---------------------------------------------------------------------- construction
 
 
-MAX_RETRY_WAIT = 30.0
-
-
-class _CappedRetry(GithubRetry):
-    """GithubRetry that never sleeps longer than ``MAX_RETRY_WAIT`` on a ``Retry-After``.
-
-    GithubRetry caps its own rate-limit backoff, but a 403 or 429 carrying ``Retry-After`` is
-    slept on by urllib3 as given; a long wait would hold a worker, so it is raised instead and the
-    task is retried at the time GitHub named.
-    """
-
-    def sleep_for_retry(self, response: Any) -> bool:
-        retry_after = self.get_retry_after(response)
-        if retry_after is not None and retry_after > MAX_RETRY_WAIT:
-            raise RateLimitExceededExceedsMaxWait(
-                response.status, None, dict(response.headers), "Retry-After is over the cap", wait=retry_after
-            )
-        return bool(super().sleep_for_retry(response))
-
-
-def _retry(settings: Settings) -> GithubRetry:
-    # Only idempotent methods are retried in place (GithubRetry would also retry POST: a POST that
-    # failed with a 502 may still have created its comment). Rate-limit waits are capped: a long
-    # wait becomes a TransientError and the task is retried later instead of holding a worker.
-    return _CappedRetry(
+def _retry(settings: Settings) -> Retry:
+    # Only idempotent methods are retried in place, and only on 5xx (GithubRetry would also retry
+    # POST — a POST that failed with a 502 may still have created its comment — and would sleep on
+    # rate limits). A rate limit is never slept on inside a call: it comes back as an answer,
+    # becomes a TransientError with GitHub's documented wait, and the task is retried then.
+    return Retry(
         total=settings.github_max_retries,
         backoff_factor=0.2,
         status_forcelist=[500, 502, 503, 504],
         allowed_methods=Retry.DEFAULT_ALLOWED_METHODS,
-        secondary_rate_wait=5.0,
-        max_rate_limit_wait=MAX_RETRY_WAIT,
+        respect_retry_after_header=False,
+        raise_on_status=False,
     )
 
 
-def make_requester(settings: Settings) -> Requester:
-    auth = make_auth(settings)
-    gh = Github(
+def _github(settings: Settings, auth: Auth.Auth | None) -> Github:
+    return Github(
         auth=auth,
         base_url=settings.github_api_url.rstrip("/"),
         timeout=int(settings.github_timeout_seconds),
@@ -591,21 +811,57 @@ def make_requester(settings: Settings) -> Requester:
         seconds_between_requests=settings.github_seconds_between_requests,
         seconds_between_writes=settings.github_seconds_between_writes,
     )
-    return gh.requester
 
 
-def make_auth(settings: Settings) -> Auth.Auth | None:
+_credentials_lock = threading.Lock()
+_credentials_by_settings: dict[tuple[Any, ...], Credentials] = {}
+
+
+def credentials(settings: Settings) -> Credentials:
+    """The process-wide credentials for these settings (so App tokens survive across tasks)."""
     key = settings.app_private_key()
-    if settings.github_app_id is not None and key:
-        app_auth = Auth.AppAuth(settings.github_app_id, key)
-        installation_id = settings.github_installation_id
-        if installation_id is None:
-            integration = GithubIntegration(auth=app_auth, base_url=settings.github_api_url.rstrip("/"))
-            installation_id = integration.get_installations()[0].id
-        return app_auth.get_installation_auth(installation_id)
-    if settings.github_token is not None:
-        return Auth.Token(settings.github_token.get_secret_value())
-    return None
+    secret = (
+        key
+        if settings.github_app_id is not None and key
+        else settings.github_token.get_secret_value()
+        if settings.github_token is not None
+        else ""
+    )
+    cache_key = (
+        settings.github_api_url,
+        settings.github_app_id,
+        settings.github_installation_id,
+        hashlib.sha256(secret.encode()).hexdigest(),  # never keep the secret itself as a key
+        settings.github_timeout_seconds,
+        settings.github_max_retries,
+        settings.github_seconds_between_requests,
+        settings.github_seconds_between_writes,
+        settings.github_max_concurrency_per_installation,
+        settings.github_token_refresh_margin_seconds,
+    )
+    with _credentials_lock:
+        found = _credentials_by_settings.get(cache_key)
+        if found is None:
+            if settings.github_app_id is not None and key:
+                found = AppCredentials(settings, key)
+            else:
+                token = Auth.Token(secret) if secret else None
+                found = FixedCredentials(
+                    _github(settings, token).requester,
+                    _Slots(settings.github_max_concurrency_per_installation),
+                )
+            _credentials_by_settings[cache_key] = found
+        return found
+
+
+def make_requester(settings: Settings) -> Requester:
+    """A plain requester for these settings' token (tests and tools that need PyGithub itself)."""
+    token = settings.github_token.get_secret_value() if settings.github_token is not None else None
+    return _github(settings, Auth.Token(token) if token else None).requester
+
+
+# The audit actor of every GitHub write: the bot's own credentials make it.
+BOT_ACTOR = "sweepbot"
 
 
 def gateway(
@@ -614,8 +870,18 @@ def gateway(
     *,
     actor: str = "sweepbot",
     delivery_id: str | None = None,
+    installation_id: int | None = None,
+    repo: str | None = None,
 ) -> GitHubGateway:
-    """A gateway whose writes are audited in ``session`` (when given) and whose GETs are cached there."""
+    """A gateway whose writes are audited in ``session`` (when given) and whose GETs are cached there.
+
+    Every write goes out with the bot's credentials, so the audit row's actor is the bot;
+    ``actor`` is whose action caused the writes (a maintainer's command, an operator) and is
+    recorded as ``caused_by``.
+
+    ``installation_id``/``repo``: the installation a delivery's payload names and its repository
+    (for a GitHub App, that installation acts for that repository and for non-repository calls).
+    """
     audit: AuditHook | None = None
     if session is not None:
         from app.audit import record
@@ -623,7 +889,8 @@ def gateway(
         def audit(action: str, target: str, detail: dict[str, Any]) -> None:
             record(
                 session,
-                actor=actor,
+                actor=BOT_ACTOR,
+                caused_by=actor,
                 action=action,
                 target=target,
                 outcome="ok",
@@ -631,13 +898,34 @@ def gateway(
                 delivery_id=delivery_id,
             )
 
-    return GitHubGateway(make_requester(settings), cache_session=session, audit=audit)
+    creds = credentials(settings)
+    if isinstance(creds, AppCredentials):
+        creds.learn(repo, installation_id)
+    return GitHubGateway(
+        creds,
+        cache_session=session,
+        audit=audit,
+        installation_id=installation_id,
+        consistency_delays=tuple(settings.github_consistency_delays),
+    )
 
 
 def session_gateway(
-    session: Session, *, actor: str = "sweepbot", delivery_id: str | None = None
+    session: Session,
+    *,
+    actor: str = "sweepbot",
+    delivery_id: str | None = None,
+    installation_id: int | None = None,
+    repo: str | None = None,
 ) -> GitHubGateway:
     """``gateway`` with the settings in force: what handlers, tasks and the CLI use."""
     from app.settings import get_settings
 
-    return gateway(get_settings(), session, actor=actor, delivery_id=delivery_id)
+    return gateway(
+        get_settings(),
+        session,
+        actor=actor,
+        delivery_id=delivery_id,
+        installation_id=installation_id,
+        repo=repo,
+    )

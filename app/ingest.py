@@ -263,7 +263,9 @@ def _retry_later(factory: Any, delivery_id: str, attempt: int, exc: TransientErr
     from app.queue import enqueue
 
     TASK_FAILURES.labels(task="process_delivery", kind="transient").inc()
-    if attempt >= max_attempts:
+    # A rate limit only delays the work (GitHub said when to come back); it never uses up the
+    # delivery's retry budget, so a long secondary-limit episode cannot drop a delivery.
+    if attempt >= max_attempts and not exc.rate_limited:
         _finish(
             factory,
             delivery_id,
@@ -272,7 +274,7 @@ def _retry_later(factory: Any, delivery_id: str, attempt: int, exc: TransientErr
             f"gave up after {max_attempts} attempts; last error: {exc}",
         )
         return S.FAILED
-    wait = exc.retry_after if exc.retry_after is not None else backoff_seconds(attempt)
+    wait = exc.delay(attempt, backoff_seconds(attempt))
     with factory() as session:
         settled = _settle(
             session,

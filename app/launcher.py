@@ -7,9 +7,12 @@ environment, waits for them to be healthy, and stops them (bounded waits) when i
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +25,18 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from app.preflight import (
+    EXIT_REFUSED,
+    PortUse,
+    already_running_message,
+    child_failure_line,
+    duplicate_ports,
+    is_address_in_use,
+    lock_text,
+    parse_lock,
+    port_taken_message,
+    sim_webhook_secrets,
+)
 from app.settings import Settings, get_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,8 +123,18 @@ def _secret(data_dir: Path, name: str) -> str:
     return value
 
 
-def sim_environment(sim: Any, data_dir: Path, api_url: str) -> dict[str, str]:
-    """Point the bot at the simulator: GitHub API, registries, OAuth, fast cadences."""
+class StartRefused(RuntimeError):
+    """The stack cannot start for a reason the operator can fix; the message says how."""
+
+    exit_code = EXIT_REFUSED
+
+
+def sim_environment(
+    sim: Any, data_dir: Path, api_url: str, configured_secrets: list[str] | None = None
+) -> dict[str, str]:
+    """Point the bot at the simulator: GitHub API, registries, OAuth, fast cadences.
+
+    The operator's ``SWEEPBOT_WEBHOOK_SECRETS`` are kept; the simulator's secret is added."""
     webhook_secret = _secret(data_dir, "sim-webhook-secret")
     sim.world.settings.webhook_url = api_url + "/webhooks/github"
     sim.world.settings.webhook_secret = webhook_secret
@@ -117,7 +142,7 @@ def sim_environment(sim: Any, data_dir: Path, api_url: str) -> dict[str, str]:
     return {
         "SWEEPBOT_GITHUB_API_URL": sim.github_api_url,
         "SWEEPBOT_GITHUB_TOKEN": sim.world.settings.default_token,
-        "SWEEPBOT_WEBHOOK_SECRETS": webhook_secret,
+        "SWEEPBOT_WEBHOOK_SECRETS": ",".join(sim_webhook_secrets(configured_secrets or [], webhook_secret)),
         "SWEEPBOT_REGISTRY_URLS": (
             f"docker.io={sim.url}/hub,ghcr.io={sim.url},registry-1.docker.io={sim.url}/hub"
         ),
@@ -129,11 +154,68 @@ def sim_environment(sim: Any, data_dir: Path, api_url: str) -> dict[str, str]:
     }
 
 
+def port_is_free(host: str, port: int) -> bool:
+    """Whether a server could bind ``host:port`` now (with SO_REUSEADDR, as uvicorn binds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def check_ports(uses: list[PortUse]) -> None:
+    """Refuse to start, in one line, when a port the stack needs is taken."""
+    clash = duplicate_ports(uses)
+    if clash:
+        raise StartRefused(clash)
+    for use in uses:
+        if not port_is_free(use.host, use.port):
+            raise StartRefused(port_taken_message(use))
+
+
+@contextmanager
+def instance_lock(data_dir: Path, name: str, dashboard: str) -> Iterator[None]:
+    """Hold ``<data dir>/<name>.lock`` while running: a second ``up`` (or ``demo``) on the same
+    data dir is refused with where the first one's dashboard is. The kernel drops the lock when
+    the process dies, so a crash never leaves a stale one."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / f"{name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = parse_lock(os.pread(fd, 4096, 0).decode(errors="replace"))
+            raise StartRefused(already_running_message(holder, str(data_dir))) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, lock_text(os.getpid(), dashboard).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _child_exited(stack: Stack, name: str) -> RuntimeError:
+    """Why a child exited, from its log: printed, not only left in the file."""
+    assert stack.log_dir is not None
+    path = stack.log_dir / f"{name}.log"
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - 64 * 1024))
+            line = child_failure_line(fh.read().decode(errors="replace"))
+    except OSError:
+        line = None
+    if is_address_in_use(line) and name == "api":
+        return StartRefused(f"the API could not bind its port ({line}): choose another with --port")
+    return RuntimeError(f"the {name} process exited: {line or 'no output'} (log: {path})")
+
+
 def wait_healthy(url: str, stack: Stack, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if "api" in stack.dead():
-            raise RuntimeError(f"the API process exited; see {stack.log_dir}/api.log")
+            raise _child_exited(stack, "api")
         try:
             if httpx.get(url + "/healthz", timeout=1).status_code == 200:
                 return
@@ -173,7 +255,8 @@ def stack(
     )
     operator_token = None
     if sim is not None:
-        env.update(sim_environment(sim, data_dir, api_url))
+        configured = [secret.get_secret_value() for secret in settings.webhook_secrets]
+        env.update(sim_environment(sim, data_dir, api_url, configured))
     if not settings.operator_tokens and "SWEEPBOT_OPERATOR_TOKENS" not in (extra_env or {}):
         operator_token = _secret(data_dir, "operator-token")
         env["SWEEPBOT_OPERATOR_TOKENS"] = operator_token
@@ -192,55 +275,102 @@ def stack(
         running.stop()
 
 
-def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
-    """``sweepbot up``: run until interrupted or until a child process dies."""
-    settings = get_settings()
-    sim = None
-    if not has_credentials(settings):
-        from sim.server import SimServer
-        from sim.world import SimSettings
+def sim_world_settings(settings: Settings) -> Settings:
+    """``up`` with the simulator: the database is bound to the simulated world.
 
-        sim = SimServer(settings=SimSettings(time_scale=0.01), host=host, port=sim_port).start()
+    Every start seeds a new world, so every start gets a new embedded database (and broker) under
+    ``<data dir>/sim/``: the database never points at comments the world never had, and the seed
+    deliveries never pile up. A database of a real deployment in the same data dir is untouched.
+    An operator's explicit ``SWEEPBOT_DATABASE_URL`` cannot be bound to a throw-away world, so it is
+    refused with the fix rather than silently mixed with simulated data."""
+    if os.environ.get("SWEEPBOT_DATABASE_URL"):
+        raise StartRefused(
+            "no GitHub credentials are set, so `up` runs a fresh simulated GitHub with its own "
+            "database under <data dir>/sim/, but SWEEPBOT_DATABASE_URL is set: unset it to use the "
+            "simulator, or set SWEEPBOT_GITHUB_TOKEN (or a GitHub App) to use that database"
+        )
+    data_dir = Path(settings.data_dir).resolve()
+    world_dir = data_dir / "sim"
+    shutil.rmtree(world_dir, ignore_errors=True)
+    world_dir.mkdir(parents=True)
+    broker = settings.broker_url
+    if not os.environ.get("SWEEPBOT_BROKER_URL"):
+        broker = f"sqla+sqlite:///{world_dir / 'broker.sqlite3'}"
+    return settings.model_copy(
+        update={"database_url": f"sqlite:///{world_dir / 'sweepbot.sqlite3'}", "broker_url": broker}
+    )
+
+
+def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
+    """``sweepbot up``: run until interrupted or until a child process dies.
+
+    Refusals the operator can fix (a second instance on this data dir, a busy port) are one line
+    on stderr and exit status 2; nothing is started then."""
+    err = Console(stderr=True)
+    settings = get_settings()
+    data_dir = Path(settings.data_dir).resolve()
+    use_sim = not has_credentials(settings)
+    sim: Any = None
     stop = {"now": False}
 
     def _stop(*_: object) -> None:
         stop["now"] = True
 
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
     try:
-        with stack(host=host, port=port, sim=sim) as running:
-            if sim is not None:
-                from sim.scenario import SeedScenario
+        with instance_lock(data_dir, "up", f"http://{host}:{port}/"):
+            ports = [PortUse(host, port, "the API and dashboard", "--port")]
+            if use_sim:
+                ports.append(PortUse(host, sim_port, "the simulated GitHub", "--sim-port"))
+            check_ports(ports)
+            signal.signal(signal.SIGINT, _stop)
+            signal.signal(signal.SIGTERM, _stop)
+            if use_sim:
+                from sim.server import SimServer
+                from sim.world import SimSettings
 
-                # Loaded once the bot listens, so it hears the recipe PR being opened.
-                SeedScenario(sim.world).load()
-            console.print(
-                "[bold green]sweepbot is up[/bold green] "
-                f"({'simulated GitHub' if sim else settings.github_api_url})"
-            )
-            console.print(f"  dashboard      {running.dashboard_url}")
-            console.print(f"  webhooks       {running.api_url}/webhooks/github")
-            console.print(f"  API docs       {running.api_url}/docs")
-            console.print(f"  metrics        {running.api_url}/metrics")
-            if running.operator_token:
-                console.print(f"  operator token {running.operator_token}  (sign in on the dashboard to act)")
-            if sim is not None:
-                console.print(
-                    f"  simulated GitHub {sim.url}  (seed world loaded; to play the story: stop this, "
-                    "then `make demo`)"
-                )
-            console.print(f"  logs           {running.log_dir}")
-            console.print("Ctrl-C stops everything.")
-            while not stop["now"]:
-                dead = running.dead()
-                if dead:
-                    console.print(f"[red]{', '.join(dead)} exited[/red]; see the logs in {running.log_dir}")
-                    return 1
-                time.sleep(0.5)
+                settings = sim_world_settings(settings)
+                sim = SimServer(settings=SimSettings(time_scale=0.01), host=host, port=sim_port).start()
+            with stack(host=host, port=port, sim=sim, settings=settings) as running:
+                if sim is not None:
+                    from sim.scenario import SeedScenario
+
+                    # Loaded once the bot listens, so it hears the recipe PR being opened.
+                    SeedScenario(sim.world).load()
+                _print_up(console, running, sim, settings)
+                while not stop["now"]:
+                    dead = running.dead()
+                    if dead:
+                        err.print(f"[red]{_child_exited(running, dead[0])}[/red]")
+                        return 1
+                    time.sleep(0.5)
+    except StartRefused as exc:
+        err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        return exc.exit_code
     except RuntimeError as exc:
-        console.print(f"[red]{exc}[/red]")
+        err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        return 1
+    finally:
         if sim is not None:
             sim.stop()
-        return 1
     return 0
+
+
+def _print_up(console: Console, running: Stack, sim: Any, settings: Settings) -> None:
+    where = "simulated GitHub" if sim else settings.github_api_url
+    console.print(f"[bold green]sweepbot is up[/bold green] ({where})")
+    lines = [
+        f"  dashboard        {running.dashboard_url}",
+        f"  webhooks         {running.api_url}/webhooks/github",
+        f"  API docs         {running.api_url}/docs",
+        f"  metrics          {running.api_url}/metrics",
+    ]
+    if running.operator_token:
+        lines.append(f"  operator token   {running.operator_token}  (sign in on the dashboard to act)")
+    if sim is not None:
+        lines.append(f"  simulated GitHub {sim.url}  (a new seed world, with its own database, each start)")
+        lines.append("  to play the story: stop this, then `make demo`")
+    lines.append(f"  logs             {running.log_dir}")
+    lines.append("Ctrl-C stops everything.")
+    for line in lines:
+        # soft_wrap: a long token or URL is never broken by an inserted newline (copy-paste safe)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)

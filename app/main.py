@@ -58,7 +58,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     configure(settings.log_level, settings.log_json)
 
-    api = FastAPI(
+    from fastapi_offline import FastAPIOffline
+
+    # The API docs' JavaScript and CSS come from the installed package, not a CDN: /docs renders
+    # on a machine with no internet access (and sends no visitor's browser to a third party).
+    api = FastAPIOffline(
         title="sweepbot",
         version="0.1.0",
         description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",

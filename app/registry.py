@@ -45,23 +45,47 @@ class RegistryNotFound(RegistryError):
 
 @dataclass(frozen=True)
 class ImageRef:
-    """``[host/]repository[:tag]``; ``host`` is ``docker.io`` when the reference names none."""
+    """``[host/]repository[:tag][@digest]``; ``host`` is ``docker.io`` when the reference names none.
+
+    ``enroot`` marks the ``registry#repository:tag`` spelling that enroot/pyxis use and the
+    benchmark repo writes for NVIDIA images (``nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc2``):
+    the part before ``#`` is the registry host. It is kept so the bot writes a pin back in the
+    spelling the repo uses, while tags are listed from that registry like any other image.
+    """
 
     host: str
     repository: str
     tag: str | None = None
+    enroot: bool = False
+    digest: str | None = None
 
     @property
     def image_repo(self) -> str:
         """The repository as written in configs (no host for Docker Hub), the key of watches and tags."""
+        if self.enroot:
+            return f"{self.host}#{self.repository}"
         return self.repository if self.host == "docker.io" else f"{self.host}/{self.repository}"
+
+    @property
+    def pullable(self) -> str:
+        """The docker-style reference (``nvcr.io/nvidia/...:tag``) for display and registry links."""
+        base = f"{self.host}/{self.repository}"
+        return base + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
 
     def with_tag(self, tag: str) -> str:
         return f"{self.image_repo}:{tag}"
 
 
+def _looks_like_host(part: str) -> bool:
+    return "." in part or ":" in part or part == "localhost"
+
+
 def parse_image(ref: str) -> ImageRef:
-    """Split an image reference the way docker does (a first part with ``.`` or ``:`` is a host)."""
+    """Split an image reference the way docker does (a first part with ``.`` or ``:`` is a host).
+
+    The enroot spelling ``registry#repo/path:tag`` names its registry before the ``#``; it is
+    never read as a host called ``registry#repo``.
+    """
     ref = ref.strip()
     if not ref or any(c.isspace() for c in ref):
         raise ValueError(
@@ -69,9 +93,19 @@ def parse_image(ref: str) -> ImageRef:
         )
     name, _, digest = ref.partition("@")
     host = "docker.io"
-    first, slash, rest = name.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
-        host, name = first, rest
+    enroot = "#" in name
+    if enroot:
+        host, _, name = name.partition("#")
+        if not host or "/" in host or "#" in name or not _looks_like_host(host):
+            raise ValueError(
+                f"image reference {ref!r}: an enroot-style reference is registry#repo/path:tag "
+                "with a registry host before the single '#', "
+                "e.g. nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc2"
+            )
+    else:
+        first, slash, rest = name.partition("/")
+        if slash and _looks_like_host(first):
+            host, name = first, rest
     tag: str | None = None
     last_slash = name.rfind("/")
     colon = name.rfind(":")
@@ -79,11 +113,11 @@ def parse_image(ref: str) -> ImageRef:
         name, tag = name[:colon], name[colon + 1 :]
     if host in DOCKER_HOSTS:
         host = "docker.io"
-    if host == "docker.io" and "/" not in name:
+    if host == "docker.io" and "/" not in name and not enroot:
         name = f"library/{name}"
     if not name:
         raise ValueError(f"image reference {ref!r} has no repository")
-    return ImageRef(host, name, tag or (digest or None))
+    return ImageRef(host, name, tag or (digest or None), enroot, digest or None)
 
 
 @dataclass(frozen=True)

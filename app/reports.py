@@ -47,7 +47,7 @@ def mark_report_dirty(session: Session, sweep_id: int) -> None:
     from app.models.sweeps import Sweep
 
     sweep = session.get(Sweep, sweep_id)
-    if sweep is None:
+    if sweep is None or sweep.reason == "canary":  # canaries have no PR: the nightly watch reports them
         return
     stmt = select(ReportState).where(
         ReportState.repo == sweep.repo,

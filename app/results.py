@@ -21,11 +21,12 @@ raise ``TransientError`` so the task is retried.
 from __future__ import annotations
 
 import io
-import json
+import lzma
 import math
 import posixpath
 import stat
 import zipfile
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app import safejson
 from app.models.results import Result
 
 log = structlog.get_logger(__name__)
@@ -43,6 +45,9 @@ MAX_MEMBER_BYTES = 4 * 1024 * 1024  # one result JSON
 MAX_TOTAL_BYTES = 16 * 1024 * 1024  # everything we agree to decompress from one artifact
 MAX_RATIO = 100.0  # JSON compresses ~5-10x; 100x and more is a bomb, not a result
 MAX_MEMBERS = 2000
+RESULT_MAX_DEPTH = 16  # result files are flat records (depth 1-2); deeper is not a result file
+MAX_COUNT = 2**31 - 1  # counts (conc, completed) are stored in 32-bit integer columns
+MAX_TP = 1024
 
 
 class ArtifactError(ValueError):
@@ -136,7 +141,16 @@ def safe_json_members(
                             f"artifact member {name!r} decompresses past the size cap: "
                             "refusing a likely zip bomb"
                         )
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError) as exc:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            OSError,
+            EOFError,
+            RuntimeError,
+            NotImplementedError,  # a compression method zipfile cannot read (AES, PPMd ...)
+            zlib.error,  # a corrupt deflate stream
+            lzma.LZMAError,  # a corrupt LZMA stream
+        ) as exc:
             raise ArtifactError(f"artifact member {name!r} cannot be read: {exc}") from exc
         total += len(buf)
         out[name] = bytes(buf)
@@ -221,7 +235,10 @@ def _number(file_name: str, key: str, value: Any) -> float | None:
                 raise ResultFileError(file_name, key, f"expected a number, got the text {value!r}") from None
         else:
             raise ResultFileError(file_name, key, f"expected a number, got {type(value).__name__}")
-    f = float(value)
+    try:
+        f = float(value)
+    except OverflowError:
+        raise ResultFileError(file_name, key, "the number is too large to be a measurement") from None
     if not math.isfinite(f) or f < 0:
         raise ResultFileError(file_name, key, f"expected a finite non-negative number, got {value!r}")
     return f
@@ -232,7 +249,12 @@ def parse_result(
 ) -> ParsedResult:
     """Parse one result file of either schema; ``gpus`` (tp*pp*pcp) derives throughput per GPU."""
     try:
-        data = json.loads(body)
+        # Limits first: a 400-digit integer or 1,000 levels of nesting is an attack, not a result.
+        data = safejson.loads(
+            body, max_depth=RESULT_MAX_DEPTH, max_int_digits=safejson.MAX_INT_DIGITS, allow_nan=True
+        )
+    except safejson.JSONLimitError as exc:
+        raise ResultFileError(file_name, "<document>", f"refused: {exc}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ResultFileError(file_name, "<document>", f"not valid JSON ({exc})") from exc
     if isinstance(data, list) and len(data) == 1 and isinstance(data[0], dict):
@@ -277,7 +299,7 @@ def parse_result(
         raise ResultFileError(file_name, wanted, "no TPOT value (neither mean nor median is present)")
     conc = num(*_CONC_KEYS)
     if conc is not None:
-        if conc != int(conc) or conc < 1:
+        if conc != int(conc) or conc < 1 or conc > MAX_COUNT:
             raise ResultFileError(
                 file_name,
                 keys[next(k for k in _CONC_KEYS if k in keys)][0],
@@ -285,6 +307,10 @@ def parse_result(
             )
         out.conc = int(conc)
     file_tp = num("tp", "tensor_parallel_size")
+    if file_tp is not None and (file_tp != int(file_tp) or not 1 <= file_tp <= MAX_TP):
+        raise ResultFileError(
+            file_name, "tp", f"expected a tensor-parallel size from 1 to {MAX_TP}, got {file_tp}"
+        )
     out.tp = int(file_tp) if file_tp is not None else tp
     out.output_tput = num(*_OUTPUT_KEYS)
     out.total_tput = num(*_TOTAL_KEYS)
@@ -301,6 +327,8 @@ def parse_result(
         base = out.mean_tpot_ms if out.mean_tpot_ms is not None else out.median_tpot_ms
         out.interactivity = 1000.0 / base if base else None
     completed = num("completed")
+    if completed is not None and completed > MAX_COUNT:
+        raise ResultFileError(file_name, "completed", f"{completed:g} requests is more than any run makes")
     out.completed = int(completed) if completed is not None else None
     out.duration_s = num("duration")
     for name in ("model_id", "backend", "date", "framework", "hw", "precision"):

@@ -21,11 +21,33 @@ class HandlerSkipped(Exception):
 
 
 class TransientError(Exception):
-    """A failure worth retrying later (GitHub 5xx, rate limit, lock timeout)."""
+    """A failure worth retrying later (GitHub 5xx, rate limit, lock timeout).
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    ``retry_after``: the earliest retry GitHub allows (seconds). ``rate_limited``: a rate limit,
+    which only delays work (it never counts toward giving up). ``exponential``: GitHub gave no
+    hint (a secondary limit without ``Retry-After``), so each repeated hit doubles the wait.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        retry_after: float | None = None,
+        *,
+        rate_limited: bool = False,
+        exponential: bool = False,
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.rate_limited = rate_limited
+        self.exponential = exponential
+
+    def delay(self, attempt: int, default: float) -> float:
+        """Seconds before retry number ``attempt`` (1 = first retry); ``default`` without a hint."""
+        if self.retry_after is None:
+            return default
+        from app.ratelimit import backoff
+
+        return backoff(self.retry_after, self.exponential, attempt)
 
 
 @dataclass
@@ -63,9 +85,16 @@ class HandlerContext:
         with the delivery; one per actor, shared by every handler of the delivery."""
         if actor not in self._gateways:
             from app.github import session_gateway
+            from app.installations import installation_of
 
-            delivery = self.event.delivery_id
-            self._gateways[actor] = session_gateway(self.session, actor=actor, delivery_id=delivery)
+            # GitHub names the installation a delivery belongs to: that one acts for it.
+            self._gateways[actor] = session_gateway(
+                self.session,
+                actor=actor,
+                delivery_id=self.event.delivery_id,
+                installation_id=installation_of(self.event.payload),
+                repo=self.event.repo,
+            )
         return self._gateways[actor]
 
 
@@ -103,6 +132,7 @@ HANDLER_MODULES = (
     "app.scheduler",
     "app.commands",
     "app.results",
+    "app.heads",
 )
 
 _loaded = False

@@ -10,6 +10,7 @@ front with a reason or safe to walk everywhere.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -53,12 +54,20 @@ def check_depth(raw: bytes, value: Any, limit: int = MAX_DEPTH) -> None:
         raise JSONLimitError(f"JSON nests deeper than {limit} levels; flatten the document")
 
 
-def loads(raw: bytes | str, *, max_depth: int = MAX_DEPTH, max_int_digits: int | None = None) -> Any:
+def loads(
+    raw: bytes | str,
+    *,
+    max_depth: int = MAX_DEPTH,
+    max_int_digits: int | None = None,
+    allow_nan: bool = False,
+) -> Any:
     """Parse ``raw`` refusing deep nesting (and, when asked, integers longer than ``max_int_digits``).
 
     Raises ``JSONLimitError`` for a limit and ``ValueError`` (orjson's ``JSONDecodeError``) for
     JSON that does not parse. orjson reads an integer past 64 bits as a float and refuses one
     past a double's range ("number is infinity"); ``max_int_digits`` turns that into a reason.
+    ``allow_nan`` accepts Python's ``NaN``/``Infinity`` tokens (``json.dump`` writes them, so
+    benchmark scripts do), which orjson refuses.
     """
     data = raw.encode() if isinstance(raw, str) else raw
     try:
@@ -70,7 +79,12 @@ def loads(raw: bytes | str, *, max_depth: int = MAX_DEPTH, max_int_digits: int |
             ) from exc
         if "depth limit" in str(exc).lower():
             raise JSONLimitError(f"JSON nests deeper than {max_depth} levels; flatten the document") from exc
-        raise
+        if not (allow_nan and (b"NaN" in data or b"Infinity" in data)):
+            raise
+        try:
+            value = json.loads(data)
+        except RecursionError:
+            raise JSONLimitError(f"JSON nests deeper than {max_depth} levels; flatten the document") from None
     check_depth(data, value, max_depth)
     return value
 

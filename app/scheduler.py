@@ -41,7 +41,7 @@ import string
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -52,7 +52,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import record
-from app.models.sweeps import PRIORITIES, JobState, RunnerLabel, Sweep, SweepJob, SweepState
+from app.models.sweeps import (
+    CANARY_REASON,
+    PRIORITIES,
+    JobState,
+    RunnerLabel,
+    Sweep,
+    SweepJob,
+    SweepState,
+)
+from app.release_policy import CanaryRun, Candidate, LabelView, pick_preemptions, release_decision
 from app.routing import HandlerContext, HandlerSkipped, TransientError, router
 from app.settings import Settings, SettingsError, get_settings
 
@@ -67,6 +76,7 @@ MASTER_DIRS = (".github/configs", "configs")
 
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 SEQ_RE = re.compile(r"^(?:1k1k|8k1k|\d{1,6}_\d{1,6})$")
+AGENTIC_SEQ = "agentic"  # the seq of agentic-coding points, which have no isl/osl
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 REF_RE = re.compile(r"^(?!.*\.\.)(?!/)[A-Za-z0-9._/-]{1,255}(?<!/)$")
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -90,6 +100,7 @@ class SweepFilters:
     conc: tuple[int, ...] | None = None
     conc_range: tuple[int, int] | None = None  # inclusive, e.g. conc=4..256
     tp: int | None = None
+    evals: str = "default"  # app.recipes.evals.EvalMode: default | none | only | all
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +108,7 @@ class SweepFilters:
             "conc": list(self.conc) if self.conc else None,
             "conc_range": list(self.conc_range) if self.conc_range else None,
             "tp": self.tp,
+            "evals": self.evals,
         }
 
     def describe(self) -> str:
@@ -109,6 +121,8 @@ class SweepFilters:
             parts.append(f"conc={self.conc_range[0]}..{self.conc_range[1]}")
         if self.tp:
             parts.append(f"tp={self.tp}")
+        if self.evals != "default":
+            parts.append(f"evals={self.evals}")
         return " ".join(parts) or "full search space"
 
 
@@ -141,6 +155,8 @@ class TickResult:
     failed: int = 0
     skipped_labels: list[str] = field(default_factory=list)  # locked by another tick, or paused
     errors: list[str] = field(default_factory=list)
+    preempted: list[tuple[str, int]] = field(default_factory=list)  # canary runs to cancel (repo, run id)
+    held: list[str] = field(default_factory=list)  # why a canary was not released (one per label)
 
 
 @dataclass
@@ -209,9 +225,12 @@ _PLACEHOLDERS = (
     "base_ref",
     "run_name",
     "pr",
+    "evals",
 )
 CLI_INPUT = "generate-cli-command"
 CONFIG_FILE_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,254}$")
+# What {evals} may become: the repo generator's eval flags, with a leading space (empty: default).
+_EVAL_FLAG_VALUES = ("", " --no-evals", " --evals-only", " --evals-only --all-evals")
 
 
 def _template_fields(settings: Settings) -> set[str]:
@@ -253,15 +272,23 @@ def render_dispatch(
     run_name: str,
     pr: int,
     config_file: str = "",
+    evals: str = "",
+    concs: Sequence[int] | None = None,
 ) -> tuple[str, str, dict[str, str]]:
     """(workflow, ref, inputs) from the configured template, filled only with validated values.
 
     ``config_file`` is the repo path of the master file the key lives in (``--config-files``).
     A ``generate-cli-command`` input must parse under the repo CLI's grammar (app.sweepcli).
+    ``evals`` is the generator's eval flags for the dispatched points (see ``dispatch_eval_flags``).
+    ``concs``: a multi-node row runs its whole conc list on one engine, so ``{conc}`` becomes the
+    list, space-separated as the repo's ``--conc CONC [CONC ...]`` takes it. ``seq`` is
+    ``agentic`` for agentic-coding points, which have no seq-len: a ``--seq-lens {seq}`` in the
+    template is left out for them (any other use of ``{seq}`` is refused with the reason).
     """
     if not KEY_RE.match(key):
         raise SweepError(f"config key {key!r} has characters a dispatch may not carry")
-    if not SEQ_RE.match(seq):
+    agentic = seq == AGENTIC_SEQ
+    if not agentic and not SEQ_RE.match(seq):
         raise SweepError(f"seq-len {seq!r} is not 1k1k, 8k1k or <isl>_<osl>")
     if not SHA_RE.match(head_sha):
         raise SweepError(f"head sha {head_sha!r} is not 40 lowercase hex characters")
@@ -275,21 +302,35 @@ def render_dispatch(
     used = _template_fields(settings)  # rejects unknown placeholders with a clear message
     if "config_file" in used and not config_file:
         raise SweepError(f"{key}: the sweep does not know which master file holds the key (--config-files)")
+    if evals not in _EVAL_FLAG_VALUES:
+        raise SweepError(f"eval flags {evals!r} are not one of the generator's eval modes")
+    conc_text = " ".join(str(int(c)) for c in concs) if concs else str(int(conc))
     values = {
         "key": key,
         "config_file": config_file,
         "seq": seq,
-        "conc": str(int(conc)),
+        "conc": conc_text,
         "tp": str(int(tp)),
         "head_sha": head_sha,
         "head_ref": head_ref,
         "base_ref": base_ref,
         "run_name": run_name,
         "pr": str(int(pr)),
+        "evals": evals,
     }
+    templates = _input_template(settings)
+    if agentic:
+        templates = {k: v.replace(" --seq-lens {seq}", "") for k, v in templates.items()}
+        if any(
+            "{seq}" in t for t in [settings.dispatch_workflow, settings.dispatch_ref, *templates.values()]
+        ):
+            raise SweepError(
+                "agentic-coding points have no seq-len, but the dispatch template uses {seq} outside "
+                "`--seq-lens {seq}`; change SWEEPBOT_DISPATCH_INPUTS so the seq-len is optional"
+            )
     workflow = settings.dispatch_workflow.format_map(values)
     ref = settings.dispatch_ref.format_map(values)
-    inputs = {k: v.format_map(values) for k, v in _input_template(settings).items()}
+    inputs = {k: v.format_map(values) for k, v in templates.items()}
     if CLI_INPUT in inputs:
         from app.sweepcli import CliGrammarError, parse_command
 
@@ -301,6 +342,26 @@ def render_dispatch(
                 "fix SWEEPBOT_DISPATCH_INPUTS (see docs/configuration.md)"
             ) from exc
     return workflow, ref, inputs
+
+
+def dispatch_eval_flags(points: Sequence[Mapping[str, Any]], sweep_mode: str = "default") -> str:
+    """The generator's eval flags for one dispatch of ``points`` (plan dicts with eval marks).
+
+    The bot dispatches a few concurrencies at a time, and the repo's generator would treat each
+    such slice as a whole sweep (its highest conc is always "selected"), so the bot says what it
+    planned: `--no-evals` when none of the points runs an eval (no eval job is spent on a scarce
+    runner), `--evals-only [--all-evals]` for eval-only points, nothing for default evals.
+    """
+    from app.recipes.evals import EvalMode, cli_flags
+
+    if any(p.get("eval-only") for p in points):
+        mode = EvalMode.ALL if sweep_mode == EvalMode.ALL.value else EvalMode.ONLY
+    elif any(p.get("run-eval") for p in points):
+        mode = EvalMode.DEFAULT
+    else:
+        mode = EvalMode.NONE
+    flags = cli_flags(mode)
+    return f" {flags}" if flags else ""
 
 
 def group_fields(settings: Settings) -> tuple[str, ...]:
@@ -319,14 +380,38 @@ def group_fields(settings: Settings) -> tuple[str, ...]:
 
 def _group_key(point: dict[str, Any], fields: Sequence[str]) -> str:
     seq = _point_seq(point)
-    vals = {"seq": seq, "conc": point["conc"], "tp": point["tp"]}
+    vals = {"seq": seq, "conc": point["conc"], "tp": _point_tp(point)}
     return "/".join(f"{f}={vals[f]}" for f in fields)
 
 
 def _point_seq(point: dict[str, Any]) -> str:
+    """The point's seq-len name; agentic-coding points have none and say `agentic`."""
     from app.recipes.master import seq_name
 
+    if "isl" not in point:
+        return AGENTIC_SEQ
     return seq_name(int(point["isl"]), int(point["osl"]))
+
+
+def _point_conc(point: Mapping[str, Any]) -> int:
+    """One conc per job row: a multi-node row (whole conc list on one engine) is keyed by its highest."""
+    conc = point["conc"]
+    return max(int(c) for c in conc) if isinstance(conc, list) else int(conc)
+
+
+def _row_concs(jobs: Sequence[SweepJob]) -> list[int] | None:
+    """The conc list of dispatched multi-node rows (None for single-conc points)."""
+    lists = [
+        j.point["conc"] for j in jobs if isinstance(j.point, dict) and isinstance(j.point.get("conc"), list)
+    ]
+    if not lists:
+        return None
+    return sorted({int(c) for conc in lists for c in conc})
+
+
+def _point_tp(point: Mapping[str, Any]) -> int:
+    """A multi-node row has no top-level tp: its decode workers' tp stands for it in views."""
+    return int(point["tp"]) if "tp" in point else int(point["decode"]["tp"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,7 +508,7 @@ def point_order(points: Sequence[dict[str, Any]]) -> list[int]:
     Largest conc first, ties in the repo's order: the longest jobs start first, so a sweep's tail
     (and the makespan of several sweeps sharing a label) stays short.
     """
-    ranked = sorted(range(len(points)), key=lambda i: (-int(points[i]["conc"]), i))
+    ranked = sorted(range(len(points)), key=lambda i: (-_point_conc(points[i]), i))
     positions = [0] * len(points)
     for rank, index in enumerate(ranked):
         positions[index] = rank
@@ -466,6 +551,7 @@ def request_sweep(
     """Plan ``config_key`` at the PR's head and queue one job per point (see module docstring)."""
     from app.recipes import expand_points, parse_master, recipe_fingerprint
     from app.recipes.errors import RecipeError
+    from app.recipes.evals import parse_eval_mode, plan_with_evals
     from app.recipes.master import get_entry, script_candidates
 
     _validate_repo(repo)
@@ -491,26 +577,38 @@ def request_sweep(
     try:
         master = parse_master(files[path])
         entry = get_entry(master, config_key)
-        points = expand_points(
+        mode = parse_eval_mode(filters.evals)
+        rows = plan_with_evals(
             master,
             config_key,
             seq=filters.seq,
             conc=list(filters.conc) if filters.conc else None,
             tp=filters.tp,
+            mode=mode,
         )
         if filters.conc_range is not None:
             lo, hi = filters.conc_range
-            kept = [p for p in points if lo <= p.conc <= hi]
+            kept = [r for r in rows if lo <= _point_conc(r) <= hi]
             if not kept:
                 raise SweepError(
-                    f"conc={lo}..{hi} matches none of {config_key}'s conc values "
-                    f"({', '.join(str(c) for c in sorted({p.conc for p in points}))})"
+                    f"conc={lo}..{hi} matches none of {config_key}'s "
+                    f"{'eval ' if mode.value == 'only' else ''}conc values "
+                    f"({', '.join(str(c) for c in sorted({_point_conc(r) for r in rows}))})"
                 )
-            points = kept
+            rows = kept
+        log.info(
+            "sweep_planned",
+            key=config_key,
+            points=len(rows),
+            evals=sum(1 for r in rows if r.get("run-eval")),
+            eval_mode=mode.value,
+            why="eval points per the repo's documented selection (8k1k, highest and median conc per TP)",
+        )
         settings = get_settings()
         fields = group_fields(settings)
         # Slots per dispatch: every point the workflow's command expands to for that group.
         slots: dict[str, int] = {}
+        # Every point of the key, at every seq-len: one dispatch at a conc runs them all.
         for p in expand_points(master, config_key):
             gk = _group_key(p.to_json(), fields)
             slots[gk] = slots.get(gk, 0) + 1
@@ -524,7 +622,7 @@ def request_sweep(
             script_text = got[0]
             break
     fingerprint = recipe_fingerprint(entry, script_text)
-    image = points[0].image if points else ""
+    image = str(rows[0]["image"]) if rows else ""
 
     sweep_cfg = sweep_settings(session, repo)
     if sweep_cfg.mode == "label":
@@ -554,7 +652,7 @@ def request_sweep(
         config_path=path,
         image=image,
         fingerprint=fingerprint,
-        points=[p.to_json() for p in points],
+        points=rows,
         requested_by=requested_by,
         reason=reason,
         filters=filters,
@@ -620,11 +718,13 @@ def create_sweep(
     filters: SweepFilters | None = None,
     priority: int = PRIORITIES["normal"],
     slots: dict[str, int] | None = None,
+    supersede: bool = True,
 ) -> tuple[Sweep, bool, list[int]]:
     """Store a sweep with one job per point; returns (sweep, created, ids of sweeps it superseded).
 
     An open sweep for the same PR, key, head sha, image and points is returned as is (replays of a
-    command or a bump converge). Older open sweeps of the same PR and key are superseded.
+    command or a bump converge). Older open sweeps of the same PR and key are superseded, unless
+    ``supersede`` is False (canaries: one sweep per nightly, several may be open at once).
 
     ``mode`` ``label``: the repo's own run-sweep.yml runs the points, so the jobs start out
     ``dispatched`` (holding their runner slots, never released by a tick) with no run, until the
@@ -636,7 +736,13 @@ def create_sweep(
 
     settings = get_settings()
     fields = group_fields(settings)
-    digest = points_digest(str(p["result-name"]) for p in points)
+    # Eval marks are part of what a sweep runs: the same points under another eval mode are a new sweep.
+    digest = points_digest(
+        str(p["result-name"])
+        + ("|eval" if p.get("run-eval") else "")
+        + ("|eval-only" if p.get("eval-only") else "")
+        for p in points
+    )
     # Two identical requests at once (a command and a bump, two workers) must not both find no
     # open sweep and both create one.
     transaction_lock(session, f"sweep:{repo}#{pr_number}:{config_key}")
@@ -693,8 +799,8 @@ def create_sweep(
             result_name=str(point["result-name"]),
             runner_label=str(point["runner"]),
             seq=_point_seq(point),
-            conc=int(point["conc"]),
-            tp=int(point["tp"]),
+            conc=_point_conc(point),
+            tp=_point_tp(point),
             group_key=gk,
             # label mode: the repo's run gives each point its own runner
             slots=max(1, (slots or {}).get(gk, 1)) if mode == "dispatch" else 1,
@@ -713,7 +819,7 @@ def create_sweep(
     session.flush()
 
     superseded: list[int] = []
-    for old in existing:
+    for old in existing if supersede else []:
         _close_sweep(
             session,
             gw,
@@ -801,7 +907,7 @@ def _fmt_seconds(seconds: float) -> str:
 
 
 def reply_text(sweep: Sweep, plan: SweepPlan, created: bool) -> str:
-    concs = sorted({int(p["conc"]) for p in plan.points})
+    concs = sorted({_point_conc(p) for p in plan.points})
     head = (
         (f"Sweep {sweep.id} queued" if created else f"Sweep {sweep.id} is already queued for this head")
         + f" for `{sweep.config_key}` at `{sweep.head_sha[:7]}`: {len(plan.points)} point(s), conc "
@@ -1194,6 +1300,97 @@ def inflight_slots(session: Session, label: str) -> int:
     return sum(per_run.values())
 
 
+def _real_waiting_slots(queues: dict[int, list[SweepJob]], sweeps: dict[int, Sweep]) -> int:
+    """Slots of the real (non-canary) dispatches still queued: one count per dispatch group."""
+    groups: dict[tuple[int, str], int] = {}
+    for sid, queue in queues.items():
+        if sweeps[sid].reason == CANARY_REASON:
+            continue
+        for job in queue:
+            groups[(sid, job.group_key)] = max(1, job.slots)
+    return sum(groups.values())
+
+
+def _canary_budget(session: Session, repo: str) -> tuple[float, float | None, float]:
+    """(canary runner-hours of ``repo`` used this week, the weekly budget, hours one canary takes)."""
+    from app.canary_budget import canary_budget
+
+    usage = canary_budget(session, repo)
+    return usage.used_hours, usage.budget_hours, usage.expected_job_hours
+
+
+def _preempt_canaries(
+    session: Session, label: str, capacity: int, in_flight: int, result: TickResult
+) -> bool:
+    """Put back in the queue the canary runs that stand in the way of waiting real work."""
+    waiting = session.execute(
+        select(SweepJob.sweep_id, SweepJob.group_key, func.max(SweepJob.slots))
+        .join(Sweep, Sweep.id == SweepJob.sweep_id)
+        .where(
+            SweepJob.runner_label == label,
+            SweepJob.state == JobState.QUEUED,
+            Sweep.state == SweepState.ACTIVE,
+            Sweep.reason != CANARY_REASON,
+        )
+        .group_by(SweepJob.sweep_id, SweepJob.group_key)
+    ).all()
+    real_waiting = sum(max(1, int(r[2] or 1)) for r in waiting)
+    if real_waiting == 0 or capacity - in_flight >= min(real_waiting, capacity):
+        return False
+    running = session.execute(
+        select(SweepJob, Sweep)
+        .join(Sweep, Sweep.id == SweepJob.sweep_id)
+        .where(
+            SweepJob.runner_label == label,
+            SweepJob.state.in_(JobState.IN_FLIGHT),
+            Sweep.reason == CANARY_REASON,
+            or_(SweepJob.run_conclusion.is_(None), SweepJob.run_conclusion != "success"),
+        )
+    ).all()
+    by_run: dict[str, list[tuple[SweepJob, Sweep]]] = {}
+    for job, sweep in running:
+        by_run.setdefault(job.run_name or f"job-{job.id}", []).append((job, sweep))
+    runs = [
+        CanaryRun(name, max(max(1, j.slots) for j, _ in pairs), _aware(pairs[0][0].dispatched_at) or _now())
+        for name, pairs in by_run.items()
+    ]
+    view = LabelView(label=label, capacity=capacity, in_flight=in_flight, real_waiting_slots=real_waiting)
+    picked = pick_preemptions(view, runs)
+    now = _now()
+    for name in picked:
+        pairs = by_run[name]
+        job0, sweep0 = pairs[0]
+        spent = ((now - (_aware(job0.dispatched_at) or now)).total_seconds() / 3600.0) * max(1, job0.slots)
+        run_id = job0.run_id
+        for job, _ in pairs:
+            _requeue(job, f"preempted by real work waiting on {label}")
+            job.attempts = max(0, job.attempts - 1)
+        if run_id is not None:
+            result.preempted.append((sweep0.repo, int(run_id)))
+        _note_preempted_hours(session, sweep0.id, spent)
+        record(
+            session,
+            actor=BOT,
+            action="canary.preempt",
+            target=name,
+            detail={
+                "sweep": sweep0.id,
+                "jobs": [j.id for j, _ in pairs],
+                "run_id": run_id,
+                "label": label,
+                "real_waiting_slots": real_waiting,
+                "runner_hours": round(spent, 4),
+            },
+        )
+    return bool(picked)
+
+
+def _note_preempted_hours(session: Session, sweep_id: int, hours: float) -> None:
+    from app.canary_budget import note_preempted_hours
+
+    note_preempted_hours(session, sweep_id, hours)
+
+
 def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickResult) -> list[_Claimed]:
     row = _lock_label(session, label)
     if row is None:
@@ -1205,6 +1402,8 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
     capacity, source = label_capacity(gw, label, repo)
     row.capacity, row.capacity_source = capacity, source
     in_flight = inflight_slots(session, label)
+    if _preempt_canaries(session, label, capacity, in_flight, result):
+        in_flight = inflight_slots(session, label)
     free = capacity - in_flight
 
     rows = session.execute(
@@ -1222,6 +1421,7 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
     for queued_job, queued_sweep in rows:
         queues.setdefault(queued_sweep.id, []).append(queued_job)
         sweeps[queued_sweep.id] = queued_sweep
+    budgets: dict[str, tuple[float, float | None, float]] = {}  # repo -> (used, budget, expected)
 
     claimed: list[_Claimed] = []
     token = uuid.uuid4().hex
@@ -1259,8 +1459,27 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
                     _maybe_finish_sweep(session, sweep)
                     continue
                 cost = max(1, job.slots)
-                # A dispatch wider than the whole label may still run alone, or it would starve.
-                if cost > free and not (cost > capacity and in_flight == 0 and free == capacity):
+                canary = sweep.reason == CANARY_REASON
+                used, budget, expected = 0.0, None, 0.0
+                if canary:
+                    if sweep.repo not in budgets:
+                        budgets[sweep.repo] = _canary_budget(session, sweep.repo)
+                    used, budget, expected = budgets[sweep.repo]
+                decision = release_decision(
+                    Candidate(slots=cost, canary=canary, expected_hours=expected * cost),
+                    LabelView(
+                        label=label,
+                        capacity=capacity,
+                        in_flight=in_flight,
+                        real_waiting_slots=_real_waiting_slots(queues, sweeps) if canary else 0,
+                        canary_hours_used=used,
+                        canary_budget_hours=budget,
+                    ),
+                )
+                if not decision.release:
+                    if canary and decision.reason not in result.held:
+                        result.held.append(decision.reason)
+                        log.info("canary_held", label=label, sweep=sid, reason=decision.reason)
                     order.remove(sid)
                     continue
                 group = [j for j in queue if j.group_key == job.group_key]
@@ -1289,6 +1508,8 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
                 sweep.last_release = row.release_seq
                 free -= cost
                 in_flight += cost
+                if canary:
+                    budgets[sweep.repo] = (used + expected * cost, budget, expected)
                 progress = True
                 claimed.append(
                     _Claimed(
@@ -1373,12 +1594,14 @@ def _find_run(gw: Any, repo: str, workflow: str | None, title: str) -> dict[str,
     return dict(found.run) if found.run is not None else None
 
 
-def _find_job_run(gw: Any, sweep: Sweep, job: SweepJob, settings: Settings) -> dict[str, Any] | None:
+def _find_job_run(
+    gw: Any, sweep: Sweep, job: SweepJob, settings: Settings, session: Session | None = None
+) -> dict[str, Any] | None:
     """The run of a dispatched job that never learnt its run id, by the title it was given."""
     from app.runmatch import match_run, run_name_in_title
 
     try:
-        workflow, ref, inputs = _job_dispatch(sweep, job, settings)
+        workflow, ref, inputs = _job_dispatch(sweep, job, settings, session)
         title: str | None = check_dispatch(gw, sweep.repo, workflow, ref, inputs)
     except SweepError as exc:  # the template or the workflow changed since: fall back to the name
         log.warning("run_title_unknown", job=job.id, error=str(exc))
@@ -1453,8 +1676,17 @@ def _label_sweeps_for_run(session: Session, run: dict[str, Any]) -> list[Sweep]:
     ]
 
 
-def _job_dispatch(sweep: Sweep, job: SweepJob, settings: Settings) -> tuple[str, str, dict[str, str]]:
+def _job_dispatch(
+    sweep: Sweep, job: SweepJob, settings: Settings, session: Session | None = None
+) -> tuple[str, str, dict[str, str]]:
     """The (workflow, ref, inputs) a job of ``sweep`` was dispatched with (rendering is deterministic)."""
+    group = [job]
+    if session is not None and job.run_name:
+        group = list(
+            session.scalars(
+                select(SweepJob).where(SweepJob.sweep_id == sweep.id, SweepJob.run_name == job.run_name)
+            ).all()
+        ) or [job]
     return render_dispatch(
         settings,
         key=sweep.config_key,
@@ -1467,6 +1699,11 @@ def _job_dispatch(sweep: Sweep, job: SweepJob, settings: Settings) -> tuple[str,
         run_name=job.run_name or "",
         pr=sweep.pr_number,
         config_file=sweep.config_path or "",
+        evals=dispatch_eval_flags(
+            [j.point for j in group if isinstance(j.point, dict)],
+            str((sweep.filters or {}).get("evals") or "default"),
+        ),
+        concs=_row_concs(group),
     )
 
 
@@ -1519,6 +1756,11 @@ def _dispatch(session: Session, gw: Any, claim: _Claimed, settings: Settings, re
             run_name=claim.run_name,
             pr=claim.pr_number,
             config_file=claim.config_file,
+            evals=dispatch_eval_flags(
+                [j.point for j in jobs if isinstance(j.point, dict)],
+                str((sweep.filters or {}).get("evals") or "default"),
+            ),
+            concs=_row_concs(jobs),
         )
         # Checked against the workflow as the repo declares it at that ref, before any runner
         # time is asked for (GitHub would answer 422; a clear reason is better).
@@ -1624,6 +1866,16 @@ def tick(session_factory: sessionmaker[Session], gw_factory: GatewayFactory) -> 
             except Exception:
                 session.rollback()
                 raise
+        for run_repo, run_id in result.preempted:
+            with session_factory() as session:
+                try:
+                    errors = _cancel_runs(gw_factory(session), run_repo, [run_id])
+                    session.commit()
+                except Exception as exc:  # the requeued job runs again later; the stray run is harmless
+                    session.rollback()
+                    errors = [str(exc)]
+                result.errors.extend(errors)
+        result.preempted.clear()
         for claim in claims:
             with session_factory() as session:
                 try:
@@ -2073,7 +2325,7 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
                         apply_workflow_run(session, gw, found, after_commit=after, settings=settings)
                         result.updated += 1
                 elif job.run_id is None:
-                    found = _find_job_run(gw, sweep, job, settings)
+                    found = _find_job_run(gw, sweep, job, settings, session)
                     if found is not None:
                         if apply_workflow_run(session, gw, found, after_commit=after, settings=settings):
                             result.updated += 1

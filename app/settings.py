@@ -52,6 +52,16 @@ class Settings(BaseSettings):
     # PyGithub's pacing (GitHub asks integrators not to burst writes); 0 against the simulator.
     github_seconds_between_requests: float = 0.25
     github_seconds_between_writes: float = 1.0
+    # Requests in flight at once per installation (per process): GitHub's secondary limits
+    # punish concurrency; its guidance is to make requests for one installation serially.
+    github_max_concurrency_per_installation: int = 4
+    # An installation token is reused until this long before its expires_at (tokens last an hour).
+    github_token_refresh_margin_seconds: float = 300.0
+    # Short delays before re-trying a 404/422 that may only mean "the ref just written is not
+    # visible yet" (PR creation after a branch push, reads after writes).
+    github_consistency_delays: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [0.5, 1.0, 2.0]
+    )
     # Registry base URLs by host, e.g. "docker.io=http://127.0.0.1:8001/hub,ghcr.io=http://127.0.0.1:8001"
     registry_urls: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     bot_login: str = "sweepbot[bot]"
@@ -71,7 +81,7 @@ class Settings(BaseSettings):
     dispatch_ref: str = "{head_ref}"
     dispatch_inputs: str = (
         '{"generate-cli-command": "test-config --config-files {config_file} --config-keys {key}'
-        ' --conc {conc} --no-evals", "ref": "{head_sha}", "test-name": "{run_name}"}'
+        ' --conc {conc}{evals}", "ref": "{head_sha}", "test-name": "{run_name}"}'
     )
     runner_capacity: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)
     job_timeout_seconds: float = 6 * 3600.0
@@ -100,6 +110,19 @@ class Settings(BaseSettings):
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("github_consistency_delays", mode="before")
+    @classmethod
+    def _delays(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                return [float(part) for part in _parts(value)]
+            except ValueError as exc:
+                raise SettingsError(
+                    f"SWEEPBOT_GITHUB_CONSISTENCY_DELAYS {value!r} is not comma-separated seconds "
+                    "(e.g. 0.5,1,2)"
+                ) from exc
+        return value
 
     @field_validator("runner_capacity", mode="before")
     @classmethod

@@ -329,6 +329,17 @@ def observe(
         len(audited_commands) >= len(commands),
         f"{len(commands)} command comment(s), {len(audited_commands)} audited",
     )
+    # Every GitHub write is the bot's; a command's writes name the commenter as their cause.
+    not_bot = sorted({a.actor for a in audit if a.action.startswith("github.") and a.actor != "sweepbot"})
+    commenters = {c.user for c in commands}
+    caused = sorted({a.caused_by for a in audit if a.action.startswith("github.") and a.caused_by})
+    bump_refs = [a for a in audit if a.action in ("github.git/update-ref", "github.git/create-ref")]
+    report.add(
+        "audit says who made each GitHub write and who caused it",
+        not not_bot and set(caused) <= commenters and bool(bump_refs),
+        f"writes made by someone else: {not_bot}; caused by {caused}; bump ref writes by "
+        f"{[(a.actor, a.caused_by) for a in bump_refs]}",
+    )
 
     report.summary = {
         "bump_commit": bump,

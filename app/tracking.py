@@ -594,8 +594,13 @@ def refresh_pin(
     from app.recipes import RecipeError, current_image
 
     if pull is not None:
-        head_sha = str((pull.get("head") or {}).get("sha") or "")
-        head_repo = str(((pull.get("head") or {}).get("repo") or {}).get("full_name") or watch.repo)
+        from app.payloads import DELETED_FORK, head_of
+
+        head = head_of(pull, watch.repo)
+        if not head.readable:
+            log.info("pin_unreadable", watch_id=watch.id, reason=DELETED_FORK)
+            return DELETED_FORK
+        head_sha, head_repo = head.sha, str(head.repo)
     else:
         branch = str(gw.get_repo(watch.repo).get("default_branch") or "main")
         ref = gw.get_ref(watch.repo, f"heads/{branch}")
@@ -837,9 +842,13 @@ def target_keys(gw: Any, repo: str, pull: dict[str, Any], cfg: BotConfig) -> lis
     if explicit:
         return explicit
     number = int(pull["number"])
-    head = pull.get("head") or {}
-    head_repo = str((head.get("repo") or {}).get("full_name") or repo)
-    head_sha = str(head.get("sha") or "")
+    from app.payloads import DELETED_FORK, head_of
+
+    head = head_of(pull, repo)
+    if not head.readable:
+        log.info("pr_keys_unreadable", repo=repo, number=number, reason=DELETED_FORK)
+        return []
+    head_repo, head_sha = str(head.repo), head.sha
     base_sha = str((pull.get("base") or {}).get("sha") or "")
     paths = [str(f.get("filename")) for f in gw.list_pull_files(repo, number)]
     keys: list[str] = []

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from html import escape as html_escape
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,7 +18,7 @@ import jwt
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from sim import github_api, render
+from sim import github_api, pages, render
 from sim.engine import Engine
 from sim.github_api import Ctx, Identity, Resp
 from sim.world import SimError, SimSettings, World, iso
@@ -533,8 +534,16 @@ def create_sim_app(
         finally:
             engine.stop()
 
-    app = FastAPI(
-        title="sweepbot sim", lifespan=lifespan, docs_url="/_admin/docs", openapi_url="/_admin/openapi.json"
+    from fastapi_offline import FastAPIOffline
+
+    # Docs assets from the installed package: the admin docs work offline too.
+    app = FastAPIOffline(
+        title="sweepbot sim",
+        lifespan=lifespan,
+        docs_url="/_admin/docs",
+        redoc_url=None,
+        openapi_url="/_admin/openapi.json",
+        static_url="/_admin/docs-static",
     )
     app.state.world = world
     app.state.engine = engine
@@ -741,6 +750,45 @@ def create_sim_app(
         except KeyError as exc:
             return _json(422, {"message": f"missing field {exc} for admin action {action!r}"})
         return _json(200, result)
+
+    # -- html pages: what github.com serves at the html_url of each object ------------------------
+    def page(render_page: Any, *args: Any) -> Response:
+        try:
+            with world.lock:
+                return HTMLResponse(render_page(world, *args))
+        except SimError as exc:
+            return HTMLResponse(
+                f"<!doctype html><title>Not Found</title><h1>404</h1><p>{html_escape(exc.message)}</p>",
+                status_code=exc.status,
+            )
+
+    @app.get("/{owner}/{repo}/pull/{number}/files", response_class=HTMLResponse, include_in_schema=False)
+    def pull_files_html(owner: str, repo: str, number: int) -> Response:
+        return page(pages.pull_files_page, owner, repo, number)
+
+    @app.get("/{owner}/{repo}/pull/{number}", response_class=HTMLResponse, include_in_schema=False)
+    def pull_html(owner: str, repo: str, number: int) -> Response:
+        return page(pages.pull_page, owner, repo, number)
+
+    @app.get("/{owner}/{repo}/commit/{sha}", response_class=HTMLResponse, include_in_schema=False)
+    def commit_html(owner: str, repo: str, sha: str) -> Response:
+        return page(pages.commit_page, owner, repo, sha)
+
+    @app.get("/{owner}/{repo}/actions/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
+    def run_html(owner: str, repo: str, run_id: int) -> Response:
+        return page(pages.run_page, owner, repo, run_id)
+
+    @app.get(
+        "/{owner}/{repo}/actions/runs/{run_id}/job/{job_id}",
+        response_class=HTMLResponse,
+        include_in_schema=False,
+    )
+    def job_html(owner: str, repo: str, run_id: int, job_id: int) -> Response:
+        return page(pages.job_page, owner, repo, run_id, job_id)
+
+    @app.get("/{owner}/{repo}", response_class=HTMLResponse, include_in_schema=False)
+    def repo_html(owner: str, repo: str) -> Response:
+        return page(pages.repo_page, owner, repo)
 
     @app.get("/")
     def index() -> Response:

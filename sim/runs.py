@@ -138,6 +138,16 @@ def _flag(value: Any) -> str:
 
 def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = "") -> str:
     """`RESULT_FILENAME` as benchmark-tmpl.yml's "Launch job script" step exports it on `node`."""
+    if "tp" not in point or isinstance(point.get("conc"), list):
+        from app.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
+
+        base = f"{result_stem(point)}_{node}"
+        return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
+    if "tp" not in point or isinstance(point.get("conc"), list):
+        from app.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
+
+        base = f"{result_stem(point)}_{node}"
+        return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
     base = (
         f"{point['exp-name']}_{point['precision']}_{point['framework']}_tp{point['tp']}"
         f"-pp{point.get('pp', 1)}-dcp{point.get('dcp-size', 1)}-pcp{point.get('pcp-size', 1)}"
@@ -149,7 +159,15 @@ def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = 
 
 
 def job_name(caller: str, point: dict[str, Any], priority: int = SIM_PRIORITY) -> str:
-    """benchmark-tmpl.yml's `name: >-` (six folded lines, empty expressions kept) behind the caller's."""
+    """benchmark-tmpl.yml's `name: >-` (six folded lines, empty expressions kept) behind the caller's.
+
+    Multi-node and agentic rows run other templates (benchmark-multinode-tmpl.yml is not among
+    the fixtures): they are named `multi-node / <result-name>` / `agentic / <result-name>`.
+    """
+    if "tp" not in point or isinstance(point.get("conc"), list):
+        return f"multi-node / {point['result-name']}"
+    if point.get("scenario-type") == "agentic-coding":
+        return f"agentic / {point['result-name']}"
     fw = str(point["framework"])
     par = "".join(
         f"/{tag}{point.get(k)}"

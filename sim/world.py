@@ -1166,13 +1166,17 @@ class World:
             for j in self.jobs.values()
             if j.point.get("result-name") == p.get("result-name") and j.id < job.id
         )
+        # A multi-node row runs its whole conc list on one engine; the simulated result is the
+        # row's highest conc on its decode workers (one result per job, as the bot tracks them).
+        conc = max(p["conc"]) if isinstance(p["conc"], list) else p["conc"]
+        tp = p["tp"] if "tp" in p else (p.get("decode") or {}).get("tp", 4)
         return perf.benchmark_result(
             perf.PerfInput(
                 str(p.get("framework", "vllm")),
-                int(p["conc"]),
+                int(conc),
                 int(p.get("isl", 8192)),
                 int(p.get("osl", 1024)),
-                int(p.get("tp", 4)),
+                int(tp),
                 str(p.get("model", "")),
                 str(p.get("image", "")),
             ),

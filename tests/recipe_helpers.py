@@ -15,7 +15,11 @@ MASTER_FILES = (
     "amd-master.b4cec7f.yaml",
     "amd-master.head.yaml",
     "amd-minimaxm3-8k1k-master.deprecated.head.yaml",
+    # Exact excerpts of configs/nvidia-master.yaml at HEAD (enroot pins, multi-node agentic keys).
+    "nvidia-master.tail.head.yaml",
+    "nvidia-master.dsv4-gb300-trt-mtp.head.yaml",
 )
+AMD_FILES = tuple(name for name in MASTER_FILES if name.startswith("amd-"))
 SEED_KEY = "minimaxm3-fp4-mi355x-vllm"
 BUMPED_IMAGE = "vllm/vllm-openai-rocm:nightly-69715823df89b11ee684b84066390cbb9092d5c1"
 
@@ -86,3 +90,132 @@ def event_values(text: str) -> list[tuple[str, object]]:
         (type(ev).__name__, getattr(ev, "value", None))
         for ev in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     ]
+
+
+def reference_eval_marks(rows: list[dict[str, Any]]) -> list[bool]:
+    """The documented default eval selection (InferenceX utils/evals/EVALS.md), written apart from
+    app.recipes.evals: single-node, 8k1k only, highest and median conc per model / runner /
+    framework / precision / TP / decoding group; one eval per chosen conc (first row in order);
+    the median of an even count is the upper middle value."""
+    import statistics
+
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, row in enumerate(rows):
+        if (row["isl"], row["osl"]) != (8192, 1024):
+            continue
+        key = (
+            row["model"],
+            row["runner"],
+            row["framework"],
+            row["precision"],
+            row["tp"],
+            row["spec-decoding"],
+        )
+        groups.setdefault(key, []).append(i)
+    marks = [False] * len(rows)
+    for members in groups.values():
+        concs = sorted({rows[i]["conc"] for i in members})
+        for wanted in {max(concs), statistics.median_high(concs)}:
+            first = next(i for i in members if rows[i]["conc"] == wanted)
+            marks[first] = True
+    return marks
+
+
+def reference_plan(key: str, entry: dict[str, Any], mode: str = "default") -> list[dict[str, Any]]:
+    """reference_points plus the documented marks for an eval mode (EVALS.md 'Generator eval modes')."""
+    rows = reference_points(key, entry)
+    marks = reference_eval_marks(rows)
+    out = []
+    for row, selected in zip(rows, marks, strict=True):
+        if mode == "default":
+            out.append({**row, "run-eval": selected, "eval-only": False})
+        elif mode == "none":
+            out.append({**row, "run-eval": False, "eval-only": False})
+        elif mode == "only" and selected or mode == "all":
+            out.append({**row, "run-eval": True, "eval-only": True})
+    return out
+
+
+def _concs(item: dict[str, Any]) -> list[int]:
+    if "conc-list" in item:
+        return list(item["conc-list"])
+    out, c = [], item["conc-start"]
+    while c < item["conc-end"]:
+        out.append(c)
+        c *= 2
+    return out + [item["conc-end"]]
+
+
+def _worker(w: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "num-worker": w["num-worker"], "tp": w["tp"], "pp": w.get("pp", 1), "dcp-size": w.get("dcp-size", 1),
+        "pcp-size": w.get("pcp-size", 1), "ep": w["ep"], "dp-attn": w.get("dp-attn", False),
+        "additional-settings": list(w.get("additional-settings") or []),
+    }  # fmt: skip
+
+
+def reference_rows(key: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Multi-node and agentic rows from the documented rules (app/recipes/topology.py docstring),
+    written independently: (kind, seq or None, topology, conc or conc list) per row, in file order."""
+    rows: list[dict[str, Any]] = []
+    multinode = bool(entry.get("multinode"))
+    for kind, scenarios in entry["scenarios"].items():
+        for scenario in scenarios:
+            for item in scenario["search-space"]:
+                concs = _concs(item)
+                base = {
+                    "kind": kind,
+                    "isl": scenario.get("isl"),
+                    "osl": scenario.get("osl"),
+                    "spec-decoding": item.get("spec-decoding", "none"),
+                }
+                if kind == "agentic-coding":
+                    base["kv-offloading"] = item.get("kv-offloading", item.get("offloading", "none"))
+                    base["duration"] = scenario.get("duration", 3600)
+                if multinode:
+                    rows.append(
+                        {
+                            **base,
+                            "prefill": _worker(item["prefill"]),
+                            "decode": _worker(item["decode"]),
+                            "conc": concs,
+                        }
+                    )
+                elif kind == "agentic-coding":
+                    for c in concs:
+                        rows.append(
+                            {
+                                **base,
+                                "tp": item["tp"],
+                                "ep": item.get("ep", 1),
+                                "dp-attn": item.get("dp-attn", False),
+                                "conc": c,
+                            }
+                        )
+                else:
+                    single = {
+                        "tp": item["tp"],
+                        "ep": item.get("ep", 1),
+                        "dp-attn": item.get("dp-attn", False),
+                    }
+                    rows += [{**base, **single, "conc": c} for c in concs]
+    return rows
+
+
+def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same view of planned rows, for comparison with reference_rows."""
+    out = []
+    for r in rows:
+        kind = r.get("scenario-type", "fixed-seq-len")
+        row = {"kind": kind, "isl": r.get("isl"), "osl": r.get("osl"), "spec-decoding": r["spec-decoding"]}
+        if kind == "agentic-coding":
+            row["kv-offloading"] = r["kv-offloading"]
+            row["duration"] = r["duration"]
+        if "prefill" in r:
+            for role in ("prefill", "decode"):
+                row[role] = {k: r[role][k] for k in _worker(r[role])}
+            row["conc"] = r["conc"]
+        else:
+            row.update({"tp": r["tp"], "ep": r["ep"], "dp-attn": r["dp-attn"], "conc": r["conc"]})
+        out.append(row)
+    return out

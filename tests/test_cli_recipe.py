@@ -24,7 +24,7 @@ from tests.recipe_helpers import (
     fixture_path,
     fixture_text,
     is_single_node_fixed,
-    reference_points,
+    reference_plan,
 )
 
 app = typer.Typer()
@@ -84,7 +84,7 @@ def test_bump_every_key_changes_exactly_that_line_and_value(name: str) -> None:
         changed = [(x, y) for x, y in zip(before, after, strict=True) if x != y]
         assert len(after) == len(before), key
         assert changed == [(("ScalarEvent", entry["image"]), ("ScalarEvent", NEW_IMAGE))], key
-    assert len(master) >= 16
+    assert len(master) >= (16 if name.startswith("amd-") else 1)
 
 
 def test_bump_seed_key_reproduces_the_real_commit_and_in_place_rewrites(tmp_path: Path) -> None:
@@ -134,11 +134,11 @@ def test_plan_json_every_key_agrees_with_the_reference(name: str) -> None:
         code, out, err = _run("plan", str(path), key, "--json")
         if is_single_node_fixed(entry):
             assert code == 0, (key, err)
-            assert json.loads(out) == reference_points(key, entry), key
+            assert json.loads(out) == reference_plan(key, entry), key
             planned += 1
-        else:
-            assert code == 2 and "not supported" in err and err.count("\n") == 1, key
-    assert planned >= 10
+        else:  # multi-node and agentic keys: tests/test_recipes_topology.py checks their rows
+            assert code == 0 and json.loads(out), (key, err)
+    assert planned >= (10 if name.startswith("amd-") else 0)
 
 
 def test_plan_seed_key_filters_and_table() -> None:

@@ -107,7 +107,10 @@ def test_help_is_generated_from_the_grammar() -> None:
         assert f"`{spec.usage()}`" in text
         for opt in spec.options:
             assert f"`{opt.name}={opt.placeholder}`" in text
-    assert "/sweep [config=KEY] [conc=32,64 | 4..256] [seq=8k1k] [tp=4] [priority=low|normal|high]" in text
+    assert (
+        "/sweep [config=KEY] [conc=32,64 | 4..256] [seq=8k1k] [tp=4] [evals=default|none|only|all] "
+        "[priority=low|normal|high]" in text
+    )
     # Every example in the help parses cleanly: the help cannot teach a command the parser rejects.
     for spec in GRAMMAR:
         if spec.example:

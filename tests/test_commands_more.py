@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from sim.scenario import BENCH_REPO, BOT, IMAGE, MASTER_PATH, OUTSIDER, RECIPE_BRANCH, VLLM_REPO, SeedScenario
 from sim.server import SimServer
-from sim.world import SimSettings
+from sim.world import SimSettings, iso
 
 PR = 2104
 KEY = "minimaxm3-fp4-mi355x-vllm"
@@ -86,10 +86,21 @@ def _payload(world: Any, login: str, body: str, pr: int = PR) -> dict[str, Any]:
     return {
         "action": "created",
         "issue": {"number": pr, "pull_request": {"url": "x"}},
-        "comment": {"id": c.id, "body": body, "user": user},
+        "comment": {"id": c.id, "body": body, "user": user, "created_at": iso(c.created_at)},
         "repository": {"full_name": BENCH_REPO},
         "sender": user,
     }
+
+
+def _saw_head(session: Session, pr: int, sha: str, *, seconds_ago: float) -> None:
+    """What the bot records from a pull_request opened/synchronize event, dated explicitly."""
+    from datetime import UTC, datetime, timedelta
+
+    from app.heads import record_head
+
+    at = datetime.now(UTC) - timedelta(seconds=seconds_ago)
+    record_head(session, repo=BENCH_REPO, pr_number=pr, sha=sha, at=at, source="test")
+    session.commit()
 
 
 def _comment(session: Session, world: Any, login: str, body: str, pr: int = PR) -> Any:
@@ -261,6 +272,7 @@ def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any],
     world = sim["world"]
     number = _open_fork_pr(world)
     head1 = world.pull_head_sha(world.pull(BENCH_REPO, number))
+    _saw_head(db_session, number, head1, seconds_ago=60)  # the bot got the PR's "opened" event
 
     asked = _comment(db_session, world, MAINTAINER, "/sweep conc=32", pr=number)
     assert asked.results == [("/sweep", "ok")]
@@ -286,6 +298,11 @@ def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any],
     assert sweep.state == "awaiting_approval" and sweep.approved_sha is None
     assert "approval voided" in (sweep.state_reason or "")
     assert _audit(db_session, "sweep.approval_voided") == [("sweepbot", "ok")]
+    # Its "synchronize" event has not arrived: the head the maintainer saw was head1, not head2.
+    stale = _comment(db_session, world, MAINTAINER, "/sweep approve", pr=number)
+    assert f"it was `{head1[:12]}` when you wrote it and is `{head2[:12]}` now" in (stale.reply or "")
+    assert f"/sweep approve {head2[:12]}" in (stale.reply or "")
+    _saw_head(db_session, number, head2, seconds_ago=10)
     stale = _comment(db_session, world, MAINTAINER, "/sweep approve", pr=number)
     assert f"no open sweep of {BENCH_REPO}#{number} is at `{head2[:7]}`" in (stale.reply or "")
 
@@ -310,6 +327,7 @@ def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any],
     assert _audit(db_session, "command.sweep.approve") == [
         (OUTSIDER, "refused"),
         (MAINTAINER, "ok"),
+        (MAINTAINER, "failed"),
         (MAINTAINER, "ok"),
         ("alice-admin", "ok"),
     ]
@@ -401,3 +419,60 @@ def test_docs_commands_md_holds_the_generated_help() -> None:
     )
     for spec in GRAMMAR:  # every command is also explained below the generated block
         assert f"`{spec.words}`" in text.split(end, 1)[1] or spec.words == "/help", spec.words
+
+
+def test_a_push_between_the_approve_comment_and_its_handling_is_not_approved(
+    sim: dict[str, Any], db_session: Session
+) -> None:
+    """The approval race: the maintainer reviewed head1 and wrote /sweep approve; the fork pushed
+    head2 before the bot handled the comment. Binding to the head at handling time approved head2."""
+    from app import scheduler
+    from app.commands import handle_comment
+    from app.models.sweeps import Sweep
+
+    world = sim["world"]
+    number = _open_fork_pr(world)
+    head1 = world.pull_head_sha(world.pull(BENCH_REPO, number))
+    _saw_head(db_session, number, head1, seconds_ago=60)
+    assert _comment(db_session, world, MAINTAINER, "/sweep conc=32", pr=number).results == [("/sweep", "ok")]
+    sweep = db_session.scalars(select(Sweep)).one()
+    assert sweep.state == "awaiting_approval" and sweep.head_sha == head1
+
+    payload = _payload(world, MAINTAINER, "/sweep approve", pr=number)  # written now, about head1
+    head2 = world.commit_files(FORK, "main", {"NOTES.md": "unreviewed\n"}, "sneak", author=OUTSIDER)
+    # The push's synchronize event even arrives before the comment is handled.
+    _saw_head(db_session, number, head2, seconds_ago=-5)
+    out = handle_comment(db_session, _gw(db_session), payload, bot_login=BOT, delivery_id="d-race")
+    db_session.commit()
+    assert out.results == [("/sweep approve", "failed")]
+    assert f"it was `{head1[:12]}` when you wrote it and is `{head2[:12]}` now" in (out.reply or "")
+    assert f"`/sweep approve {head2[:12]}`" in (out.reply or "")
+    db_session.refresh(sweep)
+    assert sweep.state == "awaiting_approval" and sweep.approved_sha is None
+    scheduler.tick(_factory(), _gw)
+    assert world.runs == {}  # nothing dispatched
+
+    # Naming a commit that is not the head is refused too; naming the head approves exactly it.
+    wrong = _comment(db_session, world, MAINTAINER, f"/sweep approve {head1[:12]}", pr=number)
+    assert wrong.results == [("/sweep approve", "failed")]
+    assert "is not the PR's head" in (wrong.reply or "")
+    named = _comment(db_session, world, MAINTAINER, f"/sweep approve {head2[:12]}", pr=number)
+    assert named.results == [("/sweep approve", "ok")]
+    assert f"no open sweep of {BENCH_REPO}#{number} is at `{head2[:7]}`" in (named.reply or "")
+    db_session.refresh(sweep)
+    assert sweep.approved_sha is None  # the head1 sweep stays unapproved
+
+
+def test_approve_without_any_record_of_the_head_asks_for_the_sha(
+    sim: dict[str, Any], db_session: Session
+) -> None:
+    world = sim["world"]
+    number = _open_fork_pr(world)
+    head = world.pull_head_sha(world.pull(BENCH_REPO, number))
+    assert _comment(db_session, world, MAINTAINER, "/sweep conc=32", pr=number).results == [("/sweep", "ok")]
+    out = _comment(db_session, world, MAINTAINER, "/sweep approve", pr=number)
+    assert out.results == [("/sweep approve", "failed")]
+    assert "no record of this PR's head" in (out.reply or "")
+    ok = _comment(db_session, world, MAINTAINER, f"/sweep approve {head}", pr=number)
+    assert ok.results == [("/sweep approve", "ok")]
+    assert f"Approved by @{MAINTAINER} for `{head[:7]}`" in (ok.reply or "")

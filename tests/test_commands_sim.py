@@ -35,11 +35,11 @@ def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Any
         clear_cache()
 
 
-def _gw(session: Session) -> Any:
+def _gw(session: Session, caused_by: str = "sweepbot") -> Any:
     from app.github import gateway
     from app.settings import get_settings
 
-    return gateway(get_settings(), session)
+    return gateway(get_settings(), session, actor=caused_by)
 
 
 def _comment(session: Session, world: Any, login: str, body: str) -> Any:
@@ -54,7 +54,8 @@ def _comment(session: Session, world: Any, login: str, body: str) -> Any:
         "repository": {"full_name": BENCH_REPO},
         "sender": user,
     }
-    out = handle_comment(session, _gw(session), payload, bot_login=BOT, delivery_id=f"d-{c.id}")
+    # the gateway the issue_comment handler builds: writes caused by the commenter
+    out = handle_comment(session, _gw(session, login), payload, bot_login=BOT, delivery_id=f"d-{c.id}")
     session.commit()
     return out
 
@@ -112,6 +113,11 @@ def test_maintainer_sweep_runs_two_points_and_reports_once(world: Any, db_sessio
     assert "xychart-beta" in body and "/actions/runs/" in body
     audit = db_session.scalars(select(AuditEntry).where(AuditEntry.action == "command.sweep")).all()
     assert [(a.actor, a.outcome) for a in audit] == [("bob-maintainer", "ok")]
+    # The reply is the bot's write, caused by the maintainer's comment.
+    writes = db_session.scalars(select(AuditEntry).where(AuditEntry.action.startswith("github."))).all()
+    caused = [w for w in writes if w.caused_by == "bob-maintainer"]
+    assert caused and {w.action for w in caused} >= {"github.issues/create-comment"}
+    assert {w.actor for w in writes} == {"sweepbot"}
 
     # A second /sweep edits the same report instead of adding one.
     second = _comment(db_session, world, "alice-admin", "/sweep conc=32,64")

@@ -204,3 +204,64 @@ def test_a_long_retry_after_is_not_slept_on(sim: SimServer, db_session: Session,
         retrying.get_pull(REPO, 2104)
     assert time.monotonic() - started < 5  # the worker is not held for two minutes
     assert info.value.retry_after == 120
+
+
+def test_a_secondary_limit_without_retry_after_waits_a_minute_not_until_the_reset() -> None:
+    import json
+    import time
+
+    body = json.dumps({"message": "You have exceeded a secondary rate limit. Please wait a few minutes."})
+    headers = {"x-ratelimit-remaining": "4000", "x-ratelimit-reset": str(int(time.time()) + 3000)}
+    gw = GitHubGateway(_StubRequester((403, headers, body)))  # type: ignore[arg-type]
+    with pytest.raises(TransientError) as info:
+        gw.get_pull(REPO, 1)
+    exc = info.value
+    assert exc.rate_limited and exc.exponential and exc.retry_after == 60.0
+    assert [exc.delay(n, default=1.0) for n in (1, 2, 3)] == [60.0, 120.0, 240.0]
+
+
+def test_a_403_on_the_permission_call_means_no_permission() -> None:
+    import json
+
+    refused = (403, {}, json.dumps({"message": "Must have push access to view repository collaborators."}))
+    custom = {
+        "permission": "write",
+        "role_name": "release-captain",
+        "user": {"login": "carol", "permissions": {"admin": False, "maintain": True, "push": True}},
+    }
+    gw = GitHubGateway(_StubRequester(refused, (200, {}, json.dumps(custom))))  # type: ignore[arg-type]
+    assert gw.permission(REPO, "mallory") == "none"
+    assert gw.permission(REPO, "carol") == "maintain"
+
+
+def test_pr_creation_right_after_the_branch_push_is_retried_briefly() -> None:
+    import json
+
+    lag = (
+        422,
+        {},
+        json.dumps(
+            {
+                "message": "Validation Failed",
+                "errors": [{"resource": "PullRequest", "field": "head", "code": "invalid"}],
+            }
+        ),
+    )
+    created = (201, {}, json.dumps({"number": 7}))
+    stub = _StubRequester(lag, lag, created)
+    gw = GitHubGateway(stub, consistency_delays=(0.0, 0.0, 0.0))  # type: ignore[arg-type]
+    assert gw.create_pull(REPO, title="t", head="b", base="main", body="")["number"] == 7
+    assert len(stub.calls) == 3
+    exists = (
+        422,
+        {},
+        json.dumps(
+            {
+                "message": "Validation Failed",
+                "errors": [{"message": "A pull request already exists for o:b."}],
+            }
+        ),
+    )
+    gw = GitHubGateway(_StubRequester(exists), consistency_delays=(0.0,))  # type: ignore[arg-type]
+    with pytest.raises(Conflict):
+        gw.create_pull(REPO, title="t", head="b", base="main", body="")

@@ -21,11 +21,12 @@ LINK = "https://github.com/SemiAnalysisAI/InferenceX/pull/2104"
 
 
 def _blank_lines_before_new_entry(new: str) -> int:
+    """Empty lines (zero characters; a whitespace-only line is not empty) right before the entry."""
     lines = new.splitlines()
     start = max(i for i, line in enumerate(lines) if line == "- config-keys:")
     count = 0
     for line in reversed(lines[:start]):
-        if line.strip():
+        if line != "":
             break
         count += 1
     return count
@@ -79,8 +80,8 @@ ENTRY = '- config-keys:\n    - a\n  description:\n    - "x"\n  pr-link: XXX'
     [
         (ENTRY + "\n", "\n"),  # normal: one blank line added
         (ENTRY, "\n\n"),  # no final newline: only a newline, then the blank line
-        (ENTRY + "\n  ", "\n"),  # whitespace-only last line without newline (the real file has `  ` lines)
-        (ENTRY + "\n  \n", ""),  # already ends with a whitespace-only line: kept, nothing added
+        (ENTRY + "\n  ", "\n\n"),  # whitespace-only last line without newline: ended, then one empty line
+        (ENTRY + "\n  \n", "\n"),  # whitespace-only last line: kept, and one *empty* line follows it
         (ENTRY + "\n\n", ""),  # already ends with a blank line
         (ENTRY + "  \n", "\n"),  # trailing whitespace after the link
         ("", ""),  # empty file

@@ -116,11 +116,12 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
     res = scheduler.tick(env["factory"], lambda s: gw)
     assert res.dispatched_runs >= 1 and _inflight(env["factory"]) <= 10
     # largest conc first: conc 512 and 256 (5 slots each over both seq-lens) fill the 10 runners;
-    # the command is the repo CLI's test-config for the key's own master file
+    # the command is the repo CLI's test-config for the key's own master file. 512 holds an eval
+    # point of the default selection, 256 none (so the generator is told not to spend an eval job)
+    cmd = f"test-config --config-files .github/configs/amd-master.yaml --config-keys {KEY} --conc"
     assert [d["inputs"]["generate-cli-command"] for d in gw.dispatches] == [
-        f"test-config --config-files .github/configs/amd-master.yaml --config-keys {KEY} --conc {c}"
-        " --no-evals"
-        for c in (512, 256)
+        f"{cmd} 512",
+        f"{cmd} 256 --no-evals",
     ]
     assert gw.dispatches[0]["ref"] == "recipe-branch" and gw.dispatches[0]["inputs"]["ref"] == "a" * 40
     assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
@@ -524,3 +525,22 @@ def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[
             scheduler._dispatch(s, gw, claim, get_settings(), stale)
             s.commit()
     assert len(gw.dispatches) == len(claims) and stale.dispatched_runs == 0
+
+
+def test_eval_modes_shape_the_sweep_and_its_dispatch(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    default = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    marks = {(j.tp, j.conc) for j in _jobs(env["factory"], default.sweep.id) if j.point["run-eval"]}
+    assert marks == {(8, 32), (8, 512), (4, 16), (4, 128)}  # highest and median conc per TP
+    only = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", evals="only"))
+    assert only.sweep.id != default.sweep.id  # another eval mode is another sweep
+    jobs = _jobs(env["factory"], only.sweep.id)
+    assert sorted((j.tp, j.conc) for j in jobs) == sorted(marks)
+    assert all(j.point["eval-only"] for j in jobs)
+    scheduler.tick(env["factory"], lambda s: gw)
+    assert gw.dispatches and all(
+        d["inputs"]["generate-cli-command"].endswith(" --evals-only") for d in gw.dispatches
+    )
+    every = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", evals="all"))
+    assert len(_jobs(env["factory"], every.sweep.id)) == 28
+    assert SweepFilters(evals="all").describe() == "evals=all"

@@ -155,3 +155,45 @@ def test_runner_lost_is_retried_on_the_sim(bot: dict[str, Any]) -> None:
         jobs = s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()
         assert {j.state for j in jobs} == {JobState.SUCCEEDED}
         assert max(j.attempts for j in jobs) == 2
+
+
+@pytest.mark.parametrize(
+    ("key", "label", "conc"),
+    [
+        ("dsv4-fp4-mi355x-atom-disagg", "mi355x", ()),
+        ("kimik2.5-fp4-mi355x-vllm-agentic", "mi355x", (32, 40)),
+    ],
+    ids=["multi-node", "agentic"],
+)
+def test_sweep_of_a_multinode_or_agentic_key_runs_and_tracks_every_row(
+    bot: dict[str, Any], key: str, label: str, conc: tuple[int, ...]
+) -> None:
+    factory = bot["factory"]
+    with factory() as s:
+        req = scheduler.request_sweep(
+            s,
+            bot["gw"](s),
+            repo=bot["repo"],
+            pr_number=bot["pr"],
+            config_key=key,
+            requested_by="carol-writer",
+            reason="command",
+            filters=SweepFilters(evals="none", conc=conc),
+        )
+        s.commit()
+        planned = [j.point for j in s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id))]
+    assert planned and all(p["runner"] == label for p in planned)
+    _drive(bot)
+    with factory() as s:
+        jobs = s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()
+        assert {j.state for j in jobs} == {JobState.SUCCEEDED}, [(j.state, j.reason) for j in jobs]
+        names = {j.result_name for j in jobs}
+    with bot["sim"].world.lock:
+        ran = [j.point["result-name"] for j in bot["sim"].world.jobs.values()]
+    assert set(ran) == names and len(ran) == len(names)
+    with bot["sim"].world.lock:
+        commands = [str(r.inputs["generate-cli-command"]) for r in bot["sim"].world.runs.values()]
+    if key.endswith("-agentic"):  # agentic points have no seq-len; the dispatch leaves it out
+        assert all("--seq-lens" not in c for c in commands)
+    else:  # a multi-node row runs its whole conc list on one engine
+        assert any("--conc 256 512 768 1024 2048" in c for c in commands)

@@ -21,7 +21,10 @@ def collect_job(self: Any, job_id: int) -> dict[str, Any]:
         with session_scope() as session:
             outcome = collect(session, session_gateway(session), job_id)
     except TransientError as exc:
-        raise self.retry(exc=exc, countdown=exc.retry_after or min(300, 5 * 2**self.request.retries)) from exc
+        attempt = self.request.retries + 1
+        raise self.retry(
+            exc=exc, countdown=exc.delay(attempt, min(300, 5 * 2**self.request.retries))
+        ) from exc
     enqueue("sweepbot.flush_reports")
     enqueue("sweepbot.scheduler_tick")  # a runner is free again
     return asdict(outcome)

@@ -29,4 +29,4 @@ def check_watch(self: Any, watch_id: int) -> str | None:
             result = run(session, int(watch_id))
             return result.decision.action if result is not None else None
     except TransientError as exc:
-        raise self.retry(exc=exc, countdown=exc.retry_after or 30) from exc
+        raise self.retry(exc=exc, countdown=exc.delay(self.request.retries + 1, 30)) from exc

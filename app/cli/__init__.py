@@ -94,16 +94,41 @@ def beat() -> None:
     celery_app.start(["beat", "--loglevel", settings.log_level, "--schedule", str(schedule)])
 
 
+def use_data_dir(data_dir: Path | None) -> None:
+    """``--data-dir`` wins over ``SWEEPBOT_DATA_DIR`` for this process and its children."""
+    if data_dir is None:
+        return
+    from app.settings import reset_settings_cache
+
+    os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir.resolve())
+    reset_settings_cache()
+
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        metavar="DIR",
+        help="Where the database, logs and secrets live (default: $SWEEPBOT_DATA_DIR or ./.sweepbot)",
+    ),
+]
+
+
 @cli.command()
 def up(
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    sim_port: Annotated[int, typer.Option(help="Port of the simulated GitHub (no credentials set)")] = 8001,
+    host: Annotated[str, typer.Option(metavar="HOST", help="Interface to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port of the API and dashboard")] = 8000,
+    sim_port: Annotated[
+        int, typer.Option(metavar="PORT", help="Port of the simulated GitHub (no credentials set)")
+    ] = 8001,
+    data_dir: DataDirOption = None,
 ) -> None:
     """API + worker + beat in one process tree on the embedded default; prints the URLs.
 
     With no GitHub credentials set, a simulated GitHub (with the seed world) is started and wired in.
     """
+    use_data_dir(data_dir)
+    _settings()
     from app.launcher import run_stack
 
     raise typer.Exit(run_stack(host=host, port=port, sim_port=sim_port, console=console))

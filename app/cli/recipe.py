@@ -19,12 +19,15 @@ from rich.console import Console
 from rich.table import Table
 
 from app.recipes import (
+    EntryFlags,
     RecipeError,
     append_changelog,
-    expand_points,
     parse_master,
+    seq_name,
     set_image,
 )
+from app.recipes.evals import eval_mode_from_flags, plan_with_evals
+from app.recipes.topology import point_summary
 
 recipe_app = typer.Typer(
     help="Benchmark-repo files: plan a config key's sweep, bump its image pin, append to the perf-changelog.",
@@ -99,35 +102,57 @@ def plan(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON array, one object per point.")
     ] = False,
+    no_evals: Annotated[bool, typer.Option("--no-evals", help="Throughput only, no eval points.")] = False,
+    evals_only: Annotated[
+        bool, typer.Option("--evals-only", help="Only the selected eval points, without throughput.")
+    ] = False,
+    all_evals: Annotated[
+        bool, typer.Option("--all-evals", help="Every point as an eval only (implies --evals-only).")
+    ] = False,
 ) -> None:
-    """List the benchmark points the repo's matrix logic runs for KEY (single-node fixed-seq-len)."""
+    """List the benchmark points the repo's matrix logic runs for KEY (single-node, multi-node, agentic).
+
+    Each point says whether it also runs the accuracy eval (`run-eval`) and whether it runs only
+    the eval (`eval-only`), as the repo's default selection and eval modes decide.
+    """
     if tp is not None and tp <= 0:
         _fail(f"--tp must be a positive integer, got {tp}")
     conc_filter = _parse_conc(conc)
     text = _read(file)
     try:
-        points = expand_points(parse_master(text), key, seq=seq, conc=conc_filter, tp=tp)
+        mode = eval_mode_from_flags(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
+        points = plan_with_evals(parse_master(text), key, seq=seq, conc=conc_filter, tp=tp, mode=mode)
     except RecipeError as exc:
         _fail(str(exc))
     if as_json:
-        _write_stdout(json.dumps([p.to_json() for p in points], indent=2) + "\n")
+        _write_stdout(json.dumps(points, indent=2) + "\n")
         return
-    table = Table(title=f"{key}: {len(points)} points", title_justify="left")
-    for column in ("seq", "tp", "ep", "dp-attn", "spec", "pp/dcp/pcp", "conc", "result-name"):
+    evals = sum(1 for p in points if p["run-eval"])
+    table = Table(
+        title=f"{key}: {len(points)} points, {evals} with evals ({mode.value} eval mode)",
+        title_justify="left",
+    )
+    for column in ("seq", "tp", "ep", "dp-attn", "spec", "pp/dcp/pcp", "conc", "eval", "result-name"):
         table.add_column(column, justify="right" if column in ("tp", "ep", "conc") else "left")
     for p in points:
-        table.add_row(
-            p.seq,
-            str(p.tp),
-            str(p.ep),
-            str(p.dp_attn).lower(),
-            p.spec_decoding,
-            f"{p.pp}/{p.dcp_size}/{p.pcp_size}",
-            str(p.conc),
-            p.result_name,
-        )
-    console = Console(width=220)
-    console.print(f"image: {points[0].image}" if points else "no points")
+        if "isl" in p and "prefill" not in p:
+            row = [
+                seq_name(p["isl"], p["osl"]),
+                str(p["tp"]),
+                str(p["ep"]),
+                str(p["dp-attn"]).lower(),
+                p["spec-decoding"],
+                f"{p['pp']}/{p['dcp-size']}/{p['pcp-size']}",
+                str(p["conc"]),
+            ]
+        else:  # multi-node rows and agentic points (app/recipes/topology.py)
+            s = point_summary(p)
+            seq = seq_name(p["isl"], p["osl"]) if "isl" in p else s["seq"]
+            row = [seq, s["topology"], "", "", s["spec"], "", s["conc"]]
+        eval_mark = ("eval only" if p["eval-only"] else "eval") if p["run-eval"] else ""
+        table.add_row(*row, eval_mark, p["result-name"])
+    console = Console(width=230)
+    console.print(f"image: {points[0]['image']}" if points else "no points")
     console.print(table)
 
 
@@ -258,16 +283,46 @@ def changelog(
         list[str], typer.Option("--description", help="One description line (repeatable).")
     ],
     pr_link: Annotated[
-        str | None, typer.Option("--pr-link", help="PR URL; without it the entry says XXX.")
+        str | None,
+        typer.Option("--pr-link", help="PR URL, or XXX while the PR has no number (the default)."),
+    ] = None,
+    scenario_type: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scenario-type", help="Restrict the sweep to fixed-seq-len or agentic-coding (repeatable)."
+        ),
+    ] = None,
+    evals_only: Annotated[bool, typer.Option("--evals-only", help="Run only the eval jobs.")] = False,
+    all_evals: Annotated[
+        bool, typer.Option("--all-evals", help="Run evals for every fixed-seq-len config.")
+    ] = False,
+    no_evals: Annotated[bool, typer.Option("--no-evals", help="Run no eval jobs.")] = False,
+    append_only: Annotated[
+        bool,
+        typer.Option("--append-only", help="Run only points added since the last curve, then append them."),
+    ] = False,
+    eval_min_prefill_ep: Annotated[
+        int | None,
+        typer.Option("--eval-min-prefill-ep", help="Drop multi-node eval rows whose prefill ep is lower."),
     ] = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Rewrite FILE instead of printing it.")
     ] = False,
 ) -> None:
-    """Append a perf-changelog entry at the end of FILE in the repo's format."""
+    """Append a perf-changelog entry at the end of FILE in the repo's format (every field its gate knows)."""
     text = _read(file)
+    flags = EntryFlags(
+        scenario_type=tuple(scenario_type or ()),
+        evals_only=evals_only,
+        all_evals=all_evals,
+        no_evals=no_evals,
+        append_only=append_only,
+        eval_min_prefill_ep=eval_min_prefill_ep,
+    )
     try:
-        new_text = append_changelog(text, config_keys=key, description=description, pr_link=pr_link)
+        new_text = append_changelog(
+            text, config_keys=key, description=description, pr_link=pr_link, flags=flags
+        )
     except RecipeError as exc:
         _fail(str(exc))
     if in_place:

@@ -326,10 +326,13 @@ def audit(
     target: str | None,
     page: int,
     per_page: int,
+    caused_by: str | None = None,
 ) -> S.Page[S.AuditOut]:
     stmt = select(AuditEntry).order_by(AuditEntry.id.desc())
     if actor:
         stmt = stmt.where(AuditEntry.actor == actor)
+    if caused_by:
+        stmt = stmt.where(AuditEntry.caused_by == caused_by)
     if action:
         stmt = stmt.where(AuditEntry.action.startswith(action, autoescape=True))
     if outcome:
@@ -342,6 +345,7 @@ def audit(
             id=a.id,
             at=_aware(a.at),
             actor=a.actor,
+            caused_by=a.caused_by,
             action=a.action,
             target=a.target,
             outcome=a.outcome,

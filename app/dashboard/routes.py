@@ -238,11 +238,19 @@ def _api(router: APIRouter) -> None:
         action: str | None = None,
         outcome: str | None = None,
         target: str | None = None,
+        caused_by: str | None = None,
         page: PageNo = 1,
         per_page: PerPage = 50,
     ) -> S.Page[S.AuditOut]:
         return data.audit(
-            session, actor=actor, action=action, outcome=outcome, target=target, page=page, per_page=per_page
+            session,
+            actor=actor,
+            action=action,
+            outcome=outcome,
+            target=target,
+            caused_by=caused_by,
+            page=page,
+            per_page=per_page,
         )
 
     @router.get("/api/me", tags=tags, summary="Who the dashboard thinks you are, and your CSRF token")
@@ -409,6 +417,7 @@ def _pages(router: APIRouter) -> None:
         action: str | None = None,
         outcome: str | None = None,
         target: str | None = None,
+        caused_by: str | None = None,
         page: PageNo = 1,
     ) -> HTMLResponse:
         out = data.audit(
@@ -417,6 +426,7 @@ def _pages(router: APIRouter) -> None:
             action=action or None,
             outcome=outcome or None,
             target=target or None,
+            caused_by=caused_by or None,
             page=page,
             per_page=50,
         )
@@ -431,6 +441,7 @@ def _pages(router: APIRouter) -> None:
                 "action": action or "",
                 "outcome": outcome or "",
                 "target": target or "",
+                "caused_by": caused_by or "",
             },
             qs=lambda **c: _qs(request, **c),
         )

@@ -80,7 +80,8 @@ class DeliveryDetail(DeliveryOut):
 class AuditOut(BaseModel):
     id: int
     at: datetime | None
-    actor: str
+    actor: str  # who made the change (the bot, for every GitHub write)
+    caused_by: str | None = None  # whose action led to it, when that is someone else
     action: str
     target: str | None
     outcome: str

@@ -56,6 +56,8 @@ class AuditEntry(Base):
         DateTime(timezone=True), server_default=func.now(), default=lambda: datetime.now(UTC), index=True
     )
     actor: Mapped[str] = mapped_column(String(200), index=True)  # GitHub login, operator, or "sweepbot"
+    # Who caused it, when someone else made it: a bot write after a maintainer's command.
+    caused_by: Mapped[str | None] = mapped_column(String(200), index=True)
     action: Mapped[str] = mapped_column(String(100), index=True)  # e.g. command.sweep, github.create_comment
     target: Mapped[str | None] = mapped_column(String(400))  # e.g. owner/repo#12
     outcome: Mapped[str] = mapped_column(String(32))  # ok, refused, failed, noop

@@ -50,6 +50,10 @@ class JobState:
 
 
 PRIORITIES = {"high": 0, "normal": 1, "low": 2}
+# Nightly canaries (app.nightlywatch): below every class a user can ask for, released only onto
+# idle runners (app.release_policy). Not in PRIORITIES, so no command or API can request it.
+CANARY_PRIORITY = 9
+CANARY_REASON = "canary"
 
 
 class Sweep(Base):
@@ -70,7 +74,7 @@ class Sweep(Base):
     points_digest: Mapped[str] = mapped_column(String(64))  # sha256 of the sorted result names
     filters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     requested_by: Mapped[str] = mapped_column(String(200))
-    reason: Mapped[str] = mapped_column(String(16))  # command | bump | api
+    reason: Mapped[str] = mapped_column(String(16))  # command | bump | api | canary
     priority: Mapped[int] = mapped_column(Integer, default=PRIORITIES["normal"])
     state: Mapped[str] = mapped_column(String(20), default=SweepState.ACTIVE)
     state_reason: Mapped[str | None] = mapped_column(Text)

@@ -5,10 +5,15 @@ rule was checked against the benchmark repo (SemiAnalysisAI/InferenceX).
 """
 
 from app.recipes.changelog import (
+    NO_FLAGS,
     PENDING_PR_LINK,
+    SCENARIO_TYPES,
+    EntryFlags,
     append_changelog,
     changelog_description_for_bump,
     render_entry,
+    replace_pending_link,
+    separator_for,
     yaml_double_quoted,
 )
 from app.recipes.errors import (
@@ -53,11 +58,14 @@ from app.recipes.pin import current_image, set_image, validate_image
 __all__ = [
     "MASTER_CONFIG_DIRS",
     "MASTER_CONFIG_GLOBS",
+    "NO_FLAGS",
     "PENDING_PR_LINK",
+    "SCENARIO_TYPES",
     "AmbiguousKeyError",
     "ChangelogError",
     "EditError",
     "EmptyPlanError",
+    "EntryFlags",
     "InvalidImageError",
     "InvalidRecipeError",
     "InvalidYamlError",
@@ -82,9 +90,11 @@ __all__ = [
     "plannable_keys",
     "recipe_fingerprint",
     "render_entry",
+    "replace_pending_link",
     "runner_capacity",
     "runner_hardware",
     "script_candidates",
+    "separator_for",
     "seq_name",
     "set_image",
     "sibling_key",

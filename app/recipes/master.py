@@ -1,8 +1,8 @@
 """Master-config parsing and sweep planning, in agreement with the benchmark repo's matrix logic.
 
-What the benchmark repo (SemiAnalysisAI/InferenceX, `infx/matrix/generate.py`, formerly
-`utils/matrix_logic/generate_sweep_configs.py`, command `test-config`) does for a single-node
-`fixed-seq-len` config, as checked against its source:
+What the benchmark repo (SemiAnalysisAI/InferenceX at 843c6254: `utils/matrix_logic/
+generate_sweep_configs.py`, command `test-config`, run by `.github/workflows/e2e-tests.yml`) does
+for a single-node `fixed-seq-len` config, as checked against its source:
 
 * For every `scenarios.fixed-seq-len` item (isl/osl) and every `search-space` item, in file order:
   `conc-list` is used as given when the item has it; otherwise conc runs from `conc-start`,
@@ -15,8 +15,8 @@ What the benchmark repo (SemiAnalysisAI/InferenceX, `infx/matrix/generate.py`, f
   `max-model-len` = isl + osl + 256; `exp-name` = `<model-prefix>_<seq>` with seq `1k1k`, `8k1k`,
   else `<isl>_<osl>`.
 * `--seq-lens` filters by (isl, osl); `--conc` keeps only values already in the expansion.
-* Multinode entries carry the whole conc list per row and agentic scenarios have their own
-  naming; neither is planned here (UnsupportedScenarioError, never approximate points).
+* Multi-node keys and agentic-coding scenarios are planned by app/recipes/topology.py (its
+  docstring has their rules); expand_points returns their rows as PlanRow objects.
 * Result identity (the workflow's RESULT_FILENAME base):
   `{exp-name}_{precision}_{framework}_tp{TP}-pp{PP}-dcp{DCP}-pcp{PCP}-ep{EP}-dpa{bool}_disagg-{bool}_spec-{mode}_conc{C}_{runner}`
   with lowercase booleans.
@@ -49,6 +49,7 @@ from app.recipes.errors import (
 from app.recipes.yamlutil import load_yaml
 
 FIXED_SEQ_LEN = "fixed-seq-len"
+FIXED_SCENARIO = FIXED_SEQ_LEN
 AGENTIC_CODING = "agentic-coding"
 SEQ_NAMES: dict[tuple[int, int], str] = {(1024, 1024): "1k1k", (8192, 1024): "8k1k"}
 SPEC_MODES = ("none", "mtp", "draft_model")
@@ -338,6 +339,137 @@ def _parse_seq_filter(seq: str) -> str:
     return seq.strip()
 
 
+@dataclass(frozen=True)
+class PlanRow:
+    """A planned multi-node or agentic row: the plan dict, with Point's `to_json`/`result_name`."""
+
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self.data))  # a deep copy the caller may mutate
+
+    @property
+    def result_name(self) -> str:
+        return str(self.data["result-name"])
+
+    @property
+    def concs(self) -> list[int]:
+        conc = self.data["conc"]
+        return list(conc) if isinstance(conc, list) else [int(conc)]
+
+
+def is_single_node_fixed(entry: dict[str, Any]) -> bool:
+    return not is_multinode(entry) and scenario_kinds(entry) == {FIXED_SEQ_LEN}
+
+
+def _expand_other(entry: dict[str, Any], key: str) -> list[PlanRow]:
+    """Rows of a multi-node key or of a key with agentic-coding scenarios, in file order."""
+    from app.recipes import topology
+
+    scenarios = entry.get("scenarios")
+    if not isinstance(scenarios, dict) or not scenarios:
+        raise InvalidRecipeError(
+            f"config key '{key}' has no `scenarios` mapping; add `scenarios: {{fixed-seq-len: [...]}}`"
+        )
+    unknown = sorted(str(k) for k in scenarios if k not in (FIXED_SEQ_LEN, AGENTIC_CODING))
+    if unknown:
+        raise UnsupportedScenarioError(
+            f"config key '{key}': scenario type {', '.join(unknown)} cannot be expanded into sweep "
+            "points; the benchmark repo documents fixed-seq-len and agentic-coding only"
+        )
+    multinode = is_multinode(entry)
+    rows: list[PlanRow] = []
+    for kind, items in scenarios.items():
+        if not isinstance(items, list) or not items:
+            raise InvalidRecipeError(f"config key '{key}': `scenarios.{kind}` must be a non-empty list")
+        for scenario in items:
+            if not isinstance(scenario, dict):
+                raise InvalidRecipeError(f"config key '{key}': `{kind}` items must be mappings")
+            space = scenario.get("search-space")
+            if not isinstance(space, list) or not space:
+                raise InvalidRecipeError(
+                    f"config key '{key}': a `{kind}` item needs a non-empty `search-space`"
+                )
+            if kind == FIXED_SCENARIO:
+                extra = set(scenario) - topology.FIXED_SCENARIO_FIELDS
+                if extra:
+                    raise topology._unsupported(key, "fixed-seq-len", extra)
+                isl = _field(scenario, key, "isl", int)
+                osl = _field(scenario, key, "osl", int)
+                agentic = None
+            else:
+                isl = osl = None
+                agentic = topology.agentic_scenario_fields(scenario, key)
+            for item in space:
+                if not isinstance(item, dict):
+                    raise InvalidRecipeError(f"config key '{key}': search-space items must be mappings")
+                concs = conc_values(item, key)
+                if multinode:
+                    rows.append(
+                        PlanRow(
+                            topology.multinode_row(entry, key, item, concs, isl=isl, osl=osl, agentic=agentic)
+                        )
+                    )
+                elif agentic is not None:
+                    rows += [PlanRow(r) for r in topology.agentic_points(entry, key, item, concs, agentic)]
+                else:  # a single-node key that also has agentic scenarios: this item as its own key
+                    alone = {
+                        **entry,
+                        "scenarios": {FIXED_SEQ_LEN: [{"isl": isl, "osl": osl, "search-space": [item]}]},
+                    }
+                    rows += [PlanRow(p.to_json()) for p in expand_points({key: alone}, key)]
+    return rows
+
+
+def _filter_rows(
+    rows: list[PlanRow], key: str, seq: str | None, conc: list[int] | None, tp: int | None
+) -> list[PlanRow]:
+    """The same filters as for single-node points; a multi-node row's conc list is narrowed."""
+    out = rows
+    if seq is not None:
+        want = _parse_seq_filter(seq)
+        out = [r for r in out if "isl" in r.data and seq_name(r.data["isl"], r.data["osl"]) == want]
+        if not out:
+            have = sorted({seq_name(r.data["isl"], r.data["osl"]) for r in rows if "isl" in r.data})
+            kinds = " (agentic-coding rows have no seq-len)" if any("isl" not in r.data for r in rows) else ""
+            raise EmptyPlanError(
+                f"config key '{key}' has no {want} scenario (it has: {', '.join(have) or 'none'}){kinds}"
+            )
+    if tp is not None:
+
+        def tps(r: PlanRow) -> set[int]:
+            if "prefill" in r.data:
+                return {int(r.data["prefill"]["tp"]), int(r.data["decode"]["tp"])}
+            return {int(r.data["tp"])}
+
+        kept = [r for r in out if tp in tps(r)]
+        if not kept:
+            have_tp = ", ".join(str(t) for t in sorted(set().union(*(tps(r) for r in out))))
+            raise EmptyPlanError(f"config key '{key}' has no tp={tp} in that search space (tp: {have_tp})")
+        out = kept
+    if conc:
+        wanted = set(conc)
+        present = {c for r in out for c in r.concs}
+        missing = sorted(wanted - present)
+        if missing:
+            have_conc = ", ".join(str(c) for c in sorted(present))
+            raise EmptyPlanError(
+                f"config key '{key}': conc {', '.join(map(str, missing))} not in its search space "
+                f"(available: {have_conc})"
+            )
+        narrowed = []
+        for r in out:
+            keep = [c for c in r.concs if c in wanted]
+            if not keep:
+                continue
+            if isinstance(r.data["conc"], list):
+                narrowed.append(PlanRow({**r.data, "conc": keep}))
+            else:
+                narrowed.append(r)
+        out = narrowed
+    return out
+
+
 def expand_points(
     master: dict[str, Any],
     key: str,
@@ -345,14 +477,17 @@ def expand_points(
     seq: str | None = None,
     conc: list[int] | None = None,
     tp: int | None = None,
-) -> list[Point]:
-    """Expand `key`'s single-node fixed-seq-len search space into points, in the repo's order.
+) -> list[Any]:
+    """Expand `key`'s search space into points, in the repo's order.
 
-    Filters: `seq` (`1k1k`, `8k1k`, `<isl>_<osl>`), `conc` (values kept only where the search space
-    has them), `tp`. A filter value that matches nothing raises EmptyPlanError naming what exists,
-    so a typo never silently plans zero jobs.
+    Single-node fixed-seq-len keys give `Point`s; multi-node keys and agentic-coding scenarios
+    give `PlanRow`s (topology.py). Filters: `seq` (`1k1k`, `8k1k`, `<isl>_<osl>`), `conc` (values
+    kept only where the search space has them), `tp`. A filter value that matches nothing raises
+    EmptyPlanError naming what exists, so a typo never silently plans zero jobs.
     """
     entry = get_entry(master, key)
+    if not is_single_node_fixed(entry):
+        return _filter_rows(_expand_other(entry, key), key, seq, conc, tp)
     fixed = require_single_node_fixed(key, entry)
     image = _field(entry, key, "image", str)
     model = _field(entry, key, "model", str)
@@ -460,12 +595,13 @@ def expand_points(
 
 
 def plannable_keys(master: dict[str, Any]) -> list[str]:
-    """Keys that expand_points can plan (single-node, fixed-seq-len only), in file order."""
+    """Keys whose scenarios expand_points knows (fixed-seq-len, agentic-coding), in file order."""
     out = []
     for key, entry in master.items():
         if not isinstance(entry, dict):
             continue
-        if not is_multinode(entry) and scenario_kinds(entry) == {FIXED_SEQ_LEN}:
+        kinds = scenario_kinds(entry)
+        if kinds and kinds <= {FIXED_SEQ_LEN, AGENTIC_CODING}:
             out.append(str(key))
     return out
 

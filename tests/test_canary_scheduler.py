@@ -1,0 +1,191 @@
+"""Canary sweeps in the scheduler: idle runners only, preempted by real work, within the budget."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import scheduler
+from app.models.core import AuditEntry
+from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
+from app.models.tracking import BotConfigRecord
+from app.recipes import expand_points, parse_master
+from app.scheduler import SweepFilters
+from tests.sweep_fakes import KEY, REPO, FakeGateway, bench_files
+
+
+@pytest.fixture
+def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    from app.db import session_factory
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=4")
+    reset_settings_cache()
+    scheduler.clear_capacity_cache()
+    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    yield {"factory": session_factory()}
+
+
+def _canary(
+    factory: sessionmaker[Session], gw: FakeGateway, tag: str, conc: tuple[int, ...] = (4, 64)
+) -> int:
+    master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
+    points = expand_points(master, KEY, seq="8k1k", conc=list(conc), tp=4)
+    with factory() as s:
+        sweep, created, superseded = scheduler.create_sweep(
+            s,
+            gw,
+            repo=REPO,
+            pr_number=0,
+            head_sha="c" * 40,
+            head_ref=f"sweepbot/canary/{KEY}/{tag}",
+            base_ref="main",
+            head_repo=REPO,
+            is_fork=False,
+            config_key=KEY,
+            config_path=".github/configs/amd-master.yaml",
+            image=f"vllm/vllm-openai-rocm:{tag}",
+            fingerprint="f" * 64,
+            points=[p.to_json() for p in points],
+            requested_by="sweepbot",
+            reason=CANARY_REASON,
+            priority=CANARY_PRIORITY,
+            supersede=False,
+        )
+        s.commit()
+        assert created and superseded == []
+        return sweep.id
+
+
+def _real(factory: sessionmaker[Session], gw: FakeGateway, conc: tuple[int, ...]) -> int:
+    with factory() as s:
+        req = scheduler.request_sweep(
+            s,
+            gw,
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=conc, tp=4),
+        )
+        s.commit()
+        return req.sweep.id
+
+
+def _states(factory: sessionmaker[Session], sweep_id: int) -> list[str]:
+    with factory() as s:
+        return [
+            j.state
+            for j in s.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id).order_by(SweepJob.id))
+        ]
+
+
+def test_a_canary_runs_on_an_idle_label_and_two_canaries_do_not_supersede_each_other(
+    env: dict[str, Any],
+) -> None:
+    gw = FakeGateway()
+    a = _canary(env["factory"], gw, "nightly-" + "1" * 40)
+    b = _canary(env["factory"], gw, "nightly-" + "2" * 40)
+    res = scheduler.tick(env["factory"], lambda s: gw)
+    assert res.dispatched_runs == 4  # conc 4 and 64 of each canary: 4 runners
+    assert set(_states(env["factory"], a)) == set(_states(env["factory"], b)) == {JobState.DISPATCHED}
+    assert all(d["ref"].startswith("sweepbot/canary/") for d in gw.dispatches)
+
+
+def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    real = _real(env["factory"], gw, (4, 8, 16, 32, 64))  # more runner slots than the label has
+    canary = _canary(env["factory"], gw, "nightly-" + "1" * 40)
+    res = scheduler.tick(env["factory"], lambda s: gw)
+    assert res.dispatched_runs >= 1
+    assert JobState.QUEUED in _states(env["factory"], real)
+    assert _states(env["factory"], canary) == [JobState.QUEUED, JobState.QUEUED]
+    assert any("canary waits" in h and "real work queued" in h for h in res.held)
+    # runners free up: the waiting real jobs take them; the canary goes only once none waits
+    while JobState.QUEUED in _states(env["factory"], real):
+        with env["factory"]() as s:
+            for job in s.scalars(
+                select(SweepJob).where(SweepJob.sweep_id == real, SweepJob.state == JobState.DISPATCHED)
+            ):
+                scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+            s.commit()
+        res = scheduler.tick(env["factory"], lambda s: gw)
+        if JobState.QUEUED in _states(env["factory"], real):
+            assert _states(env["factory"], canary) == [JobState.QUEUED, JobState.QUEUED]
+    with env["factory"]() as s:
+        for job in s.scalars(
+            select(SweepJob).where(SweepJob.sweep_id == real, SweepJob.state == JobState.DISPATCHED)
+        ):
+            scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+        s.commit()
+    scheduler.tick(env["factory"], lambda s: gw)
+    assert _states(env["factory"], canary) == [JobState.DISPATCHED, JobState.DISPATCHED]
+
+
+def test_real_work_preempts_running_canaries(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    c1 = _canary(env["factory"], gw, "nightly-" + "1" * 40)
+    c2 = _canary(env["factory"], gw, "nightly-" + "2" * 40)
+    scheduler.tick(env["factory"], lambda s: gw)
+    assert _states(env["factory"], c1) + _states(env["factory"], c2) == [JobState.DISPATCHED] * 4
+    order = [d["run_id"] for d in gw.dispatches]  # dispatch order: the newest last
+    real = _real(env["factory"], gw, (64,))
+    with env["factory"]() as s:
+        slots = s.scalars(select(SweepJob.slots).where(SweepJob.sweep_id == real)).first()
+    assert slots is not None and 1 < slots < 4  # the conc-64 dispatch of the key occupies `slots` runners
+    res = scheduler.tick(env["factory"], lambda s: gw)
+    # as many canary runs cancelled as the real dispatch needs, the real sweep released in the same tick
+    assert len(gw.cancelled) == slots and set(gw.cancelled) <= set(order)
+    assert _states(env["factory"], real) == [JobState.DISPATCHED]
+    states = _states(env["factory"], c1) + _states(env["factory"], c2)
+    assert states.count(JobState.QUEUED) == slots and states.count(JobState.DISPATCHED) == 4 - slots
+    assert res.dispatched_runs == 1
+    with env["factory"]() as s:
+        audits = s.scalars(select(AuditEntry).where(AuditEntry.action == "canary.preempt")).all()
+        assert len(audits) == slots
+        requeued = s.scalars(select(SweepJob).where(SweepJob.state == JobState.QUEUED)).all()
+        assert all("preempted by real work" in (j.reason or "") for j in requeued)
+        assert all(j.attempts == 0 and j.run_id is None for j in requeued)
+        assert scheduler.inflight_slots(s, "mi355x") == 4
+    # the preempted canaries wait until the real run is done, then run again
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    with env["factory"]() as s:
+        for job in s.scalars(select(SweepJob).where(SweepJob.sweep_id == real)):
+            scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+        s.commit()
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == slots
+
+
+def test_the_weekly_budget_holds_canaries(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    with env["factory"]() as s:
+        s.add(
+            BotConfigRecord(
+                repo=REPO,
+                ok=True,
+                present=True,
+                config={"version": 1, "watch-nightlies": {"keys": [], "budget-runner-hours-per-week": 1.0}},
+            )
+        )
+        s.commit()
+    done = _canary(env["factory"], gw, "nightly-" + "1" * 40, conc=(4,))
+    scheduler.tick(env["factory"], lambda s: gw)
+    with env["factory"]() as s:
+        job = s.scalars(select(SweepJob).where(SweepJob.sweep_id == done)).one()
+        job.dispatched_at = datetime.now(UTC) - timedelta(hours=1, minutes=10)
+        s.commit()
+        scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+        s.commit()
+    waiting = _canary(env["factory"], gw, "nightly-" + "2" * 40, conc=(4,))
+    res = scheduler.tick(env["factory"], lambda s: gw)
+    assert _states(env["factory"], waiting) == [JobState.QUEUED]
+    assert any("canary budget" in h and "of 1.0 runner-hours" in h for h in res.held)
+    # real work is not bound by the canary budget
+    _real(env["factory"], gw, (8,))
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1

@@ -1,0 +1,159 @@
+"""Eval planning: the documented default selection on every real single-node key, and the modes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from app.recipes import EmptyPlanError, expand_points, parse_master
+from app.recipes.evals import (
+    EvalMode,
+    EvalModeError,
+    cli_flags,
+    default_selection,
+    eval_mode_from_changelog,
+    eval_mode_from_flags,
+    parse_eval_mode,
+    plan_evals,
+    plan_with_evals,
+)
+from tests.recipe_helpers import (
+    AMD_FILES,
+    SEED_KEY,
+    fixture_text,
+    is_single_node_fixed,
+    reference_plan,
+)
+
+
+def _keys(name: str) -> list[tuple[str, dict[str, Any]]]:
+    master = parse_master(fixture_text(name))
+    return [(k, e) for k, e in master.items() if is_single_node_fixed(e)]
+
+
+# The AMD files: the NVIDIA excerpts hold no single-node fixed-seq-len key.
+@pytest.mark.parametrize("name", AMD_FILES)
+@pytest.mark.parametrize("mode", ["default", "none", "only", "all"])
+def test_every_single_node_key_marks_the_documented_selection(name: str, mode: str) -> None:
+    master = parse_master(fixture_text(name))
+    checked = with_evals = 0
+    for key, entry in _keys(name):
+        want = reference_plan(key, entry, mode)
+        if mode == "only" and not want:
+            with pytest.raises(EmptyPlanError, match="no point of this plan runs an eval"):
+                plan_with_evals(master, key, mode=EvalMode(mode))
+            continue
+        got = plan_with_evals(master, key, mode=EvalMode(mode))
+        assert got == want, key
+        checked += 1
+        with_evals += any(p["run-eval"] for p in got)
+    assert checked >= 10
+    if mode != "none":
+        assert with_evals >= 5  # the fixtures hold many 8k1k keys
+    else:
+        assert with_evals == 0
+
+
+def test_seed_key_evaluates_the_median_and_highest_conc() -> None:
+    master = parse_master(fixture_text("amd-master.b4cec7f.yaml"))
+    points = plan_with_evals(master, SEED_KEY)
+    assert [p["conc"] for p in points if p["run-eval"]] == [32, 512]
+    assert not any(p["eval-only"] for p in points)
+    only = plan_with_evals(master, SEED_KEY, mode=EvalMode.ONLY)
+    assert [(p["conc"], p["eval-only"]) for p in only] == [(32, True), (512, True)]
+    # A conc filter narrows what runs; it does not move the eval points.
+    assert [p["run-eval"] for p in plan_with_evals(master, SEED_KEY, conc=[32, 64])] == [True, False]
+    with pytest.raises(EmptyPlanError, match="evals=all"):
+        plan_with_evals(master, SEED_KEY, conc=[64], mode=EvalMode.ONLY)
+
+
+def test_1k1k_never_runs_default_evals_but_all_evals_covers_it() -> None:
+    master = parse_master(fixture_text("amd-master.f8f9b66.yaml"))
+    one_k = plan_with_evals(master, SEED_KEY, seq="1k1k")
+    assert not any(p["run-eval"] for p in one_k)
+    every = plan_with_evals(master, SEED_KEY, seq="1k1k", mode=EvalMode.ALL)
+    assert len(every) == len(one_k) and all(p["run-eval"] and p["eval-only"] for p in every)
+
+
+def test_items_sharing_a_tp_are_one_group_and_each_conc_is_evaluated_once() -> None:
+    # f8f9b66's 8k1k space has tp8 / tp8+ep8 / tp8+ep8+dp-attn items: one TP group, concs 1..512.
+    master = parse_master(fixture_text("amd-master.f8f9b66.yaml"))
+    marked = [
+        (p["tp"], p["ep"], p["dp-attn"], p["conc"])
+        for p in plan_with_evals(master, SEED_KEY, seq="8k1k")
+        if p["run-eval"]
+    ]
+    assert marked == [(8, 1, False, 32), (8, 8, False, 512), (4, 1, False, 16), (4, 1, False, 128)]
+
+
+def test_multinode_and_agentic_points_follow_their_own_rules() -> None:
+    base = {"model": "m", "model-prefix": "p", "runner": "mi355x", "framework": "sglang", "precision": "fp8"}
+    topo = {**base, "isl": 8192, "osl": 1024, "prefill": {"tp": 4}, "decode": {"tp": 8}}
+    rows = [
+        {**topo, "conc": [16, 32]},
+        {**topo, "conc": [64, 128]},  # same topology: only the row with the highest conc
+        {**topo, "decode": {"tp": 16}, "conc": [8]},
+        {**topo, "isl": 1024, "conc": [512]},  # multi-node evals are 8k1k only
+        {**base, "scenario-type": "agentic-coding", "tp": 8, "conc": 4},
+        {**base, "scenario-type": "agentic-coding", "tp": 8, "conc": 16},
+        {**base, "scenario-type": "agentic-coding", "tp": 4, "conc": 8},  # same group (no TP in it)
+    ]
+    assert default_selection(rows) == [None, 128, 8, None, None, 16, None]
+    planned = plan_evals(rows, EvalMode.DEFAULT)
+    assert [p.get("eval-conc") for p in planned] == [None, 128, 8, None, None, None, None]
+    every = plan_evals(rows, EvalMode.ALL)
+    assert every[0]["eval-conc"] == [16, 32] and all(p["eval-only"] for p in every)
+
+
+def test_modes_from_flags_changelog_and_command() -> None:
+    assert eval_mode_from_flags() is EvalMode.DEFAULT
+    assert eval_mode_from_flags(no_evals=True) is EvalMode.NONE
+    assert eval_mode_from_flags(evals_only=True) is EvalMode.ONLY
+    assert eval_mode_from_flags(all_evals=True) is EvalMode.ALL
+    assert eval_mode_from_flags(evals_only=True, all_evals=True) is EvalMode.ALL
+    with pytest.raises(EvalModeError, match="--no-evals cannot be combined with --all-evals"):
+        eval_mode_from_flags(no_evals=True, all_evals=True)
+    assert eval_mode_from_changelog({"config-keys": ["k"]}) is EvalMode.DEFAULT
+    assert eval_mode_from_changelog({"evals-only": True}) is EvalMode.ONLY
+    assert eval_mode_from_changelog({"all-evals": True}) is EvalMode.ALL  # implies eval-only
+    with pytest.raises(EvalModeError, match="true or false"):
+        eval_mode_from_changelog({"evals-only": "yes"})
+    assert [parse_eval_mode(t) for t in ("default", "none", "only", "ALL", "evals-only")] == [
+        EvalMode.DEFAULT,
+        EvalMode.NONE,
+        EvalMode.ONLY,
+        EvalMode.ALL,
+        EvalMode.ONLY,
+    ]
+    with pytest.raises(EvalModeError, match="evals=default, none, only or all"):
+        parse_eval_mode("some")
+    assert [cli_flags(m) for m in EvalMode] == ["", "--no-evals", "--evals-only", "--evals-only --all-evals"]
+
+
+def test_cli_plan_takes_the_three_flags() -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from app.cli.recipe import recipe_app
+
+    cli = typer.Typer()
+    cli.add_typer(recipe_app, name="recipe")
+
+    path = "tests/fixtures/inferencex/amd-master.b4cec7f.yaml"
+    runner = CliRunner()
+    got = runner.invoke(cli, ["recipe", "plan", path, SEED_KEY, "--json", "--evals-only"])
+    assert got.exit_code == 0, got.output
+    assert [p["conc"] for p in json.loads(got.stdout)] == [32, 512]
+    got = runner.invoke(cli, ["recipe", "plan", path, SEED_KEY, "--no-evals", "--all-evals"])
+    assert got.exit_code == 2 and "cannot be combined" in got.output
+    got = runner.invoke(cli, ["recipe", "plan", path, SEED_KEY, "--all-evals"])
+    assert got.exit_code == 0 and got.stdout.count("eval only") == 10
+
+
+def test_plan_dicts_round_trip_through_the_selection_unchanged() -> None:
+    master = parse_master(fixture_text("amd-master.b4cec7f.yaml"))
+    rows = [p.to_json() for p in expand_points(master, SEED_KEY)]
+    planned = plan_evals(rows)
+    assert [{k: v for k, v in p.items() if k not in ("run-eval", "eval-only")} for p in planned] == rows
