@@ -381,6 +381,10 @@ def group_fields(settings: Settings) -> tuple[str, ...]:
 def _group_key(point: dict[str, Any], fields: Sequence[str]) -> str:
     seq = _point_seq(point)
     vals = {"seq": seq, "conc": point["conc"], "tp": _point_tp(point)}
+    if isinstance(point["conc"], list):
+        # Multi-node rows: `--conc` cannot pick one topology (a row runs every listed conc), so the
+        # key's rows go out in one dispatch whose `--conc` is the union of their lists.
+        return "/".join(["conc=rows", *(f"{f}={vals[f]}" for f in fields if f != "conc")])
     return "/".join(f"{f}={vals[f]}" for f in fields)
 
 
