@@ -249,3 +249,88 @@ def test_sim_run_sweep_runs_once_for_a_labelled_changelog_pr_and_honours_skip_sw
     assert len(runs) == 1 and runs[0].name.startswith("Run Sweep - ")
     names = [world.jobs[j].name for j in runs[0].jobs if world.jobs[j].point]
     assert len(names) == 10 and all(n.startswith("single-node 8k1k / p") for n in names)
+
+
+def test_sim_dispatch_answers_422_like_github() -> None:
+    from sim.world import SimError
+
+    world, facts = _seeded()
+    repo = facts["bench_repo"]
+    with pytest.raises(SimError) as no_trigger:
+        world.dispatch(repo, "run-sweep.yml", "main", {}, "carol-writer")
+    assert (no_trigger.value.status, no_trigger.value.message) == (
+        422,
+        "Workflow does not have 'workflow_dispatch' trigger",
+    )
+    with pytest.raises(SimError) as unknown:
+        world.dispatch(repo, "e2e-tests.yml", "main", {"test-name": "x", "tp": "4"}, "carol-writer")
+    assert (unknown.value.status, unknown.value.message) == (422, 'Unexpected inputs provided: ["tp"]')
+    world.commit_files(
+        repo,
+        "main",
+        {
+            ".github/workflows/needs.yml": "name: Needs\non:\n  workflow_dispatch:\n"
+            "    inputs:\n      key:\n        required: true\n"
+        },
+        "a workflow with a required input",
+        author="alice-admin",
+    )
+    world.add_workflow(repo, ".github/workflows/needs.yml", "Needs")
+    with pytest.raises(SimError) as missing:
+        world.dispatch(repo, "needs.yml", "main", {}, "carol-writer")
+    assert (missing.value.status, missing.value.message) == (422, "Required input 'key' not provided")
+    ok = world.dispatch(repo, "needs.yml", "main", {"key": "k"}, "carol-writer")
+    assert ok.name == "Needs"  # no run-name: the workflow's name is the title
+
+
+@pytest.mark.parametrize(
+    ("workflow", "inputs", "why"),
+    [
+        ("run-sweep.yml", None, "has no workflow_dispatch trigger"),
+        (
+            "e2e-tests.yml",
+            '{"generate-cli-command": "test-config --config-files {config_file} --config-keys {key} '
+            '--conc {conc}", "tp": "{tp}"}',
+            "input(s) tp not declared",
+        ),
+        ("missing.yml", None, "has no .github/workflows/missing.yml"),
+    ],
+    ids=["no-workflow_dispatch", "unknown-input", "no-such-workflow"],
+)
+def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
+    db_session: Session, settings_env: pytest.MonkeyPatch, workflow: str, inputs: str | None, why: str
+) -> None:
+    from app.db import session_factory
+    from app.settings import reset_settings_cache
+    from tests.conftest import FIXTURES
+
+    settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=4")
+    settings_env.setenv("SWEEPBOT_DISPATCH_WORKFLOW", workflow)
+    if inputs is not None:
+        settings_env.setenv("SWEEPBOT_DISPATCH_INPUTS", inputs)
+    reset_settings_cache()
+    scheduler.clear_capacity_cache()
+    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    factory = session_factory()
+    gw = FakeGateway()
+    gw.files[".github/workflows/run-sweep.yml"] = (
+        FIXTURES / "inferencex/workflows/run-sweep.yml"
+    ).read_text()
+    with factory() as s:
+        req = scheduler.request_sweep(
+            s,
+            gw,
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=(64,)),
+        )
+        s.commit()
+    failed = sum(scheduler.tick(factory, lambda s: gw).failed for _ in range(4))  # one group per claim
+    assert gw.dispatches == [] and failed >= 1
+    with factory() as s:
+        jobs = s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()
+        assert {j.state for j in jobs} == {JobState.FAILED}
+        assert all(why in (j.reason or "") and "cannot dispatch" in (j.reason or "") for j in jobs)
