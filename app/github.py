@@ -502,6 +502,13 @@ class GitHubGateway:
         self._written.add((repo, ref))
         return data  # type: ignore[no-any-return]
 
+    def delete_ref(self, repo: str, ref: str) -> None:
+        """``ref`` like ``heads/sweepbot/canary/...``; a ref already gone is not an error."""
+        try:
+            self._write("git/delete-ref", "DELETE", f"/repos/{repo}/git/refs/{ref}", target=f"{repo}:{ref}")
+        except NotFound:
+            return
+
     def get_commit(self, repo: str, sha: str) -> dict[str, Any]:
         def read() -> Any:
             return self._get("git/get-commit", f"/repos/{repo}/git/commits/{sha}")
@@ -587,6 +594,52 @@ class GitHubGateway:
         return self._write(
             "pulls/update", "PATCH", f"/repos/{repo}/pulls/{number}", fields, target=f"{repo}#{number}"
         )
+
+    # ------------------------------------------------------------------ issues
+
+    def get_issue(self, repo: str, number: int) -> dict[str, Any]:
+        return self._get("issues/get", f"/repos/{repo}/issues/{number}")
+
+    def create_issue(
+        self, repo: str, *, title: str, body: str, labels: list[str] | None = None
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {"title": title, "body": body}
+        if labels:
+            payload["labels"] = labels
+        return self._write("issues/create", "POST", f"/repos/{repo}/issues", payload, target=repo)
+
+    def update_issue(self, repo: str, number: int, **fields: Any) -> dict[str, Any]:
+        return self._write(
+            "issues/update", "PATCH", f"/repos/{repo}/issues/{number}", fields, target=f"{repo}#{number}"
+        )
+
+    def find_issue(self, repo: str, marker: str, *, creator: str | None = None) -> dict[str, Any] | None:
+        """The first issue (open or closed, not a pull request) whose body holds ``marker``."""
+        params: dict[str, Any] = {"state": "all"}
+        if creator:
+            params["creator"] = creator
+        for issue in self._paginate("issues/list-for-repo", f"/repos/{repo}/issues", params, limit=1000):
+            if "pull_request" not in issue and marker in (issue.get("body") or ""):
+                return issue
+        return None
+
+    def upsert_issue(
+        self, repo: str, marker: str, *, title: str, body: str, number: int | None = None
+    ) -> dict[str, Any]:
+        """Create the issue holding ``marker`` once, then edit it in place (look before create)."""
+        from app.db import serialized
+
+        if marker not in body:
+            body = f"{marker}\n{body}"
+        with serialized(self._cache_session, f"issue:{repo}:{marker}"):
+            existing = self.get_issue(repo, number) if number else self.find_issue(repo, marker)
+            if existing is not None and marker not in (existing.get("body") or ""):
+                existing = self.find_issue(repo, marker)
+            if existing is None:
+                return self.create_issue(repo, title=title, body=body)
+            if existing.get("body") == body and existing.get("title") == title:
+                return existing
+            return self.update_issue(repo, int(existing["number"]), title=title, body=body)
 
     # ------------------------------------------------------------------ comments and reactions
 

@@ -15,10 +15,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from app.backlog import QueueProgress, readiness, ring_cutoff
 from app.db import session_scope
 from app.metrics import DELIVERIES, INGEST_TO_DONE, TASK_FAILURES
 from app.models import Delivery, DeliveryStatus, Heartbeat
@@ -75,6 +76,9 @@ def store_batch(items: list[IncomingDelivery]) -> list[Stored]:
                 "body": item.payload,
                 "body_bytes": len(item.payload),
                 "received_at": t,
+                # The API rings the doorbell right after the commit: the reaper reads this as the
+                # moment the delivery joined the broker's queue (app/backlog.py).
+                "enqueued_at": None if is_ping else t,
                 "finished_at": t if is_ping else None,
             }
         )
@@ -105,6 +109,17 @@ def store_batch(items: list[IncomingDelivery]) -> list[Stored]:
             )
         out.append(Stored(created=is_new, enqueue=is_new and item.event != "ping"))
     return out
+
+
+def mark_not_enqueued(delivery_ids: list[str]) -> None:
+    """The doorbell failed for these (broker down): clear their enqueue time for the reaper."""
+    with session_scope() as session:
+        session.execute(
+            update(Delivery)
+            .where(Delivery.id.in_(delivery_ids), Delivery.status.in_((S.RECEIVED, S.QUEUED)))
+            .values(enqueued_at=None)
+            .execution_options(synchronize_session=False)
+        )
 
 
 def store_delivery(incoming: IncomingDelivery) -> Stored:
@@ -283,6 +298,7 @@ def _retry_later(factory: Any, delivery_id: str, attempt: int, exc: TransientErr
             status=S.RETRY,
             error=str(exc),
             next_attempt_at=now() + timedelta(seconds=wait),
+            enqueued_at=now() + timedelta(seconds=wait),  # its countdown message fires then
         )
         session.commit()
     if not settled:
@@ -292,8 +308,30 @@ def _retry_later(factory: Any, delivery_id: str, attempt: int, exc: TransientErr
     return S.RETRY
 
 
+REAP_CHUNK = 50  # ids per process_deliveries message: a backlog drains in batches
+
+
+def queue_progress(session: Session) -> QueueProgress:
+    rows = dict(
+        session.execute(
+            select(Heartbeat.name, Heartbeat.seen_at).where(Heartbeat.name.in_((CONSUMED, POSITION)))
+        ).all()
+    )
+    return QueueProgress(consumed_at=_aware(rows.get(CONSUMED)), position=_aware(rows.get(POSITION)))
+
+
+def _stall() -> timedelta:
+    from app.settings import get_settings
+
+    return timedelta(seconds=get_settings().consumption_stall_seconds)
+
+
 def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
-    """Re-enqueue deliveries stored but not processed: broker was down, message lost, worker killed."""
+    """Re-enqueue deliveries stored but not processed: broker was down, message lost, worker killed.
+
+    Only what is not already waiting: a delivery still queued behind the ones workers are on is
+    left alone (app/backlog.py), so a burst's backlog is not multiplied by every reaper run.
+    """
     from app.queue import enqueue
     from app.settings import get_settings
 
@@ -302,6 +340,11 @@ def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
     )
     t = now()
     with session_scope() as session:
+        progress = queue_progress(session)
+        cutoff = ring_cutoff(now=t, progress=progress, grace=grace, stall=_stall())
+        waiting_lost: ColumnElement[bool] = Delivery.enqueued_at.is_(None)
+        if cutoff is not None:
+            waiting_lost = or_(waiting_lost, Delivery.enqueued_at <= cutoff)
         stale = or_(Delivery.enqueued_at.is_(None), Delivery.enqueued_at < t - grace)
         rows = (
             session.execute(
@@ -311,7 +354,7 @@ def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
                         and_(
                             Delivery.status.in_((S.RECEIVED, S.QUEUED)),
                             Delivery.received_at < t - grace,
-                            stale,
+                            waiting_lost,
                         ),
                         and_(Delivery.status == S.RETRY, Delivery.next_attempt_at <= t, stale),
                         and_(Delivery.status == S.PROCESSING, Delivery.lease_until < t, stale),
@@ -331,9 +374,19 @@ def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
                 .values(enqueued_at=t)
                 .execution_options(synchronize_session=False)
             )
-    sent = [i for i in ids if enqueue("sweepbot.process_delivery", i)]
+    sent: list[str] = []
+    for start in range(0, len(ids), REAP_CHUNK):
+        chunk = ids[start : start + REAP_CHUNK]
+        if enqueue("sweepbot.process_deliveries", chunk):
+            sent += chunk
     if ids:
-        log.info("reaper_requeued", count=len(sent), found=len(ids))
+        log.info(
+            "reaper_requeued",
+            count=len(sent),
+            found=len(ids),
+            cutoff=cutoff.isoformat() if cutoff else None,
+            consumed_at=progress.consumed_at.isoformat() if progress.consumed_at else None,
+        )
     return sent
 
 
@@ -374,6 +427,70 @@ def beat(session: Session, name: str, kind: str) -> None:
         row.seen_at = now()
 
 
+CONSUMED = "deliveries:consumed"  # when a worker last started on deliveries
+POSITION = "deliveries:position"  # the newest enqueue time among what workers started
+
+
+def record_consumption(session: Session, delivery_ids: list[str], *, in_queue_order: bool) -> None:
+    """A worker starts on ``delivery_ids``: the heartbeat that measures consumption.
+
+    ``in_queue_order`` for messages that went through the FIFO queue (the doorbell's and the
+    reaper's batches); a countdown retry fires out of order, so it moves no position.
+    """
+    t = now()
+    beat(session, f"worker@{worker_name()}", "worker")
+    beat(session, CONSUMED, "consumption")
+    if not in_queue_order or not delivery_ids:
+        return
+    newest = _aware(
+        session.scalar(select(func.max(Delivery.enqueued_at)).where(Delivery.id.in_(delivery_ids)))
+    )
+    if newest is None:
+        return
+    newest = min(newest, t)
+    row = session.get(Heartbeat, POSITION)
+    if row is None:
+        session.add(Heartbeat(name=POSITION, kind="position", seen_at=newest))
+    elif (_aware(row.seen_at) or newest) < newest:
+        row.seen_at = newest
+
+
+def oldest_waiting(session: Session) -> datetime | None:
+    """Since when the longest-waiting delivery has been ready to run (received, or its retry due)."""
+    t = now()
+    received = session.scalar(
+        select(func.min(Delivery.received_at)).where(Delivery.status.in_((S.RECEIVED, S.QUEUED)))
+    )
+    due = session.scalar(
+        select(func.min(Delivery.next_attempt_at)).where(
+            Delivery.status == S.RETRY, Delivery.next_attempt_at <= t
+        )
+    )
+    times = [x for x in (_aware(received), _aware(due)) if x is not None]
+    return min(times) if times else None
+
+
+def oldest_unprocessed(session: Session) -> datetime | None:
+    """When the oldest delivery not yet done, ignored or failed was stored."""
+    return _aware(
+        session.scalar(select(func.min(Delivery.received_at)).where(Delivery.status.notin_(S.FINAL)))
+    )
+
+
+def consumption_health(session: Session) -> dict[str, Any]:
+    """Ready unless deliveries wait while no worker consumes (``/readyz``, the dashboard)."""
+    t = now()
+    progress = queue_progress(session)
+    waiting = oldest_waiting(session)
+    verdict = readiness(waiting, now=t, progress=progress, stall=_stall())
+    return {
+        "ok": verdict.yes,
+        "reason": verdict.reason,
+        "last_consumed_at": progress.consumed_at.isoformat() if progress.consumed_at else None,
+        "oldest_waiting_seconds": round((t - waiting).total_seconds(), 1) if waiting else 0.0,
+    }
+
+
 def queue_depth(session: Session) -> dict[str, int]:
     rows = session.execute(
         select(Delivery.status, func.count()).where(Delivery.status.notin_(S.FINAL)).group_by(Delivery.status)
@@ -401,6 +518,7 @@ def health(settings: Any) -> dict[str, Any]:
                 "seen": {b.name: _aware(b.seen_at).isoformat() for b in beat_rows},  # type: ignore[union-attr]
             }
             out["queue"] = queue_depth(session)
+            out["consumption"] = consumption_health(session)
     except Exception as exc:
         out["database"] = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
     out["broker"] = broker_health()

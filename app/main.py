@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ class _StoredDeliveries:
         from sqlalchemy import func, select
 
         from app.db import session_scope
+        from app.ingest import oldest_unprocessed, queue_progress
         from app.models import Delivery
 
         stored = GaugeMetricFamily(
@@ -33,11 +35,25 @@ class _StoredDeliveries:
                         Delivery.event, Delivery.status
                     )
                 ).all()
+                oldest = oldest_unprocessed(session)
+                consumed = queue_progress(session).consumed_at
         except Exception:
-            rows = []
+            rows, oldest, consumed = [], None, None
         for event, status, count in rows:
             stored.add_metric([event, status], float(count))
         yield stored
+        t = datetime.now(UTC)
+        yield GaugeMetricFamily(
+            "sweepbot_oldest_unprocessed_delivery_age_seconds",
+            "Age of the oldest stored delivery not yet done, ignored or failed (0 when none)",
+            value=(t - oldest).total_seconds() if oldest is not None else 0.0,
+        )
+        if consumed is not None:
+            yield GaugeMetricFamily(
+                "sweepbot_delivery_consumed_age_seconds",
+                "Seconds since a worker last started on deliveries",
+                value=(t - consumed).total_seconds(),
+            )
 
 
 def _registry() -> CollectorRegistry:
@@ -62,13 +78,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # The API docs' JavaScript and CSS come from the installed package, not a CDN: /docs renders
     # on a machine with no internet access (and sends no visitor's browser to a third party).
+    # No /redoc: ReDoc's sidebar fetches its logo from the vendor's CDN whatever the asset source.
     api = FastAPIOffline(
+        redoc_url=None,
         title="sweepbot",
         version="0.1.0",
         description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
     )
+    from app.secheaders import SecurityHeaders
     from app.webhooks import router as webhook_router
 
+    api.add_middleware(SecurityHeaders)  # CSP, no framing, nosniff, referrer policy (not on webhooks)
     api.include_router(webhook_router)
 
     stored = _StoredDeliveries()
@@ -79,7 +99,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @api.get("/readyz", tags=["health"], summary="Database and broker are reachable")
+    @api.get(
+        "/readyz",
+        tags=["health"],
+        summary="Database and broker are reachable, and workers consume what waits",
+    )
     def readyz() -> JSONResponse:
         from app.ingest import broker_health
 
@@ -95,8 +119,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except Exception as exc:
             db = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
         broker = broker_health()
-        ok = bool(db["ok"] and broker["ok"])
-        return JSONResponse({"ready": ok, "database": db, "broker": broker}, status_code=200 if ok else 503)
+        consumption: dict[str, Any] = {"ok": False, "reason": "database unreachable"}
+        if db["ok"]:
+            from app.ingest import consumption_health
+
+            try:
+                with session_scope() as session:
+                    consumption = consumption_health(session)
+            except Exception as exc:
+                consumption = {"ok": False, "reason": f"{exc.__class__.__name__}: {exc}"}
+        ok = bool(db["ok"] and broker["ok"] and consumption["ok"])
+        return JSONResponse(
+            {"ready": ok, "database": db, "broker": broker, "consumption": consumption},
+            status_code=200 if ok else 503,
+        )
 
     @api.get("/metrics", tags=["health"], summary="Prometheus metrics", response_class=Response)
     def metrics() -> Response:

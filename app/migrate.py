@@ -18,4 +18,14 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
+    _sqlite_parent(database_url)
     command.upgrade(alembic_config(database_url), revision)
+
+
+def _sqlite_parent(database_url: str) -> None:
+    """Creating the schema creates an embedded database: its folder first (SQLite will not)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)

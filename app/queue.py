@@ -55,7 +55,21 @@ class Doorbell:
                     batch.append(self._ids.get_nowait())
                 except queue.Empty:
                     break
-            enqueue("sweepbot.process_deliveries", batch)
+            if not enqueue("sweepbot.process_deliveries", batch):
+                _not_enqueued(batch)
+
+
+def _not_enqueued(delivery_ids: list[str]) -> None:
+    """The doorbell could not ring: say so in the database, so the reaper rings these at once
+    instead of taking them for messages still waiting in the queue."""
+    from app.ingest import mark_not_enqueued
+
+    try:
+        mark_not_enqueued(delivery_ids)
+    except Exception as exc:  # the database is down too: the reaper's stall rule catches them later
+        log.warning(
+            "mark_not_enqueued_failed", count=len(delivery_ids), error=f"{exc.__class__.__name__}: {exc}"
+        )
 
 
 doorbell = Doorbell()

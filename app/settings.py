@@ -69,9 +69,13 @@ class Settings(BaseSettings):
     # Polling and scheduling cadence (seconds).
     reaper_interval: float = 30.0
     reaper_grace_seconds: float = 20.0  # a stored delivery older than this, not done, is re-enqueued
+    # No delivery consumed for this long while one waits: /readyz is not ready, and the reaper
+    # rings everything that waited that long again (the queue is stuck or lost its messages).
+    consumption_stall_seconds: float = 120.0
     poll_interval: float = 300.0
     scheduler_interval: float = 15.0
     job_repair_interval: float = 120.0
+    nightly_watch_interval: float = 600.0  # canary planning, change points, regression issues
     report_debounce_seconds: float = 5.0
     delivery_max_attempts: int = 8
     delivery_lease_seconds: float = 300.0  # a claimed delivery not finished by then is taken again
@@ -202,9 +206,13 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    settings = Settings()
+    # No mkdir here: a read-only command run in some folder must not leave a data dir behind.
+    # The processes that write there (api, worker, beat, up, db upgrade) call ensure_data_dir().
+    return Settings()
+
+
+def ensure_data_dir(settings: Settings) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return settings
 
 
 def reset_settings_cache() -> None:

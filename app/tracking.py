@@ -191,14 +191,14 @@ class DepView:
     title: str | None = None
 
 
-Action = Literal["wait", "bump", "noop", "blocked"]
+Action = Literal["wait", "bump", "noop", "blocked", "stopped"]
 
 
 @dataclass(frozen=True)
 class Readiness:
     """What to do with a watch now, and why (the reason is logged and shown on the PR)."""
 
-    action: Literal["wait", "bump", "noop", "blocked"]
+    action: Literal["wait", "bump", "noop", "blocked", "stopped"]
     reason: str
     image: str | None = None
 
@@ -262,6 +262,19 @@ def decide_readiness(
     return out("bump", f"every dependency is merged and contained in {image}", image)
 
 
+def archived_key_reason(key: str, path: str | None) -> str | None:
+    """Why a watch stops when its key lives only under ``configs/deprecated/`` (else None)."""
+    from app.recipes import is_archived_path
+
+    if not path or not is_archived_path(path):
+        return None
+    return (
+        f"config key {key} moved to `{path}`, which sweep generation no longer reads (its scenario "
+        "was deprecated), so there is no pin to bump; sweepbot stopped watching it. Move the key "
+        "back into an active master config (a push to this PR re-checks it) or watch a current key"
+    )
+
+
 # ============================================================================== pure: status comment
 
 
@@ -277,6 +290,8 @@ class WatchView:
     decision: Readiness | None
     bump_line: str | None = None
     dropped: Sequence[str] = field(default_factory=tuple)
+    bumped: bool = False  # a bump happened: chosen_tag is the pinned nightly
+    newest_containing: str | None = None  # after a bump, a newer nightly with every merge commit
 
 
 def _short(sha: str | None) -> str:
@@ -317,7 +332,14 @@ def render_status(views: Sequence[WatchView]) -> str:
                 else ""
             )
             lines.append(f"- pinned image: `{v.pinned_image}`{warn}")
-        if v.chosen_tag:
+        if v.chosen_tag and v.bumped:
+            lines.append(f"- nightly chosen: `{v.image_repo}:{v.chosen_tag}` (the one the bump pinned)")
+            if v.newest_containing:
+                lines.append(
+                    f"- newer nightly also containing every merge commit: `{v.image_repo}:"
+                    f"{v.newest_containing}` (not bumped to: a bump happens once)"
+                )
+        elif v.chosen_tag:
             first = (
                 f" (first nightly containing them all: `{v.first_tag}`)"
                 if v.first_tag and v.first_tag != v.chosen_tag
@@ -341,6 +363,8 @@ def _next_step(decision: Readiness) -> str:
         return f"{decision.reason}."
     if decision.action == "blocked":
         return f"blocked: {decision.reason}."
+    if decision.action == "stopped":
+        return f"**stopped watching**: {decision.reason}."
     if decision.action == "bump":
         return f"bumping the pin to `{decision.image}` and queueing the sweep."
     return f"nothing to do: {decision.reason}."
@@ -608,7 +632,7 @@ def refresh_pin(
     if head_sha and head_sha == watch.head_sha:
         if watch.pinned_image:
             return None
-        if watch.decision == "blocked" and watch.reason:
+        if watch.decision in ("blocked", "stopped") and watch.reason:
             return watch.reason  # the config problem found at this very head
     from app.bump import locate_config
     from app.recipes import AmbiguousKeyError
@@ -623,6 +647,8 @@ def refresh_pin(
     watch.head_sha = head_sha or None
     if text is None or not loc.found:
         watch.pinned_image = None
+        if loc.archived and loc.path:
+            watch.config_path = loc.path  # where it moved: the status comment and dashboard say so
         log.warning("config_key_not_found", repo=watch.repo, key=watch.config_key, reason=loc.reason)
         return str(loc.reason)
     watch.config_path = loc.path
@@ -726,6 +752,11 @@ def evaluate_watch(
         config_problem=problem,
     )
     watch.chosen_tag, watch.first_containing_tag = chosen, first
+    archived = archived_key_reason(watch.config_key, watch.config_path) if problem else None
+    if archived is not None and bump is None:
+        # Blocking would wait forever on a file sweep generation no longer reads: stop, and say so.
+        log.info("watch_stopped_archived", repo=watch.repo, key=watch.config_key, path=watch.config_path)
+        decision = Readiness("stopped", archived)
     result = Evaluation(watch.id, decision)
     if decision.action == "bump" and decision.image:
         from app.bump import bump_watch
@@ -743,6 +774,8 @@ def evaluate_watch(
         result.decision = decision
     elif bump is not None and decision.action == "noop":
         watch.state = WatchState.BUMPED
+    elif decision.action == "stopped":
+        watch.state = WatchState.ARCHIVED
     else:
         watch.state = {"wait": WatchState.WAITING, "blocked": WatchState.BLOCKED}.get(
             decision.action, WatchState.DONE
@@ -777,19 +810,28 @@ def _view(session: Session, watch: Watch) -> WatchView:
     elif bump is not None and bump.state == "already":
         bump_line = f"the pin is already `{bump.image}` on the branch"
     decision: Readiness | None = None
-    if watch.decision in ("wait", "bump", "noop", "blocked"):
+    if watch.decision in ("wait", "bump", "noop", "blocked", "stopped"):
         decision = Readiness(cast(Action, watch.decision), watch.reason or "")
+    from app.nightlies import label_nightlies
+
+    labels = label_nightlies(
+        pinned_image=watch.pinned_image,
+        newest_tag=watch.chosen_tag,
+        bumped_image=bump.image if bump is not None and bump.state in ("committed", "already") else None,
+    )
     return WatchView(
         key=watch.config_key,
         deps=[DepView(d.ref, d.state, d.merge_sha, d.title) for d in deps],
         image_repo=watch.image_repo,
         pinned_image=watch.pinned_image,
         pinned_missing=watch.pinned_missing_since is not None,
-        chosen_tag=watch.chosen_tag,
+        chosen_tag=labels.chosen,
         first_tag=watch.first_containing_tag,
         decision=decision,
         bump_line=bump_line,
         dropped=tuple(d.ref for d in watch.dependencies if d.dropped),
+        bumped=labels.bumped,
+        newest_containing=labels.newest_containing,
     )
 
 
@@ -1111,9 +1153,19 @@ def request_bump(session: Session, gw: Any, *, repo: str, pr_number: int, actor:
 
 
 def deps_status(session: Session) -> list[dict[str, Any]]:
-    """Every watch with its dependencies and chosen nightly (CLI, dashboard)."""
+    """Every watch with its dependencies and chosen nightly (CLI, dashboard). Once a bump has
+    happened the chosen nightly is the pinned one; a newer one containing everything is listed
+    apart (``newest_containing``), never as chosen."""
+    from app.nightlies import label_nightlies
+
+    bumped: dict[int, str] = {}
+    for b in session.scalars(select(Bump).where(Bump.state.in_(("committed", "already"))).order_by(Bump.id)):
+        bumped[b.watch_id] = b.image  # the newest wins
     out = []
     for w in session.scalars(select(Watch).order_by(Watch.repo, Watch.pr_number, Watch.config_key)):
+        labels = label_nightlies(
+            pinned_image=w.pinned_image, newest_tag=w.chosen_tag, bumped_image=bumped.get(w.id)
+        )
         out.append(
             {
                 "id": w.id,
@@ -1126,7 +1178,9 @@ def deps_status(session: Session) -> list[dict[str, Any]]:
                 "image_repo": w.image_repo,
                 "pinned_image": w.pinned_image,
                 "pinned_deleted": w.pinned_missing_since is not None,
-                "chosen_nightly": w.chosen_tag,
+                "chosen_nightly": labels.chosen,
+                "bumped": labels.bumped,
+                "newest_containing": labels.newest_containing,
                 "first_containing": w.first_containing_tag,
                 "dependencies": [
                     {

@@ -401,6 +401,23 @@ def admin_action(world: World, action: str, body: dict[str, Any]) -> Any:
     if action == "permissions":
         world.set_permission(b["repo"], b["login"], b["permission"])
         return {"ok": True}
+    if action == "regressions":
+        reg = world.inject_regression(
+            b["repo"],
+            world.resolve(world.repo(b["repo"]), b["commit"]),
+            float(b.get("factor", 0.05)),
+            fixed_by=b.get("fixed_by"),
+            metric=str(b.get("metric", "tpot")),
+        )
+        return {"index": world.regressions.index(reg), **reg.__dict__}
+    if action == "fix-regression":
+        fixed = world.fix_regression(
+            world.regressions[int(b.get("index", 0))],
+            world.resolve(
+                world.repo(b.get("repo") or world.regressions[int(b.get("index", 0))].repo), b["fixed_by"]
+            ),
+        )
+        return fixed.__dict__
     if action == "commits":
         sha = world.commit_files(
             b["repo"],
@@ -512,6 +529,17 @@ def admin_action(world: World, action: str, body: dict[str, Any]) -> Any:
             author=b.get("author", "sim"),
         )
         return {"sha": sha}
+    if action == "nightly/load":  # the nightly regression story, on top of the loaded seed world
+        from sim.nightly_scenario import NightlyRegressionStory
+
+        story = NightlyRegressionStory(world, registry_url=b.get("registry_url"))
+        status = story.load()
+        world.nightly_story = story
+        return status
+    if action == "nightly/step":
+        if world.nightly_story is None:
+            raise SimError(409, "load the nightly story first (POST /_admin/nightly/load)")
+        return world.nightly_story.step()
     if action == "scenario/step":
         return scen.driver(world).step()
     if action.startswith("scenario/") and action.endswith("/load"):

@@ -60,6 +60,9 @@ def serve(
 @scenario_app.command("seed")
 def seed_scenario(
     variant: str = typer.Option("seed", help="'seed' (#47270 closed unmerged) or 'both-merge'."),
+    nightly: bool = typer.Option(
+        False, "--nightly", help="Also load the nightly regression story (played after the seed's steps)."
+    ),
     play: bool = typer.Option(False, "--play", help="Play every step, one per --interval."),
     interval: float = typer.Option(2.0, help="Seconds between steps with --play."),
     serve_: bool = typer.Option(True, "--serve/--no-serve", help="Serve the world afterwards."),
@@ -81,9 +84,18 @@ def seed_scenario(
     sc = SeedScenario(world, variant)
     status = sc.load()
     typer.echo(json.dumps({"loaded": status["facts"], "steps": [s["name"] for s in status["steps"]]}))
+    story = None
+    if nightly:
+        from sim.nightly_scenario import NightlyRegressionStory
+
+        story = NightlyRegressionStory(world, registry_url=f"http://{host}:{port}/hub")
+        world.nightly_story = story
+        typer.echo(json.dumps({"nightly": [s["name"] for s in story.load()["steps"]]}))
     if play and not serve_:
         for entry in sc.play():
             typer.echo(json.dumps(entry))
+        while story is not None and story.position < len(story.steps):
+            typer.echo(json.dumps(story.step()))
         return
     if play:
         import threading
@@ -92,6 +104,9 @@ def seed_scenario(
             while sc.position < len(sc.steps):
                 time.sleep(interval)
                 typer.echo(json.dumps(sc.step()))
+            while story is not None and story.position < len(story.steps):
+                time.sleep(interval)
+                typer.echo(json.dumps(story.step()))
 
         threading.Thread(target=player, daemon=True).start()
     if serve_:

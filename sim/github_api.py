@@ -798,6 +798,78 @@ def merge_pull(ctx: Ctx, p: dict[str, str]) -> Resp:
     return Resp(200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"})
 
 
+# -- issues ----------------------------------------------------------------------------------------
+
+
+@route("GET", "/repos/{owner}/{repo}/issues", "issues/list-for-repo")
+def list_issues(ctx: Ctx, p: dict[str, str]) -> Resp:
+    # As GitHub: pull requests are issues too (they carry `pull_request`); newest first by default.
+    repo = _repo(ctx, p)
+    state = ctx.query.get("state", "open")
+    if state not in ("open", "closed", "all"):
+        raise SimError(422, "state must be open, closed or all")
+    creator = ctx.query.get("creator")
+    items: list[tuple[float, int, dict[str, Any]]] = []
+    for issue in repo.issues.values():
+        items.append((issue.created_at, issue.number, render.rest_issue(ctx.world, repo, issue)))
+    for pr in repo.pulls.values():
+        items.append((pr.created_at, pr.number, render.hook_issue(ctx.world, repo, pr)))
+    rows = [
+        d
+        for _, _, d in sorted(items, key=lambda t: (t[0], t[1]), reverse=ctx.query.get("direction") != "asc")
+    ]
+    if state != "all":
+        rows = [d for d in rows if d["state"] == state]
+    if creator:
+        rows = [d for d in rows if d["user"]["login"] == creator]
+    return paginate(ctx, rows)
+
+
+@route("POST", "/repos/{owner}/{repo}/issues", "issues/create")
+def create_issue(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    _require_auth(ctx)
+    b = _body(ctx)
+    title = b.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise SimError(
+            422, "Validation Failed", [{"resource": "Issue", "code": "missing_field", "field": "title"}]
+        )
+    body = b.get("body") or ""
+    if not isinstance(body, str) or len(body) > 65536:
+        raise SimError(422, "body must be a string of at most 65536 characters")
+    labels = [str(x) for x in b.get("labels") or [] if isinstance(x, str)]
+    issue = ctx.world.open_issue(repo.full_name, title, body, ctx.identity.actor(ctx.world), labels)
+    url = f"{render.api(ctx.world)}/repos/{repo.full_name}/issues/{issue.number}"
+    return Resp(201, render.rest_issue(ctx.world, repo, issue), {"Location": url})
+
+
+@route("GET", "/repos/{owner}/{repo}/issues/{issue_number}", "issues/get")
+def get_issue(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    n = _int(p["issue_number"], "issue_number")
+    if n in repo.pulls:
+        return Resp(200, render.hook_issue(ctx.world, repo, repo.pulls[n]))
+    return Resp(200, render.rest_issue(ctx.world, repo, ctx.world.issue(repo.full_name, n)))
+
+
+@route("PATCH", "/repos/{owner}/{repo}/issues/{issue_number}", "issues/update")
+def update_issue(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    _require_auth(ctx)
+    n = _int(p["issue_number"], "issue_number")
+    issue = ctx.world.issue(repo.full_name, n)
+    if issue.user != ctx.identity.actor(ctx.world):
+        _require_write(ctx, repo)
+    b = _body(ctx)
+    body = b.get("body")
+    if body is not None and (not isinstance(body, str) or len(body) > 65536):
+        raise SimError(422, "body must be a string of at most 65536 characters")
+    fields = {k: b.get(k) for k in ("title", "body", "state", "state_reason") if k in b}
+    issue = ctx.world.update_issue(repo.full_name, n, **fields)
+    return Resp(200, render.rest_issue(ctx.world, repo, issue))
+
+
 # -- issue comments and reactions ------------------------------------------------------------------
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 # ATOM published points: conc -> (mean_ttft, p99_ttft, mean_tpot, p99_tpot)
 _ATOM: dict[int, tuple[float, float, float, float]] = {
@@ -78,6 +80,38 @@ class PerfInput:
     tp: int = 4
     model: str = "amd/MiniMax-M3-MXFP4"
     image: str = ""
+    # Injected slowdowns of this image (``slowdown``): "tpot" / "ttft" -> relative factor, e.g. 0.04.
+    slowdown_by: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A performance change injected at an upstream commit: images built from a commit that contains
+    ``commit`` (and not ``fixed_by``) are ``factor`` slower in ``metric`` (tpot: decode, ttft: prefill)."""
+
+    repo: str
+    commit: str
+    factor: float
+    fixed_by: str | None = None
+    metric: str = "tpot"
+
+
+_NIGHTLY_SHA = re.compile(r":nightly-(?P<sha>[0-9a-f]{40})$")
+
+
+def image_commit(image: str) -> str | None:
+    """The upstream commit of a ``...:nightly-<40-hex>`` image, or None."""
+    m = _NIGHTLY_SHA.search(image)
+    return m.group("sha") if m else None
+
+
+def slowdown(regressions: Sequence[Regression], contains: Callable[[str, str], bool]) -> dict[str, float]:
+    """Sum of the active regressions per metric; ``contains(repo, commit)``: the image has the commit."""
+    out: dict[str, float] = {}
+    for reg in regressions:
+        if contains(reg.repo, reg.commit) and not (reg.fixed_by and contains(reg.repo, reg.fixed_by)):
+            out[reg.metric] = out.get(reg.metric, 0.0) + reg.factor
+    return out
 
 
 def expected_mean_tpot_ms(framework: str, conc: int) -> float:
@@ -103,11 +137,13 @@ def benchmark_result(p: PerfInput, seed: int, attempt: int = 0) -> dict[str, obj
     def curve(idx: int) -> float:
         return _loglog({c: v[idx] for c, v in _ATOM.items()}, p.conc)
 
-    mean_tpot = noisy(curve(2) * f * tpot_scale * tp_scale**0.5)
-    p99_tpot = noisy(curve(3) * f * tpot_scale * tp_scale**0.5, 0.006)
+    slow_tpot = 1.0 + p.slowdown_by.get("tpot", 0.0)
+    slow_ttft = 1.0 + p.slowdown_by.get("ttft", 0.0)
+    mean_tpot = noisy(curve(2) * f * tpot_scale * tp_scale**0.5 * slow_tpot)
+    p99_tpot = noisy(curve(3) * f * tpot_scale * tp_scale**0.5 * slow_tpot, 0.006)
     median_tpot = noisy(mean_tpot * 0.995)
-    mean_ttft = noisy(curve(0) * f * ttft_scale * tp_scale, 0.01)
-    p99_ttft = noisy(curve(1) * f * ttft_scale * tp_scale, 0.02)
+    mean_ttft = noisy(curve(0) * f * ttft_scale * tp_scale * slow_ttft, 0.01)
+    p99_ttft = noisy(curve(1) * f * ttft_scale * tp_scale * slow_ttft, 0.02)
     median_ttft = noisy(mean_ttft * 0.8, 0.01)
 
     num_prompts = 10 * p.conc

@@ -450,6 +450,39 @@ def hook_issue(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
     }
 
 
+def rest_issue(world: World, repo: Repo, issue: Any) -> dict[str, Any]:
+    """A plain issue as ``GET /repos/{owner}/{repo}/issues/{n}`` returns it (no ``pull_request``)."""
+    u = f"{api(world)}/repos/{repo.full_name}"
+    n = issue.number
+    return {
+        "url": f"{u}/issues/{n}",
+        "repository_url": u,
+        "labels_url": f"{u}/issues/{n}/labels{{/name}}",
+        "comments_url": f"{u}/issues/{n}/comments",
+        "events_url": f"{u}/issues/{n}/events",
+        "html_url": f"{html(world)}/{repo.full_name}/issues/{n}",
+        "id": issue.id,
+        "node_id": node_id("I_", issue.id),
+        "number": n,
+        "title": issue.title,
+        "user": user(world, issue.user),
+        "labels": [{"name": name, "color": "ededed", "default": False} for name in issue.labels],
+        "state": issue.state,
+        "state_reason": issue.state_reason,
+        "locked": False,
+        "assignee": None,
+        "assignees": [],
+        "milestone": None,
+        "comments": sum(1 for c in repo.comments.values() if c.issue_number == n),
+        "created_at": iso(issue.created_at),
+        "updated_at": iso(issue.updated_at),
+        "closed_at": iso(issue.closed_at) if issue.closed_at else None,
+        "author_association": _author_association(world, repo, issue.user),
+        "active_lock_reason": None,
+        "body": issue.body,
+    }
+
+
 def reaction(world: World, r: Any) -> dict[str, Any]:
     return {
         "id": r.id,

@@ -114,6 +114,23 @@ class Pull:
 
 
 @dataclass
+class Issue:
+    """A plain issue (pull requests live in ``Repo.pulls``; both share the repo's numbers)."""
+
+    number: int
+    id: int
+    title: str
+    body: str
+    user: str
+    created_at: float
+    updated_at: float
+    state: str = "open"  # open | closed
+    state_reason: str | None = None  # completed | not_planned | reopened
+    closed_at: float | None = None
+    labels: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Workflow:
     id: int
     path: str
@@ -183,6 +200,7 @@ class Repo:
     objects: ObjectStore = field(default_factory=ObjectStore)
     refs: dict[str, str] = field(default_factory=dict)  # "refs/heads/main" -> sha
     pulls: dict[int, Pull] = field(default_factory=dict)
+    issues: dict[int, Issue] = field(default_factory=dict)
     next_number: int = 1
     comments: dict[int, Comment] = field(default_factory=dict)
     collaborators: dict[str, str] = field(default_factory=dict)
@@ -320,6 +338,8 @@ class World:
         self.registry_tokens: set[str] = set()
         self._wakeups: list[threading.Event] = []
         self.scenario: Any = None  # a sim.scenario.SeedScenario once loaded
+        self.nightly_story: Any = None  # a sim.nightly_scenario.NightlyRegressionStory once loaded
+        self.regressions: list[perf.Regression] = []  # injected upstream performance changes
         self.add_user(self.settings.default_token_user, type="Bot")
         self.add_token(self.settings.default_token, login=self.settings.default_token_user)
 
@@ -569,7 +589,7 @@ class World:
     def _take_number(self, repo: Repo, number: int | None) -> int:
         if number is None:
             number = repo.next_number
-        if number in repo.pulls:
+        if number in repo.pulls or number in repo.issues:
             raise SimError(422, f"number {number} is already used in {repo.full_name}")
         repo.next_number = max(repo.next_number, number + 1)
         return number
@@ -867,6 +887,94 @@ class World:
             repo.comments[c.id] = c
             self.emit_issue_comment(repo, c, "created", sender=user)
             return c
+
+    # -- issues ------------------------------------------------------------------------------------
+    def open_issue(
+        self, full_name: str, title: str, body: str, user: str, labels: list[str] | None = None
+    ) -> Issue:
+        with self.lock:
+            repo = self.repo(full_name)
+            if not title.strip():
+                raise SimError(
+                    422,
+                    "Validation Failed",
+                    [{"resource": "Issue", "code": "missing_field", "field": "title"}],
+                )
+            self.add_user(user)
+            now = self.now()
+            issue = Issue(
+                self._take_number(repo, None),
+                self.next_id(),
+                title,
+                body,
+                user,
+                now,
+                now,
+                labels=list(labels or []),
+            )
+            repo.issues[issue.number] = issue
+            return issue
+
+    def issue(self, full_name: str, number: int) -> Issue:
+        issue = self.repo(full_name).issues.get(number)
+        if issue is None:
+            raise SimError(404, "Not Found")
+        return issue
+
+    def update_issue(self, full_name: str, number: int, **fields: Any) -> Issue:
+        with self.lock:
+            issue = self.issue(full_name, number)
+            now = self.now()
+            if "title" in fields and fields["title"] is not None:
+                issue.title = str(fields["title"])
+            if "body" in fields and fields["body"] is not None:
+                issue.body = str(fields["body"])
+            state = fields.get("state")
+            if state is not None:
+                if state not in ("open", "closed"):
+                    raise SimError(422, f"state must be open or closed, not {state!r}")
+                if state == "closed" and issue.state == "open":
+                    issue.closed_at = now
+                    issue.state_reason = str(fields.get("state_reason") or "completed")
+                elif state == "open" and issue.state == "closed":
+                    issue.closed_at, issue.state_reason = None, "reopened"
+                issue.state = state
+            issue.updated_at = now
+            return issue
+
+    # -- injected performance changes --------------------------------------------------------------
+    def inject_regression(
+        self, repo: str, commit: str, factor: float, *, fixed_by: str | None = None, metric: str = "tpot"
+    ) -> perf.Regression:
+        """From upstream ``commit`` on (until ``fixed_by``), nightlies built from ``repo`` run slower."""
+        with self.lock:
+            if commit not in self.repo(repo).objects.commits:
+                raise SimError(422, f"{commit!r} is not a commit of {repo}")
+            if metric not in ("tpot", "ttft"):
+                raise SimError(422, f"metric {metric!r} must be tpot or ttft")
+            reg = perf.Regression(repo, commit, factor, fixed_by, metric)
+            self.regressions.append(reg)
+            return reg
+
+    def fix_regression(self, reg: perf.Regression, fixed_by: str) -> perf.Regression:
+        with self.lock:
+            fixed = perf.Regression(reg.repo, reg.commit, reg.factor, fixed_by, reg.metric)
+            self.regressions[self.regressions.index(reg)] = fixed
+            return fixed
+
+    def _contains(self, repo: str, commit: str, head: str) -> bool:
+        try:
+            _b, _h, cmp = self.compare(repo, commit, head)
+        except (SimError, GitError, KeyError):
+            return False
+        return cmp.status in ("ahead", "identical")
+
+    def image_slowdown(self, image: str) -> dict[str, float]:
+        """The injected slowdowns of an image (``nightly-<sha>`` of an upstream repo's commit)."""
+        sha = perf.image_commit(image)
+        if sha is None or not self.regressions:
+            return {}
+        return perf.slowdown(self.regressions, lambda repo, c: self._contains(repo, c, sha))
 
     def comment(self, full_name: str, comment_id: int) -> Comment:
         c = self.repo(full_name).comments.get(comment_id)
@@ -1179,6 +1287,7 @@ class World:
                 int(tp),
                 str(p.get("model", "")),
                 str(p.get("image", "")),
+                self.image_slowdown(str(p.get("image", ""))),
             ),
             self.settings.seed,
             attempt,

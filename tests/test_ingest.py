@@ -161,6 +161,18 @@ def test_form_encoded_delivery_is_accepted(client: TestClient, fixtures_dir: Pat
         assert json.loads(s.get(Delivery, "form-1").body) == json.loads(raw)  # type: ignore[union-attr]
 
 
+def _wait_unrung(delivery_id: str) -> None:
+    import time
+
+    deadline = time.monotonic() + 10
+    while True:
+        with session_scope() as s:
+            if s.get(Delivery, delivery_id).enqueued_at is None:  # type: ignore[union-attr]
+                return
+        assert time.monotonic() < deadline, "the doorbell never recorded its failure"
+        time.sleep(0.05)
+
+
 def test_broker_down_delivery_is_stored_then_reaped(
     client: TestClient, fixtures_dir: Path, settings_env: pytest.MonkeyPatch
 ) -> None:
@@ -172,10 +184,11 @@ def test_broker_down_delivery_is_stored_then_reaped(
     import app.queue
 
     def fake_enqueue(name: str, *args: object, **kw: object) -> bool:
-        if name == "sweepbot.process_delivery":  # the reaper's; the API's doorbell may ring late
-            sent.append(str(args[0]))
+        if name == "sweepbot.process_deliveries":  # the reaper's batch
+            sent.extend(str(i) for i in args[0])  # type: ignore[attr-defined]
         return True
 
+    _wait_unrung("lost-1")  # the doorbell failed (no broker) and said so
     settings_env.setattr(app.queue, "enqueue", fake_enqueue)
     assert reap(grace_seconds=0) == ["lost-1"]
     assert reap(grace_seconds=60) == []  # just re-enqueued: not again within the grace period

@@ -168,6 +168,12 @@ def test_broker_unreachable_then_reaped(stack: Stack, settings_env: pytest.Monke
     assert stack.post("sweepbot_test", body, "nobroker-1") == 202
     assert time.monotonic() - started < 10
     assert statuses()["nobroker-1"] == "received"
+
+    def unrung() -> bool:  # the doorbell's failed ring is recorded, so the reaper takes it at once
+        with session_scope() as s:
+            return s.get(Delivery, "nobroker-1").enqueued_at is None  # type: ignore[union-attr]
+
+    wait_for(unrung, 15, "the doorbell to record that it could not ring")
     # The broker is back: the reaper (normally on beat) re-enqueues, a worker processes it once.
     settings_env.setenv("SWEEPBOT_BROKER_URL", good_broker)
     reset_settings_cache()

@@ -29,7 +29,37 @@ from app.story import STATUS_MARKER, StoryReport, bot_comments
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 
-def _run(tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool, mode: str) -> StoryReport:
+def _crawl_the_dashboard(dashboard_url: str, sim_url: str) -> None:
+    """Every dashboard page renders and every outbound link (PRs, commits, the bump diff, runs)
+    answers 200 from the simulator; nothing reaches for another origin."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.crawl import crawl
+    from tests.browser.test_dashboard_browser import ARGS, CHROMIUM, _need_chromium
+
+    _need_chromium()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        try:
+            result = crawl(browser, dashboard_url, [sim_url])
+        finally:
+            browser.close()
+    assert result.problems == [] and result.blocked == [], (result.problems, result.blocked)
+    # the only links leaving the simulator are the reference's published source (rel=external)
+    assert all(u.startswith("https://github.com/ROCm/ATOM/") for u in result.external), result.external
+    paths = {p.removeprefix(dashboard_url.rstrip("/")).split("?")[0] for p in result.pages}
+    assert {"/", "/watches", "/sweeps", "/results", "/deliveries", "/audit"} <= paths, paths
+    assert any(p.startswith("/sweeps/") for p in paths) and any(p.startswith("/deliveries/") for p in paths)
+    links = list(result.outbound)
+    assert all(status == 200 for status in result.outbound.values())
+    for kind in ("/pull/", "/actions/runs/"):
+        assert any(kind in u for u in links), (kind, links)
+    assert any("/commit/" in u or u.endswith("/files") for u in links), links  # the bump diff
+
+
+def _run(
+    tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool, mode: str, crawl_dashboard: bool = False
+) -> StoryReport:
     from app.db import session_factory
     from app.launcher import SIM_CADENCE, stack
     from app.settings import Settings, reset_settings_cache
@@ -92,6 +122,8 @@ def _run(tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool, mode: str)
                 setup=setup,
             )
             assert not running.dead(), f"processes died: {running.dead()} (logs in {running.log_dir})"
+            if crawl_dashboard:
+                _crawl_the_dashboard(running.dashboard_url, sim.url)
     if chaos:
         with sim.world.lock:
             duplicated = [d for d in sim.world.deliveries if d.duplicate_of]
@@ -123,7 +155,8 @@ def _assert_story(report: StoryReport, mode: str) -> None:
 
 
 def test_the_whole_story(story_env: tuple[str, str], tmp_path: Path) -> None:
-    report = _run(tmp_path, *story_env, chaos=False, mode="dispatch")
+    """...and then the dashboard, true in simulator mode: crawled in Chromium, every link answers."""
+    report = _run(tmp_path, *story_env, chaos=False, mode="dispatch", crawl_dashboard=True)
     _assert_story(report, "dispatch")
     assert report.summary["runner_lost"] == 1  # lost once, retried once, then measured
 

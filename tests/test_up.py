@@ -69,7 +69,8 @@ def _up(cwd: Path, env: dict[str, str], port: int, sim_port: int) -> Iterator[st
             time.sleep(0.2)
         yield output.decode()
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
         try:
             assert proc.wait(timeout=30) == 0
         finally:

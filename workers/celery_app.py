@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from celery import Celery
+from celery.signals import setup_logging
 
 from app.settings import get_settings
 
@@ -19,6 +20,22 @@ TASK_MODULES = [
     "workers.tasks_sweeps",
     "workers.tasks_results",
 ]
+
+
+# Beat's periodic work; routed to ``periodic_queue`` (also when the API or a task rings one early).
+PERIODIC_TASKS = (
+    "sweepbot.reap_deliveries",
+    "sweepbot.beat_heartbeat",
+    "sweepbot.poll_watches",
+    "sweepbot.scheduler_tick",
+    "sweepbot.repair_jobs",
+    "sweepbot.flush_reports",
+    "sweepbot.watch_nightlies",
+)
+
+
+def periodic_queue(queue_name: str) -> str:
+    return f"{queue_name}.periodic"
 
 
 def make_celery() -> Celery:
@@ -33,10 +50,24 @@ def make_celery() -> Celery:
             "visibility_timeout": 3600,
             "socket_connect_timeout": 2,
             "socket_timeout": 5,
+            "socket_keepalive": True,
+            "health_check_interval": 10,  # notice a restarted Redis on an idle connection too
             "retry_on_timeout": True,
         }
+    periodic = periodic_queue(settings.queue_name)
+
+    def every(seconds: float, task: str) -> dict[str, object]:
+        # On their own queue, so a backlog of deliveries never delays (or is crowded by) them; a
+        # tick that waited longer than its period is dropped, the next one does the same work.
+        return {
+            "task": task,
+            "schedule": timedelta(seconds=seconds),
+            "options": {"queue": periodic, "expires": max(seconds, 5.0)},
+        }
+
     app.conf.update(
         task_default_queue=settings.queue_name,
+        task_routes={name: {"queue": periodic} for name in PERIODIC_TASKS},
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
@@ -44,8 +75,15 @@ def make_celery() -> Celery:
         task_serializer="json",
         accept_content=["json"],
         broker_transport_options=transport_options,
+        # Ride out a broker restart of any length: reconnect forever (None; 0 would mean never),
+        # with kombu's growing interval, and log each attempt (app/logging.py makes it an event).
+        broker_connection_retry=True,
         broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
         broker_connection_timeout=2,
+        # With late acks, a task running when the connection drops is redelivered after the
+        # reconnect; cancelling it then avoids two copies running at once (Celery 6's default).
+        worker_cancel_long_running_tasks_on_connection_loss=True,
         task_publish_retry=True,
         task_publish_retry_policy={
             "max_retries": 2,
@@ -54,39 +92,32 @@ def make_celery() -> Celery:
             "interval_max": 0.5,
         },
         worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
         worker_send_task_events=False,
         timezone="UTC",
         beat_schedule={
-            "reap-deliveries": {
-                "task": "sweepbot.reap_deliveries",
-                "schedule": timedelta(seconds=settings.reaper_interval),
-            },
-            "heartbeat-beat": {
-                "task": "sweepbot.beat_heartbeat",
-                "schedule": timedelta(seconds=min(15.0, settings.reaper_interval)),
-            },
-            "poll-watches": {
-                "task": "sweepbot.poll_watches",
-                "schedule": timedelta(seconds=settings.poll_interval),
-            },
-            "scheduler-tick": {
-                "task": "sweepbot.scheduler_tick",
-                "schedule": timedelta(seconds=settings.scheduler_interval),
-            },
-            "repair-jobs": {
-                "task": "sweepbot.repair_jobs",
-                "schedule": timedelta(seconds=settings.job_repair_interval),
-            },
-            "flush-reports": {
-                "task": "sweepbot.flush_reports",
-                "schedule": timedelta(seconds=settings.report_debounce_seconds),
-            },
+            "reap-deliveries": every(settings.reaper_interval, "sweepbot.reap_deliveries"),
+            "heartbeat-beat": every(min(15.0, settings.reaper_interval), "sweepbot.beat_heartbeat"),
+            "poll-watches": every(settings.poll_interval, "sweepbot.poll_watches"),
+            "scheduler-tick": every(settings.scheduler_interval, "sweepbot.scheduler_tick"),
+            "repair-jobs": every(settings.job_repair_interval, "sweepbot.repair_jobs"),
+            "watch-nightlies": every(settings.nightly_watch_interval, "sweepbot.watch_nightlies"),
+            "flush-reports": every(settings.report_debounce_seconds, "sweepbot.flush_reports"),
         },
     )
     return app
 
 
 celery_app = make_celery()
+
+
+@setup_logging.connect
+def _json_logs(**_: object) -> None:
+    """Worker and beat log the API's JSON events (connecting this stops Celery's own setup)."""
+    from app.logging import configure
+
+    settings = get_settings()
+    configure(settings.log_level, settings.log_json)
 
 
 def current_celery() -> Celery:

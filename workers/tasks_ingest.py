@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import structlog
 from celery import Task
 from celery.signals import worker_process_init, worker_ready
 
 from app import ingest
 from app.db import dispose_engines, session_scope
 from workers.celery_app import celery_app
+
+log = structlog.get_logger(__name__)
 
 
 @worker_process_init.connect
@@ -17,23 +20,28 @@ def _fresh_connections(**_: object) -> None:
 
 
 @worker_ready.connect
-def _announce(**_: object) -> None:
+def _announce(sender: object = None, **_: object) -> None:
+    consumer = getattr(sender, "task_consumer", None)
+    queues = sorted(q.name for q in getattr(consumer, "queues", []) or [])
+    log.info("worker_ready", worker=ingest.worker_name(), queues=queues)
     with session_scope() as session:
         ingest.beat(session, f"worker@{ingest.worker_name()}", "worker")
 
 
 @celery_app.task(name="sweepbot.process_delivery", bind=True, acks_late=True)
 def process_delivery(self: Task, delivery_id: str) -> str:
+    """One delivery: a retry's countdown message or a replay (out of queue order)."""
     with session_scope() as session:
-        ingest.beat(session, f"worker@{ingest.worker_name()}", "worker")
+        ingest.record_consumption(session, [delivery_id], in_queue_order=False)
     return ingest.process_delivery(delivery_id)
 
 
 @celery_app.task(name="sweepbot.process_deliveries", acks_late=True)
 def process_deliveries(delivery_ids: list[str]) -> dict[str, str]:
-    """The API's batched doorbell: each id is claimed on its own, so a batch is as safe as singles."""
+    """The API's batched doorbell and the reaper's batches: each id is claimed on its own, so a
+    batch is as safe as singles."""
     with session_scope() as session:
-        ingest.beat(session, f"worker@{ingest.worker_name()}", "worker")
+        ingest.record_consumption(session, list(delivery_ids), in_queue_order=True)
     return {delivery_id: ingest.process_delivery(delivery_id) for delivery_id in delivery_ids}
 
 

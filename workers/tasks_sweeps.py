@@ -26,3 +26,16 @@ def repair_jobs() -> dict[str, Any]:
     from app.scheduler import repair_jobs as repair
 
     return asdict(repair(session_factory(), session_gateway))
+
+
+@celery_app.task(name="sweepbot.watch_nightlies", bind=True, max_retries=8)
+def watch_nightlies(self: Any) -> list[dict[str, Any]]:
+    """Beat: canaries of new nightlies, change points, bisection, regression issues."""
+    from app.db import session_factory
+    from app.nightlywatch import watch_nightlies as run
+    from app.routing import TransientError
+
+    try:
+        return [r.to_json() for r in run(session_factory(), session_gateway)]
+    except TransientError as exc:
+        raise self.retry(exc=exc, countdown=exc.retry_after or 60) from exc

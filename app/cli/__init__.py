@@ -6,12 +6,22 @@ import json
 import os
 import signal
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from app.cli.errors import (
+    EXIT_USAGE,
+    database_error,
+    resolve_prefix,
+    settings_error,
+    short_ids,
+    url_error,
+)
 
 cli = typer.Typer(
     help="sweepbot: GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
@@ -27,15 +37,30 @@ console = Console()
 err = Console(stderr=True)
 
 
-def _settings() -> Any:
-    from app.settings import SettingsError, get_settings
+def _fail(line: str) -> typer.Exit:
+    """Print one line on stderr (no markup: it may quote user input) and exit 2."""
+    err.print(line, markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def _settings(*, writes: bool = False) -> Any:
+    """The settings, checked; ``writes``: this command writes into the data dir (create it)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    from app.settings import SettingsError, ensure_data_dir, get_settings
 
     try:
         settings = get_settings()
         settings.check_production()
     except (SettingsError, ValueError) as exc:
-        err.print(f"[red]configuration error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        raise _fail(settings_error(exc)) from exc
+    try:
+        make_url(settings.database_url).get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise _fail(url_error(exc, settings.database_url)) from exc
+    if writes:
+        ensure_data_dir(settings)
     return settings
 
 
@@ -47,7 +72,7 @@ def api(host: str = "127.0.0.1", port: int = 8000, migrate: bool = True) -> None
     """Run the HTTP API (webhooks, dashboard, /api, /healthz, /readyz, /metrics)."""
     import uvicorn
 
-    settings = _settings()
+    settings = _settings(writes=True)
     if migrate:
         from app.migrate import upgrade
 
@@ -63,13 +88,16 @@ def worker(
     pool: Annotated[str, typer.Option(help="Celery pool: prefork, threads or solo")] = "",
 ) -> None:
     """Run a Celery worker."""
-    settings = _settings()
-    from workers.celery_app import celery_app
+    settings = _settings(writes=True)
+    from workers.celery_app import celery_app, periodic_queue
 
     chosen = pool or ("threads" if settings.is_embedded else "prefork")
     celery_app.worker_main(
         [
+            "--quiet",  # no banner: the log is JSON events (worker_ready says what the banner did)
             "worker",
+            "--queues",
+            f"{settings.queue_name},{periodic_queue(settings.queue_name)}",
             "--loglevel",
             settings.log_level,
             "--pool",
@@ -87,11 +115,11 @@ def worker(
 @cli.command()
 def beat() -> None:
     """Run Celery beat (reaper, polling, scheduler ticks, report flushes). Run exactly one."""
-    settings = _settings()
+    settings = _settings(writes=True)
     from workers.celery_app import celery_app
 
     schedule = Path(settings.data_dir) / "celerybeat-schedule"
-    celery_app.start(["beat", "--loglevel", settings.log_level, "--schedule", str(schedule)])
+    celery_app.start(["--quiet", "beat", "--loglevel", settings.log_level, "--schedule", str(schedule)])
 
 
 def use_data_dir(data_dir: Path | None) -> None:
@@ -128,7 +156,7 @@ def up(
     With no GitHub credentials set, a simulated GitHub (with the seed world) is started and wired in.
     """
     use_data_dir(data_dir)
-    _settings()
+    _settings(writes=True)
     from app.launcher import run_stack
 
     raise typer.Exit(run_stack(host=host, port=port, sim_port=sim_port, console=console))
@@ -137,7 +165,7 @@ def up(
 @db_app.command("upgrade")
 def db_upgrade(revision: str = "head") -> None:
     """Apply migrations up to REVISION (default: head)."""
-    settings = _settings()
+    settings = _settings(writes=True)
     from app.migrate import upgrade as run_upgrade
 
     run_upgrade(settings.database_url, revision)
@@ -165,14 +193,57 @@ def _delivery_dict(d: Any, with_payload: bool = False) -> dict[str, Any]:
     return out
 
 
+class DeliveryStatusChoice(StrEnum):
+    """The statuses a stored delivery can be in (app.models.core.DeliveryStatus)."""
+
+    received = "received"
+    queued = "queued"
+    processing = "processing"
+    retry = "retry"
+    done = "done"
+    ignored = "ignored"
+    failed = "failed"
+
+
+DELIVERY_STATUSES = tuple(s.value for s in DeliveryStatusChoice)
+
+
+def _resolve_delivery(session: Any, delivery_id: str) -> str:
+    """The full id of the delivery ``delivery_id`` names: an exact id, or a unique prefix of one
+    (what `deliveries list` prints)."""
+    from sqlalchemy import select
+
+    from app.models import Delivery
+
+    if session.get(Delivery, delivery_id) is not None:
+        return delivery_id
+    candidates = list(
+        session.scalars(
+            select(Delivery.id).where(Delivery.id.startswith(delivery_id, autoescape=True)).limit(6)
+        )
+    )
+    try:
+        return resolve_prefix(delivery_id, candidates, "delivery", "sweepbot deliveries list")
+    except LookupError as exc:
+        raise _fail(str(exc)) from exc
+
+
 @deliveries_app.command("list")
 def deliveries_list(
-    as_json: Annotated[bool, typer.Option("--json", help="JSON array output")] = False,
-    status: Annotated[str | None, typer.Option(help="Filter by status")] = None,
-    event: Annotated[str | None, typer.Option(help="Filter by event")] = None,
-    limit: int = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON array output (full ids)")] = False,
+    status: Annotated[
+        DeliveryStatusChoice | None,
+        typer.Option(
+            metavar="STATUS", help="Only deliveries in this status: " + ", ".join(DELIVERY_STATUSES)
+        ),
+    ] = None,
+    event: Annotated[
+        str | None, typer.Option(metavar="EVENT", help="Only this event, e.g. pull_request")
+    ] = None,
+    limit: Annotated[int, typer.Option(metavar="N", help="At most N deliveries")] = 100,
 ) -> None:
-    """List stored deliveries, newest first."""
+    """List stored deliveries, newest first. The ids shown are short: `show` and `replay` take
+    any unique prefix."""
     _settings()
     from sqlalchemy import select
 
@@ -182,17 +253,19 @@ def deliveries_list(
     with session_scope() as session:
         query = select(Delivery).order_by(Delivery.received_at.desc()).limit(limit)
         if status:
-            query = query.where(Delivery.status == status)
+            query = query.where(Delivery.status == status.value)
         if event:
             query = query.where(Delivery.event == event)
         rows = [_delivery_dict(d) for d in session.execute(query).scalars()]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
+    short = short_ids([r["id"] for r in rows])
     table = Table("id", "event", "action", "repo", "status", "attempts", "error")
+    table.columns[0].no_wrap = True
     for r in rows:
         table.add_row(
-            r["id"],
+            short[r["id"]],
             r["event"],
             r["action"] or "",
             r["repo"] or "",
@@ -204,34 +277,40 @@ def deliveries_list(
 
 
 @deliveries_app.command("show")
-def deliveries_show(delivery_id: str) -> None:
+def deliveries_show(
+    delivery_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A delivery id, or a unique prefix of one")
+    ],
+) -> None:
     """Show one delivery with its payload."""
     _settings()
     from app.db import session_scope
     from app.models import Delivery
 
     with session_scope() as session:
-        d = session.get(Delivery, delivery_id)
-        if d is None:
-            err.print(f"no delivery with id {delivery_id!r}: see `sweepbot deliveries list`")
-            raise typer.Exit(2)
+        d = session.get(Delivery, _resolve_delivery(session, delivery_id))
         typer.echo(json.dumps(_delivery_dict(d, with_payload=True), indent=2))
 
 
 @deliveries_app.command("replay")
-def deliveries_replay(delivery_id: str, actor: str = "cli") -> None:
+def deliveries_replay(
+    delivery_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A delivery id, or a unique prefix of one")
+    ],
+    actor: Annotated[str, typer.Option(metavar="NAME", help="Recorded in the audit log")] = "cli",
+) -> None:
     """Process a stored delivery again (handlers converge, so this is safe)."""
     _settings()
     from app.db import session_scope
     from app.ingest import replay
 
     with session_scope() as session:
+        full = _resolve_delivery(session, delivery_id)
         try:
-            replay(session, delivery_id, actor=actor)
+            replay(session, full, actor=actor)
         except (LookupError, ValueError) as exc:
-            err.print(str(exc))
-            raise typer.Exit(2) from exc
-    console.print(f"delivery {delivery_id} queued again")
+            raise _fail(str(exc)) from exc
+    console.print(f"delivery {full} queued again", markup=False, highlight=False)
 
 
 def _register_capabilities() -> None:
@@ -255,26 +334,69 @@ def _register_capabilities() -> None:
 _register_capabilities()
 
 
+def _with_metavars(command: Any) -> Any:
+    """Help in the usual Unix style: ``FILE KEY`` for arguments and ``--seq SEQ`` for options
+    (a parameter's upper-cased name unless it names its own metavar), no ``<str>``/``{file}``."""
+    from typer.core import TyperArgument, TyperOption
+
+    def usage_name(param: Any) -> Any:
+        return lambda: param.metavar if param.required else f"[{param.metavar}]"
+
+    def no_type(ctx: Any) -> str:
+        return ""
+
+    for param in command.params:
+        if isinstance(param, TyperArgument):
+            if param.metavar is None:
+                param.metavar = (param.name or "ARG").upper()
+            setattr(param, "_usage_display_name", usage_name(param))  # noqa: B010 (instance override)
+            setattr(param, "display_type_rich", no_type)  # noqa: B010 (the name column says it)
+        elif isinstance(param, TyperOption) and param.is_flag:
+            param.metavar = ""  # a flag takes no value: show none
+        elif isinstance(param, TyperOption) and param.metavar is None:
+            param.metavar = (param.name or "VALUE").upper()
+    help_option = command.get_help_option
+
+    def quiet_help(ctx: Any) -> Any:
+        option = help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    setattr(command, "get_help_option", quiet_help)  # noqa: B010
+    for sub in getattr(command, "commands", {}).values():
+        _with_metavars(sub)
+    return command
+
+
+def build_command() -> Any:
+    """The click command ``sweepbot`` runs: the Typer app, with Unix-style metavariables."""
+    return _with_metavars(typer.main.get_command(cli))
+
+
 def main() -> None:
     from app.logging import configure
     from app.settings import get_settings
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    url = ""
     try:
         settings = get_settings()
+        url = settings.database_url
         configure(settings.log_level, settings.log_json)  # JSON lines on stderr; stdout is the command's
     except ValueError:
         pass  # a bad setting is reported by the command itself, with the fix
-    from sqlalchemy.exc import OperationalError, ProgrammingError
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
     try:
-        cli()
-    except (OperationalError, ProgrammingError) as exc:
-        text = str(exc.orig) if exc.orig is not None else str(exc)
-        if "no such table" in text or "does not exist" in text:
-            err.print(f"the database has no sweepbot schema yet ({text}): run `sweepbot db upgrade` first")
-            raise SystemExit(2) from exc
-        raise
+        build_command()(prog_name="sweepbot")
+    except (OperationalError, DBAPIError) as exc:
+        # Unreachable server, wrong credentials, no schema yet: one line and the fix, no traceback.
+        err.print(database_error(exc, url), markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(EXIT_USAGE) from exc
+    except (ArgumentError, NoSuchModuleError) as exc:
+        err.print(url_error(exc, url), markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(EXIT_USAGE) from exc
 
 
 __all__ = ["cli", "main"]

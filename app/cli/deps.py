@@ -40,7 +40,15 @@ def status(
         if row["pinned_deleted"]:
             pinned += "  (DELETED from the registry)"
         typer.echo(f"  pinned:  {pinned}")
-        typer.echo(f"  nightly: {row['chosen_nightly'] or 'none yet'}")
+        chosen = row["chosen_nightly"] or "none yet"
+        typer.echo(
+            f"  nightly: {chosen}" + ("  (chosen and pinned by the bump)" if row.get("bumped") else "")
+        )
+        if row.get("newest_containing"):
+            typer.echo(
+                f"  newer:   {row['newest_containing']}  (also contains every dependency; not bumped to, "
+                "a bump happens once)"
+            )
         for dep in row["dependencies"]:
             sha = f" @ {dep['merge_sha'][:7]}" if dep["merge_sha"] else ""
             dropped = "  (dropped)" if dep["dropped"] else ""

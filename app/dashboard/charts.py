@@ -371,3 +371,42 @@ def results_charts(data: Any) -> dict[str, str]:
             width=max(640, 90 * len(order) + 200),
         ),
     }
+
+
+# ---------------------------------------------------------------------- the nightly-series page
+
+
+def nightly_charts(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """One chart per metric of a watched key: a line per canary point, one x step per nightly."""
+    from app.nightly_logic import METRICS
+
+    tags = [n["tag"] for n in view["nightlies"] if n["state"] == "measured"]
+    index = {t: i + 1 for i, t in enumerate(tags)}
+    out: list[dict[str, Any]] = []
+    for metric, (label, unit, direction) in METRICS.items():
+        rows = [s for s in view["series"] if s["metric"] == metric]
+        if not rows:
+            continue
+        series = []
+        points: list[dict[str, Any]] = []
+        for row in rows:
+            name = (
+                row["result_name"].rsplit("_", 2)[-2] if "_conc" in row["result_name"] else row["result_name"]
+            )
+            series.append(
+                Series(
+                    name,
+                    [(float(index[p["tag"]]), float(p["value"])) for p in row["points"] if p["tag"] in index],
+                )
+            )
+            points.extend(row["points"])
+        title = f"{label} ({unit}) by nightly, {'lower' if direction > 0 else 'higher'} is better"
+        svg = line_chart(
+            series,
+            title=title,
+            x=Axis("nightly (oldest first)"),
+            y=Axis(f"{label} ({unit})"),
+            chart_id=f"nightly-{metric}",
+        )
+        out.append({"metric": metric, "title": title, "svg": svg, "points": points})
+    return out

@@ -23,6 +23,7 @@ from app.models import AuditEntry, Delivery, DeliveryStatus, HttpCacheEntry
 from app.models.results import ReportState, Result
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
 from app.models.tracking import BotConfigRecord, Bump, Dependency, DepState, ImageTag, Watch, WatchState
+from app.nightlies import NightlyLabels, label_nightlies
 from app.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -208,14 +209,17 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
             )
         )
     for w in session.scalars(
-        select(Watch).where(Watch.state == WatchState.BLOCKED).order_by(Watch.updated_at.desc()).limit(limit)
+        select(Watch)
+        .where(Watch.state.in_((WatchState.BLOCKED, WatchState.ARCHIVED)))
+        .order_by(Watch.updated_at.desc())
+        .limit(limit)
     ):
         out.append(
             S.Failure(
                 kind="watch",
                 id=str(w.id),
                 at=_aware(w.updated_at),
-                summary=f"{w.repo}#{w.pr_number} {w.config_key} blocked: {(w.reason or '')[:200]}",
+                summary=f"{w.repo}#{w.pr_number} {w.config_key} {w.state}: {(w.reason or '')[:200]}",
                 link=f"/watches#watch-{w.id}",
             )
         )
@@ -469,6 +473,8 @@ def sweep_filter_values(session: Session) -> dict[str, list[str]]:
 
 
 def _why_no_bump(w: Watch, deps: list[Dependency]) -> str | None:
+    if w.state == WatchState.ARCHIVED and w.reason:
+        return w.reason  # the key moved to configs/deprecated/: nothing else matters
     live = [d for d in deps if not d.dropped]
     closed = [d for d in live if d.state == DepState.CLOSED]
     if closed:
@@ -539,6 +545,13 @@ def watches(
         for bump in session.scalars(select(Bump).where(Bump.watch_id.in_(ids)).order_by(Bump.id)):
             bumps[bump.watch_id] = bump  # the newest wins
     items: list[S.WatchOut] = []
+    labels: dict[int, NightlyLabels] = {}
+    for w in rows:
+        b = bumps.get(w.id)
+        bumped_image = b.image if b is not None and b.state in ("committed", "already") else None
+        labels[w.id] = label_nightlies(
+            pinned_image=w.pinned_image, newest_tag=w.chosen_tag, bumped_image=bumped_image
+        )
     for w in rows:
         b = bumps.get(w.id)
         dep_rows = deps.get(w.id, [])
@@ -551,7 +564,8 @@ def watches(
                 state=w.state,
                 image_repo=w.image_repo,
                 pinned_image=w.pinned_image,
-                chosen_tag=w.chosen_tag,
+                chosen_tag=labels[w.id].chosen,
+                newest_containing_tag=labels[w.id].newest_containing,
                 first_containing_tag=w.first_containing_tag,
                 decision=w.decision,
                 reason=w.reason,
@@ -582,7 +596,8 @@ def watches(
             for w in rows
             if w.image_repo == image_repo and w.pinned_image and ":" in w.pinned_image
         }
-        chosen = {w.chosen_tag for w in rows if w.image_repo == image_repo and w.chosen_tag}
+        chosen = {t for w in rows if w.image_repo == image_repo and (t := labels[w.id].chosen)}
+        newest = {t for w in rows if w.image_repo == image_repo and (t := labels[w.id].newest_containing)}
         tags = list(
             session.scalars(
                 select(ImageTag)
@@ -593,7 +608,7 @@ def watches(
         )
         shown = {t.tag for t in tags}
         # A pinned tag older than the window (or deleted long ago) still belongs on the timeline.
-        extra = (pinned | chosen) - shown
+        extra = (pinned | chosen | newest) - shown
         if extra:
             tags += list(
                 session.scalars(
@@ -629,6 +644,7 @@ def watches(
                         deleted=t.deleted_at is not None,
                         pinned=t.tag in pinned,
                         chosen=t.tag in chosen,
+                        newest_containing=t.tag in newest and t.tag not in chosen,
                     )
                     for t in tags
                 ],

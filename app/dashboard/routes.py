@@ -31,7 +31,7 @@ from app.dashboard.auth import (
     session_of,
 )
 from app.dashboard.auth import viewer as _viewer
-from app.dashboard.charts import results_charts, short_image
+from app.dashboard.charts import nightly_charts, results_charts, short_image
 from app.dashboard.signin import safe_next
 
 log = structlog.get_logger(__name__)
@@ -253,6 +253,26 @@ def _api(router: APIRouter) -> None:
             per_page=per_page,
         )
 
+    @router.get(
+        "/api/nightlies",
+        tags=tags,
+        summary="Watched keys of the nightly regression watch, with the canary budget",
+    )
+    def api_nightlies(session: DB, _v: Viewer) -> list[dict[str, Any]]:
+        from app.nightlywatch import watched_keys
+
+        return watched_keys(session)
+
+    @router.get(
+        "/api/nightlies/{owner}/{name}/{config_key}",
+        tags=tags,
+        summary="One key's nightly series, canaries, regressions and budget",
+    )
+    def api_nightly_series(owner: str, name: str, config_key: str, session: DB, _v: Viewer) -> dict[str, Any]:
+        from app.nightlywatch import series_view
+
+        return series_view(session, f"{owner}/{name}", config_key)
+
     @router.get("/api/me", tags=tags, summary="Who the dashboard thinks you are, and your CSRF token")
     def api_me(request: Request) -> dict[str, Any]:
         ident = identity_of(request)
@@ -368,6 +388,28 @@ def _pages(router: APIRouter) -> None:
             data=out,
             charts=results_charts(out),
             title=f"Results: {config_key}",
+        )
+
+    @router.get("/nightlies", **html)
+    def nightlies_page(request: Request, session: DB, ident: PageViewer) -> HTMLResponse:
+        from app.nightlywatch import watched_keys
+
+        return render(request, "nightlies.html", ident, keys=watched_keys(session), title="Nightly watch")
+
+    @router.get("/nightlies/{owner}/{name}/{config_key}", **html)
+    def nightly_series_page(
+        request: Request, owner: str, name: str, config_key: str, session: DB, ident: PageViewer
+    ) -> HTMLResponse:
+        from app.nightlywatch import series_view
+
+        view = series_view(session, f"{owner}/{name}", config_key)
+        return render(
+            request,
+            "nightly_series.html",
+            ident,
+            view=view,
+            charts=nightly_charts(view),
+            title=f"Nightly series: {config_key}",
         )
 
     @router.get("/deliveries", **html)

@@ -167,7 +167,14 @@ class WatchOut(BaseModel):
     state: str
     image_repo: str | None
     pinned_image: str | None
-    chosen_tag: str | None
+    chosen_tag: str | None = Field(
+        description="the nightly chosen for the bump: before a bump the newest containing every "
+        "dependency, after one the pinned nightly"
+    )
+    newest_containing_tag: str | None = Field(
+        default=None,
+        description="after a bump, a newer nightly that also contains every dependency (not bumped to)",
+    )
     first_containing_tag: str | None
     decision: str | None
     reason: str | None
@@ -183,7 +190,10 @@ class TagOut(BaseModel):
     pushed_at: datetime | None
     deleted: bool
     pinned: bool = Field(description="some watch's config key pins this tag")
-    chosen: bool = Field(description="some watch chose this tag for its bump")
+    chosen: bool = Field(description="some watch chose this tag for its bump (after a bump: the pinned one)")
+    newest_containing: bool = Field(
+        default=False, description="after a bump, newer and also containing every dependency; not bumped to"
+    )
 
 
 class Timeline(BaseModel):
