@@ -332,6 +332,8 @@ class GitHubGateway:
             try:
                 return request(requester, op, verb, path, params=params, body=body, headers=headers)
             except Unauthorized as exc:
+                if not key.startswith("inst:"):
+                    raise  # a configured token that is wrong stays wrong: say so, do not retry
                 # An installation token GitHub no longer accepts (revoked, clock skew): mint anew
                 # on the retry instead of failing the work.
                 self._credentials.refused(key)
