@@ -172,6 +172,7 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     evals: list[EvalResult] = field(default_factory=list)  # the sweep's accuracy scores
     accuracy_tolerance: float = 0.0
+    mode: str = "dispatch"  # how the sweep reached the runners (.github/sweepbot.yml sweep.mode)
 
 
 def load_report_data(session: Session, sweep_id: int) -> ReportData:
@@ -262,6 +263,7 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
         notes,
         evals,
         _accuracy_tolerance(),
+        str((sweep.filters or {}).get("mode") or "dispatch"),
     )
 
 
@@ -348,6 +350,14 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
         "",
         f"Image `{data.image}` · recipe fingerprint `{data.fingerprint[:12]}` · head `{data.head_sha[:7]}` · "
         f"sweep #{data.sweep_id} requested by @{data.requested_by}",
+        "",
+        "Sweep mode: "
+        + (
+            "**label** — the repo's own sweep run (run-sweep.yml, started by its sweep label), "
+            "followed by the bot"
+            if data.mode == "label"
+            else "**dispatch** — the bot's queue, one e2e-tests.yml run per concurrency"
+        ),
         "",
     ]
     verdict_at = len(out)  # the overall verdict line goes here once both tables are known
