@@ -145,6 +145,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 depth = queue_depth(session)
             for status in ("received", "queued", "processing", "retry"):
                 QUEUE_DEPTH.labels(status=status).set(depth.get(status, 0))
+            from app.metrics import REDELIVERY_STATE
+            from app.recovery import counts
+
+            with session_scope() as session:
+                for state, n in counts(session).items():
+                    REDELIVERY_STATE.labels(state=state).set(n)
         except Exception:
             pass
         body = generate_latest(_registry()) + generate_latest(scrape_registry)
