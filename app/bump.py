@@ -39,6 +39,30 @@ def bump_branch(key: str) -> str:
     return f"{BUMP_BRANCH_PREFIX}{key}"
 
 
+def link_fix_subject(key: str, image: str) -> str:
+    """Subject of the follow-up commit that writes the bump PR's own link into its changelog entry."""
+    return f"Link the {key} bump to {image} in perf-changelog to its PR"
+
+
+def canonical_pr_link(repo: str, number: int) -> str:
+    """The only link the repo's changelog gate accepts for an entry merged with PR ``number``."""
+    return f"https://github.com/{repo}/pull/{int(number)}"
+
+
+def changelog_flags_for(master_text: str, key: str) -> Any:
+    """Changelog fields a bump of ``key`` needs: ``scenario-type`` when the key has scenarios other
+    than plain fixed-seq-len (the repo's gate plans only fixed-seq-len without it; 67 entries at
+    InferenceX HEAD carry it), listing the key's scenario kinds in the repo's order."""
+    from app.recipes import NO_FLAGS, SCENARIO_TYPES, EntryFlags, parse_master
+    from app.recipes.master import scenario_kinds
+
+    entry = parse_master(master_text).get(key)
+    kinds = scenario_kinds(entry) if isinstance(entry, dict) else frozenset()
+    if not kinds or kinds == {"fixed-seq-len"}:
+        return NO_FLAGS
+    return EntryFlags(scenario_type=tuple(k for k in SCENARIO_TYPES if k in kinds))
+
+
 def commit_message(key: str, image: str, description: list[str], pr_link: str | None) -> str:
     """Subject, the changelog's description lines, and the changelog fields as trailers."""
     body = "\n".join(f"- {line}" for line in description)
@@ -150,6 +174,9 @@ def bump_watch(
     When GitHub refuses the push to the recipe PR's branch (protected, or the bot may not push
     there), the bump goes to the key's bump PR instead."""
     done = session.scalar(select(Bump).where(Bump.watch_id == watch.id, Bump.image == image))
+    if done is not None and done.state == "committed" and (done.detail or {}).get("link_pending"):
+        # A crash or a moved branch left the bump PR's entry saying XXX: fix it first.
+        _fix_entry_link(session, gw, watch, config, done)
     if done is not None and done.state in DONE_STATES:
         state: Literal["committed", "already"] = "already" if done.state == "already" else "committed"
         return BumpOutcome(
@@ -242,13 +269,23 @@ def _bump_onto(
         )
         .order_by(Bump.id.desc())
     )
+    # The recipe PR, named in the bump PR's body. The changelog entry links the PR it is merged
+    # with: the recipe PR when committing onto it; in a bump PR the bump PR itself, which has no
+    # number yet, so the entry says XXX until _fix_entry_link writes the link (the repo's gate
+    # accepts only the PR's own link or XXX on a PR).
     pr_link = str(pull.get("html_url")) if pull is not None and pull.get("html_url") else None
+    entry_link = pr_link if mode == "pr_branch" else None
     dep_refs = [f"{d.ref}@{d.merge_sha}" if d.merge_sha else d.ref for d in deps]
     description = changelog_description_for_bump(image, dep_refs)
     changelog_path = config.bump.changelog
     if exists and mode == "bump_pr" and (last_ours is None or last_ours.commit_sha != start_sha):
         head_commit = gw.get_commit(repo, start_sha)
-        if str(head_commit.get("message") or "").startswith(f"Bump {key} image to {image}\n"):
+        message = str(head_commit.get("message") or "")
+        if message.startswith(link_fix_subject(key, image)):
+            # Our link fix landed but its record was rolled back: the bump commit is its parent.
+            head_commit = gw.get_commit(repo, str(((head_commit.get("parents") or [{}])[0]).get("sha") or ""))
+            message = str(head_commit.get("message") or "")
+        if message.startswith(f"Bump {key} image to {image}\n"):
             # sweepbot's own commit whose record a failed task rolled back (the ref moved, then
             # creating the PR answered 502): adopt it and finish, rather than call it a human push.
             parent = str(((head_commit.get("parents") or [{}])[0]).get("sha") or "")
@@ -292,7 +329,11 @@ def _bump_onto(
         old_changelog = _without_previous_entry(gw, repo, old_changelog, last_ours)
     try:
         new_changelog = append_changelog(
-            old_changelog, config_keys=[key], description=description, pr_link=pr_link
+            old_changelog,
+            config_keys=[key],
+            description=description,
+            pr_link=entry_link,
+            flags=changelog_flags_for(text, key),
         )
     except RecipeError as exc:
         return _blocked(session, watch, image, mode, branch, start_sha, str(exc))
@@ -303,7 +344,7 @@ def _bump_onto(
         changelog_path: gw.create_blob(repo, new_changelog),
     }
     tree = gw.create_tree(repo, base_tree, blobs)
-    commit = gw.create_commit(repo, commit_message(key, image, description, pr_link), tree, [start_sha])
+    commit = gw.create_commit(repo, commit_message(key, image, description, entry_link), tree, [start_sha])
     sha = str(commit["sha"])
     try:
         if exists:
@@ -372,6 +413,8 @@ def _land(
     if mode == "bump_pr":
         number = _ensure_bump_pr(gw, watch, branch, image, description, pr_link)
         bump.bump_pr_number = number
+        # Before anything else (sweep, status comment): the entry must link this very PR.
+        _fix_entry_link(session, gw, watch, config, bump)
     _close_superseded(session, gw, watch, keep=bump)
     if config.bump.request_sweep:
         _request_sweep(session, gw, watch, int(number) if number else None, bump=bump)
@@ -384,6 +427,52 @@ def _land(
         branch,
         int(number) if mode == "bump_pr" and number else None,
     )
+
+
+def _fix_entry_link(session: Session, gw: Any, watch: Watch, config: BotConfig, bump: Bump) -> bool:
+    """Replace the XXX pr-link of the bump PR's changelog entry with the PR's own link, in one more
+    commit on the bump branch (never forced). Returns True when the entry now links the PR.
+
+    Idempotent: the pending state lives on the Bump row (``link_pending``), so a crash, a 5xx or a
+    moved branch leaves it pending and the next check of the watch finishes it.
+    """
+    from app.github import Conflict
+    from app.recipes import PENDING_PR_LINK, RecipeError, replace_pending_link
+
+    detail = dict(bump.detail or {})
+    entry = str(detail.get("changelog_entry") or "")
+    if not bump.bump_pr_number or not bump.commit_sha or f"pr-link: {PENDING_PR_LINK}" not in entry:
+        if detail.get("link_pending"):
+            detail["link_pending"] = False
+            bump.detail = detail
+        return f"pr-link: {PENDING_PR_LINK}" not in entry
+    repo, path = watch.repo, config.bump.changelog
+    link = canonical_pr_link(repo, int(bump.bump_pr_number))
+    detail["link_pending"] = True
+    bump.detail = detail
+    session.flush()
+    got = gw.get_file(repo, path, ref=bump.commit_sha)
+    try:
+        fixed, new_entry = replace_pending_link(got[0] if got else "", entry, link)
+    except RecipeError as exc:
+        log.warning("bump_link_not_fixed", repo=repo, key=watch.config_key, reason=str(exc))
+        return False
+    base_tree = str(gw.get_commit(repo, bump.commit_sha)["tree"]["sha"])
+    tree = gw.create_tree(repo, base_tree, {path: gw.create_blob(repo, fixed)})
+    message = f"{link_fix_subject(watch.config_key, bump.image)}\n\npr-link: {link}\n"
+    commit = gw.create_commit(repo, message, tree, [bump.commit_sha])
+    try:
+        gw.update_ref(repo, f"heads/{bump.branch}", str(commit["sha"]), force=False)
+    except Conflict as exc:
+        log.warning("bump_link_branch_moved", repo=repo, key=watch.config_key, error=str(exc))
+        return False
+    bump.commit_sha = str(commit["sha"])
+    bump.detail = {**detail, "changelog_entry": new_entry, "link_pending": False, "pr_link": link}
+    session.flush()
+    log.info(
+        "bump_link_fixed", repo=repo, key=watch.config_key, pr=bump.bump_pr_number, commit=bump.commit_sha
+    )
+    return True
 
 
 def _without_previous_entry(gw: Any, repo: str, changelog: str, last: Bump) -> str:

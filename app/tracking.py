@@ -191,14 +191,14 @@ class DepView:
     title: str | None = None
 
 
-Action = Literal["wait", "bump", "noop", "blocked"]
+Action = Literal["wait", "bump", "noop", "blocked", "stopped"]
 
 
 @dataclass(frozen=True)
 class Readiness:
     """What to do with a watch now, and why (the reason is logged and shown on the PR)."""
 
-    action: Literal["wait", "bump", "noop", "blocked"]
+    action: Literal["wait", "bump", "noop", "blocked", "stopped"]
     reason: str
     image: str | None = None
 
@@ -260,6 +260,19 @@ def decide_readiness(
     if pinned_image == image:
         return out("noop", f"the pin is already {image}")
     return out("bump", f"every dependency is merged and contained in {image}", image)
+
+
+def archived_key_reason(key: str, path: str | None) -> str | None:
+    """Why a watch stops when its key lives only under ``configs/deprecated/`` (else None)."""
+    from app.recipes import is_archived_path
+
+    if not path or not is_archived_path(path):
+        return None
+    return (
+        f"config key {key} moved to `{path}`, which sweep generation no longer reads (its scenario "
+        "was deprecated), so there is no pin to bump; sweepbot stopped watching it. Move the key "
+        "back into an active master config (a push to this PR re-checks it) or watch a current key"
+    )
 
 
 # ============================================================================== pure: status comment
@@ -350,6 +363,8 @@ def _next_step(decision: Readiness) -> str:
         return f"{decision.reason}."
     if decision.action == "blocked":
         return f"blocked: {decision.reason}."
+    if decision.action == "stopped":
+        return f"**stopped watching**: {decision.reason}."
     if decision.action == "bump":
         return f"bumping the pin to `{decision.image}` and queueing the sweep."
     return f"nothing to do: {decision.reason}."
@@ -617,7 +632,7 @@ def refresh_pin(
     if head_sha and head_sha == watch.head_sha:
         if watch.pinned_image:
             return None
-        if watch.decision == "blocked" and watch.reason:
+        if watch.decision in ("blocked", "stopped") and watch.reason:
             return watch.reason  # the config problem found at this very head
     from app.bump import locate_config
     from app.recipes import AmbiguousKeyError
@@ -632,6 +647,8 @@ def refresh_pin(
     watch.head_sha = head_sha or None
     if text is None or not loc.found:
         watch.pinned_image = None
+        if loc.archived and loc.path:
+            watch.config_path = loc.path  # where it moved: the status comment and dashboard say so
         log.warning("config_key_not_found", repo=watch.repo, key=watch.config_key, reason=loc.reason)
         return str(loc.reason)
     watch.config_path = loc.path
@@ -735,6 +752,11 @@ def evaluate_watch(
         config_problem=problem,
     )
     watch.chosen_tag, watch.first_containing_tag = chosen, first
+    archived = archived_key_reason(watch.config_key, watch.config_path) if problem else None
+    if archived is not None and bump is None:
+        # Blocking would wait forever on a file sweep generation no longer reads: stop, and say so.
+        log.info("watch_stopped_archived", repo=watch.repo, key=watch.config_key, path=watch.config_path)
+        decision = Readiness("stopped", archived)
     result = Evaluation(watch.id, decision)
     if decision.action == "bump" and decision.image:
         from app.bump import bump_watch
@@ -752,6 +774,8 @@ def evaluate_watch(
         result.decision = decision
     elif bump is not None and decision.action == "noop":
         watch.state = WatchState.BUMPED
+    elif decision.action == "stopped":
+        watch.state = WatchState.ARCHIVED
     else:
         watch.state = {"wait": WatchState.WAITING, "blocked": WatchState.BLOCKED}.get(
             decision.action, WatchState.DONE
@@ -786,7 +810,7 @@ def _view(session: Session, watch: Watch) -> WatchView:
     elif bump is not None and bump.state == "already":
         bump_line = f"the pin is already `{bump.image}` on the branch"
     decision: Readiness | None = None
-    if watch.decision in ("wait", "bump", "noop", "blocked"):
+    if watch.decision in ("wait", "bump", "noop", "blocked", "stopped"):
         decision = Readiness(cast(Action, watch.decision), watch.reason or "")
     from app.nightlies import label_nightlies
 

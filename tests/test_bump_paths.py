@@ -225,9 +225,10 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     assert (bump.mode, bump.branch, bump.state, bump.image) == ("bump_pr", BUMP_BRANCH, "committed", image)
     assert _head(world, "int4-qr", FORK) == fork_head
     first = _head(world, BUMP_BRANCH)
-    assert first == bump.commit_sha and world.repo(BENCH_REPO).objects.commits[first or ""].parents == (
-        main_head,
-    )
+    commits = world.repo(BENCH_REPO).objects.commits
+    # Two commits: the bump (its entry says XXX: the PR had no number yet), then the link fix.
+    (bump_commit,) = commits[first or ""].parents
+    assert first == bump.commit_sha and commits[bump_commit].parents == (main_head,)
     (pr,) = _bump_prs(world)
     assert pr.number == bump.bump_pr_number and pr.state == "open" and pr.base_ref == "main"
     assert pr.title == f"Bump {KEY} image to {image}" and BUMP_PR_MARKER in pr.body
@@ -239,7 +240,11 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     log_main = _read(world, "perf-changelog.yaml", "main")
     entry = _read(world, "perf-changelog.yaml", BUMP_BRANCH)[len(log_main) :]
     fork_url = _gw(db_session).get_pull(BENCH_REPO, FORK_PR)["html_url"]
-    assert f"- {KEY}" in entry and image in entry and entry.rstrip().endswith(f"pr-link: {fork_url}")
+    own_link = f"https://github.com/{BENCH_REPO}/pull/{pr.number}"
+    assert f"- {KEY}" in entry and image in entry and entry.rstrip().endswith(f"pr-link: {own_link}")
+    pending = _read(world, "perf-changelog.yaml", bump_commit)[len(log_main) :]
+    assert pending == entry.replace(own_link, "XXX")  # only the pr-link line changed
+    assert f"Recipe PR: {fork_url}" in pr.body
     status = _comments(world, FORK_PR, STATUS)
     assert len(status) == 1 and f"PR #{pr.number}" in status[0].body
 
@@ -267,7 +272,8 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     newer = _nightly(world, scenario, "[Kernel] after 47301")
     _poll(db_session)
     second = _head(world, BUMP_BRANCH)
-    assert second != first and world.repo(BENCH_REPO).objects.commits[second or ""].parents == (first,)
+    (second_bump,) = commits[second or ""].parents  # the second bump, then its link fix
+    assert second != first and commits[second_bump].parents == (first,)
     (pr2,) = _bump_prs(world)
     assert pr2.number == pr.number and pr2.state == "open" and pr2.title == f"Bump {KEY} image to {newer}"
     assert _changed_lines(master_main, _read(world, MASTER_PATH, BUMP_BRANCH)) == [
@@ -278,6 +284,7 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     assert log_branch.startswith(log_main)
     entry2 = log_branch[len(log_main) :]
     assert entry2.count("- config-keys:") == 1 and newer in entry2 and f"{VLLM_REPO}#47301" in entry2
+    assert entry2.rstrip().endswith(f"pr-link: {own_link}")
     for _ in range(2):
         _poll(db_session)
         _open(db_session, FORK_PR, "synchronize")
@@ -415,6 +422,9 @@ def test_refused_push_to_the_recipe_branch_falls_back_to_a_bump_pr(
     assert [p.number for p in _bump_prs(world)] == [bump.bump_pr_number]
 
 
+ARCHIVE = "configs/deprecated/amd-minimaxm3-8k1k-master.yaml"
+
+
 def _move_master(world: World, drop_key: bool) -> None:
     """The real repo's layout: `configs/amd-master.yaml`; optionally `KEY` archived."""
     text = _read(world, MASTER_PATH, "main")
@@ -424,7 +434,8 @@ def _move_master(world: World, drop_key: bool) -> None:
         start = lines.index(f"{KEY}:\n")
         end = next(i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#"))
         files["configs/amd-master.yaml"] = "".join(lines[:start] + lines[end:])
-        files["configs/deprecated/amd-master-2025.yaml"] = "".join(lines[start:end])
+        # Where the real repo moved it when its 8k1k scenario was deprecated (#2493).
+        files[ARCHIVE] = "".join(lines[start:end])
     else:
         files["configs/amd-master.yaml"] = text
     world.commit_files(BENCH_REPO, "main", files, "move configs", author="alice-admin")
@@ -459,10 +470,13 @@ def test_bump_finds_the_config_under_configs(
     assert world.read_file(BENCH_REPO, MASTER_PATH, "recipe-moved") is None
 
 
-def test_archived_key_gets_a_clear_comment_and_no_edit(
+def test_a_watch_on_an_archived_key_says_where_it_moved_and_stops(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.models.tracking import Watch
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.models.tracking import Watch, WatchState
 
     scenario = _start(sim, settings_env)
     world = sim.world
@@ -471,18 +485,26 @@ def test_archived_key_gets_a_clear_comment_and_no_edit(
     _open(db_session, 2300)
     (watch,) = db_session.scalars(select(Watch))
     assert watch.config_key == KEY
-    for _ in range(3):
+    db_session.refresh(watch)
+    # Stopped at the first check: not blocked forever on a file sweep generation no longer reads.
+    assert (watch.state, watch.decision, watch.config_path) == (WatchState.ARCHIVED, "stopped", ARCHIVE)
+    (status,) = _comments(world, 2300, STATUS)
+    assert f"config key {KEY} moved to `{ARCHIVE}`" in status.body
+    assert "stopped watching" in status.body and "a push to this PR re-checks it" in status.body
+    world.reset_calls()
+    for _ in range(3):  # nightlies appear, #47269 merges: an archived key is not polled at all
         scenario.step()
         _poll(db_session)
-    db_session.refresh(watch)
-    assert watch.decision == "blocked" and _bumps(db_session) == []
-    assert _head(world, "recipe-moved") == head and _head(world, BUMP_BRANCH) is None
-    (status,) = _comments(world, 2300, STATUS)
-    assert f"config key '{KEY}' was archived to configs/deprecated/amd-master-2025.yaml" in status.body
-    assert "restore it to an active master config" in status.body
-    world.reset_calls()
-    _poll(db_session)  # the head did not move: the answer stands, no file is read again
     assert world.call_summary()["rate_limited"] == 0, world.call_summary()
+    assert _bumps(db_session) == [] and _head(world, "recipe-moved") == head
+    assert _head(world, BUMP_BRANCH) is None and len(_comments(world, 2300, STATUS)) == 1
+    settings_env.setenv("SWEEPBOT_OPERATOR_TOKENS", "op-token")
+    with TestClient(create_app()) as client:
+        html = " ".join(client.get("/watches").text.split())
+        api = client.get("/api/watches").json()
+    assert "Stopped:" in html and ARCHIVE in html
+    (item,) = api["watches"]["items"]
+    assert item["state"] == "archived" and ARCHIVE in item["why_no_bump"]
 
 
 def test_dashboard_shows_a_deleted_pinned_nightly(
@@ -537,8 +559,62 @@ def test_a_bump_pr_whose_creation_failed_is_finished_on_retry_not_blocked(
     _drop_47270(db_session)
     db_session.commit()
     (bump,) = _bumps(db_session)
-    assert bump.state == "committed" and bump.commit_sha == ours and _head(world, BUMP_BRANCH) == ours
+    head = _head(world, BUMP_BRANCH)
+    # Adopted, then the entry's XXX fixed to the new PR's link in one more commit on top.
+    assert bump.state == "committed" and bump.commit_sha == head
+    assert world.repo(BENCH_REPO).objects.commits[head or ""].parents == (ours,)
     (pr,) = _bump_prs(world)
     assert bump.bump_pr_number == pr.number
+    assert f"pr-link: https://github.com/{BENCH_REPO}/pull/{pr.number}\n" in _read(
+        world, "perf-changelog.yaml", head or ""
+    )
     assert _comments(world, pr.number, BUMP_BLOCKED_MARKER) == []
     assert "someone pushed" not in _comments(world, 2104, STATUS)[0].body
+
+
+def test_the_bump_prs_entry_links_that_pr_even_when_the_link_fix_fails_once(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    from sim.app import admin_action
+
+    scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
+    world = sim.world
+    _open(db_session, 2104)
+    _until_47270_closed(scenario, db_session)
+    # The bump commit and the PR land; writing the PR's link into the entry answers 502 once.
+    admin_action(world, "faults", {"operation": "git/update-ref", "fail_next": 1, "status": 502})
+    with pytest.raises(Exception):  # noqa: B017 - the task fails; a worker retries it
+        _drop_47270(db_session, _gw(db_session, retry=None))
+    db_session.rollback()
+    (pr,) = _bump_prs(world)
+    log_main = _read(world, "perf-changelog.yaml", "main")
+    assert _read(world, "perf-changelog.yaml", BUMP_BRANCH)[len(log_main) :].rstrip().endswith("pr-link: XXX")
+    # The retry finds its own commit and PR, and fixes the link before anything else.
+    _drop_47270(db_session)
+    db_session.commit()
+    entry = _read(world, "perf-changelog.yaml", BUMP_BRANCH)[len(log_main) :]
+    assert entry.rstrip().endswith(f"pr-link: https://github.com/{BENCH_REPO}/pull/{pr.number}")
+    assert entry.count("- config-keys:") == 1 and len(_bump_prs(world)) == 1
+    (bump,) = _bumps(db_session)
+    assert bump.commit_sha == _head(world, BUMP_BRANCH) and not (bump.detail or {}).get("link_pending")
+    _poll(db_session)  # idempotent: nothing more is committed
+    assert bump.commit_sha == _head(world, BUMP_BRANCH)
+
+
+def test_a_bump_pr_created_during_the_visibility_lag_succeeds(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    # GitHub may not show a branch pushed a moment ago: `POST /pulls` answers 422 "head invalid".
+    scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
+    world = sim.world
+    world.faults.ref_lag_s = 1.2  # simulated seconds = real seconds here (time_scale 1)
+    _open(db_session, 2104)
+    _until_47270_closed(scenario, db_session)
+    _drop_47270(db_session)
+    db_session.commit()
+    (bump,) = _bumps(db_session)
+    assert bump.mode == "bump_pr" and bump.state == "committed"
+    (pr,) = _bump_prs(world)
+    assert pr.number == bump.bump_pr_number and pr.head_ref == BUMP_BRANCH
+    creates = world.call_summary()["by_operation"]["pulls/create"]
+    assert creates.get("422", 0) >= 1 and creates["201"] == 1  # refused while lagging, then made once

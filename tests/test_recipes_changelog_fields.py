@@ -180,3 +180,23 @@ def test_cli_takes_each_field_as_an_option_of_the_same_name(tmp_path: Path) -> N
         [*args[:10], "--no-evals", "--evals-only"], capture_output=True, text=True, check=False
     )
     assert bad.returncode == 2 and "no-evals cannot be combined" in bad.stderr
+
+
+def test_a_bump_of_an_agentic_key_writes_scenario_type_as_the_repo_does() -> None:
+    from app.bump import changelog_flags_for
+    from app.recipes import NO_FLAGS, parse_master
+
+    text = fixture_text("amd-master.head.yaml")
+    real = yaml.safe_load(fixture_text("perf-changelog.head-tail.yaml"))
+    real_types = {k: tuple(e.get("scenario-type") or ()) for e in real for k in e["config-keys"]}
+    seen = 0
+    for key, entry in parse_master(text).items():
+        flags = changelog_flags_for(text, key)
+        if "agentic-coding" in entry["scenarios"]:
+            assert flags.scenario_type == ("agentic-coding",), key
+        else:
+            assert flags == NO_FLAGS, key
+        if key in real_types:  # the repo's own entries for the same key agree
+            assert flags.scenario_type == real_types[key], key
+            seen += 1
+    assert seen >= 1

@@ -209,14 +209,17 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
             )
         )
     for w in session.scalars(
-        select(Watch).where(Watch.state == WatchState.BLOCKED).order_by(Watch.updated_at.desc()).limit(limit)
+        select(Watch)
+        .where(Watch.state.in_((WatchState.BLOCKED, WatchState.ARCHIVED)))
+        .order_by(Watch.updated_at.desc())
+        .limit(limit)
     ):
         out.append(
             S.Failure(
                 kind="watch",
                 id=str(w.id),
                 at=_aware(w.updated_at),
-                summary=f"{w.repo}#{w.pr_number} {w.config_key} blocked: {(w.reason or '')[:200]}",
+                summary=f"{w.repo}#{w.pr_number} {w.config_key} {w.state}: {(w.reason or '')[:200]}",
                 link=f"/watches#watch-{w.id}",
             )
         )
@@ -470,6 +473,8 @@ def sweep_filter_values(session: Session) -> dict[str, list[str]]:
 
 
 def _why_no_bump(w: Watch, deps: list[Dependency]) -> str | None:
+    if w.state == WatchState.ARCHIVED and w.reason:
+        return w.reason  # the key moved to configs/deprecated/: nothing else matters
     live = [d for d in deps if not d.dropped]
     closed = [d for d in live if d.state == DepState.CLOSED]
     if closed:

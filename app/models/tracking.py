@@ -31,6 +31,9 @@ class WatchState:
     BUMPED = "bumped"  # the bump happened (exactly once)
     DONE = "done"  # nothing left to do (pin already contains everything)
     CLOSED = "closed"  # the recipe PR was closed or merged: no more polling
+    # The key moved to configs/deprecated/ (sweep generation no longer reads it): no more polling
+    # until a push to the PR brings the key back (pull_request events still re-check it).
+    ARCHIVED = "archived"
 
     ACTIVE = (WAITING, BLOCKED)
 
