@@ -628,7 +628,12 @@ def _tell(
         chart_points=points,
         chart_metric=str(worst.get("metric") or "mean_tpot_ms"),
         chart_point=str(worst.get("result_name") or ""),
-        narrowing=reg.reason or "adjacent measured nightlies",
+        narrowing=(reg.reason or "adjacent measured nightlies")
+        + (
+            f"; {reg.bisect_runs} bisection canary(ies) measured"
+            if reg.bisect_runs
+            else "; no bisection needed"
+        ),
         source_repo=reg.source_repo,
         compare_url=reg.compare_url,
         commits=reg.commits or [],

@@ -201,6 +201,7 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
     assert len(issues) == 1 and issues[0].number == issue_number and issues[0].state == "open"
     body = issues[0].body
     assert f"first bad nightly: `{first_bad_tag}`" in body
+    assert f"{reg.bisect_runs} bisection canary(ies) measured" in body
     assert f"{VLLM_REPO}#{PERF_PR}" in body and "xychart-beta" in body
     assert "<!-- sweepbot:nightly-regression:" in body
     notes = [c for c in world.repo(BENCH_REPO).comments.values() if "sweepbot:regression-note:" in c.body]
