@@ -828,6 +828,42 @@ class GitHubGateway:
     def rate_limit(self) -> dict[str, Any]:
         return self._get("rate-limit/get", "/rate_limit")
 
+    # ------------------------------------------------------------------ webhook deliveries
+
+    @staticmethod
+    def _hook_path(hook: str) -> tuple[str, str]:
+        """(operation prefix, path) of a hook: ``app`` or ``owner/repo:hook_id``."""
+        if hook == "app":
+            return "apps", "/app/hook/deliveries"
+        repo, _, hook_id = hook.rpartition(":")
+        return "repos", f"/repos/{repo}/hooks/{int(hook_id)}/deliveries"
+
+    def list_hook_deliveries(
+        self, hook: str, cursor: str | None = None, per_page: int = 100
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of a hook's deliveries, newest first, and the next page's cursor (or None).
+
+        The App's list needs the App's JWT (the credentials route ``/app/...`` calls to it)."""
+        from app.redelivery import next_cursor
+
+        kind, path = self._hook_path(hook)
+        params: dict[str, Any] = {"per_page": per_page}
+        if cursor:
+            params["cursor"] = cursor
+        _, headers, data = self._call(f"{kind}/list-webhook-deliveries", "GET", path, params=params)
+        link = {k.lower(): v for k, v in headers.items()}.get("link")
+        return (data if isinstance(data, list) else []), next_cursor(link)
+
+    def redeliver(self, hook: str, delivery_id: int) -> None:
+        """Ask GitHub to send a recorded delivery again (same GUID); GitHub answers 202."""
+        kind, path = self._hook_path(hook)
+        self._write(
+            f"{kind}/redeliver-webhook-delivery",
+            "POST",
+            f"{path}/{int(delivery_id)}/attempts",
+            target=f"{hook} delivery {delivery_id}",
+        )
+
 
 # ---------------------------------------------------------------------- construction
 

@@ -85,8 +85,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
     )
+    from app.secheaders import SecurityHeaders
     from app.webhooks import router as webhook_router
 
+    api.add_middleware(SecurityHeaders)  # CSP, no framing, nosniff, referrer policy (not on webhooks)
     api.include_router(webhook_router)
 
     stored = _StoredDeliveries()
@@ -143,6 +145,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 depth = queue_depth(session)
             for status in ("received", "queued", "processing", "retry"):
                 QUEUE_DEPTH.labels(status=status).set(depth.get(status, 0))
+            from app.metrics import REDELIVERY_STATE
+            from app.recovery import counts
+
+            with session_scope() as session:
+                for state, n in counts(session).items():
+                    REDELIVERY_STATE.labels(state=state).set(n)
         except Exception:
             pass
         body = generate_latest(_registry()) + generate_latest(scrape_registry)

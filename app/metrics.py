@@ -18,3 +18,13 @@ GITHUB_CALLS = Counter(
     "sweepbot_github_calls_total", "GitHub API calls by operation and status", ["operation", "status"]
 )
 JOBS = Gauge("sweepbot_jobs", "Sweep jobs by state", ["state"])
+REDELIVERIES = Counter(
+    "sweepbot_redeliveries_requested_total",
+    "Webhook deliveries GitHub failed to send that the bot asked to redeliver, by hook and outcome",
+    ["hook", "outcome"],
+)
+REDELIVERY_STATE = Gauge(
+    "sweepbot_redeliveries",
+    "GUIDs asked for again, by state: requested, recovered (stored since), refused by GitHub",
+    ["state"],
+)

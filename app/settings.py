@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     github_consistency_delays: Annotated[list[float], NoDecode] = Field(
         default_factory=lambda: [0.5, 1.0, 2.0]
     )
+    # Recovering webhook deliveries GitHub failed to send (it never retries them itself):
+    # "app" (the App's webhook, needs App credentials) and/or "owner/repo:HOOK_ID" (repository
+    # webhooks), comma-separated; empty: "app" when App credentials are set, else off.
+    redelivery_hooks: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    redelivery_interval: float = 300.0
+    redelivery_max_pages: int = 5  # pages of 100 deliveries read per cycle, newest first
+    redelivery_max_requests: int = 50  # redeliveries asked for per cycle
+    redelivery_horizon_seconds: float = 3 * 24 * 3600.0  # GitHub keeps deliveries for 3 days
     # Registry base URLs by host, e.g. "docker.io=http://127.0.0.1:8001/hub,ghcr.io=http://127.0.0.1:8001"
     registry_urls: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     bot_login: str = "sweepbot[bot]"
@@ -114,6 +122,19 @@ class Settings(BaseSettings):
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("redelivery_hooks", mode="before")
+    @classmethod
+    def _hooks(cls, value: object) -> object:
+        value = _split_csv(value)
+        for part in value if isinstance(value, list) else []:
+            repo, sep, hook = str(part).rpartition(":")
+            if part != "app" and (not sep or "/" not in repo or not hook.isdigit()):
+                raise SettingsError(
+                    f"SWEEPBOT_REDELIVERY_HOOKS item {part!r} is neither `app` nor OWNER/REPO:HOOK_ID "
+                    "(e.g. SemiAnalysisAI/InferenceX:123456)"
+                )
+        return value
 
     @field_validator("github_consistency_delays", mode="before")
     @classmethod
@@ -174,6 +195,12 @@ class Settings(BaseSettings):
     @property
     def secret_values(self) -> list[bytes]:
         return [s.get_secret_value().encode() for s in self.webhook_secrets]
+
+    @property
+    def effective_redelivery_hooks(self) -> list[str]:
+        if self.redelivery_hooks:
+            return list(self.redelivery_hooks)
+        return ["app"] if self.github_app_id is not None and self.app_private_key() else []
 
     def app_private_key(self) -> str | None:
         if self.github_app_private_key is not None:

@@ -147,6 +147,20 @@ def _handle_sync(
     except SimError as exc:
         world.record_call(op, exc.status, "unauthenticated")
         return _json(exc.status, github_api.error_body(exc), base_headers)
+    token = identity.token.token if identity.token is not None else None
+    world.log_request(
+        {
+            "op": op,
+            "method": method,
+            "path": path,
+            "kind": identity.kind,
+            "installation_id": identity.installation_id,
+            "login": identity.login,
+            "app_id": identity.app_id,
+            # which token, without keeping it: a test compares fingerprints
+            "token_sha256": hashlib.sha256(token.encode()).hexdigest()[:16] if token else None,
+        }
+    )
     with world.lock:
         # injected faults answer before the operation runs and spend no budget
         pending = world.faults.fail_next.get(op) or world.faults.fail_next.get("*")
@@ -155,7 +169,9 @@ def _handle_sync(
             headers = dict(base_headers)
             headers.update(_rate_headers(world, identity))
             if status in (403, 429):
-                headers["Retry-After"] = str(world.faults.retry_after)
+                # GitHub sends Retry-After on some secondary limits and not on others
+                if world.faults.retry_after_header:
+                    headers["Retry-After"] = str(world.faults.retry_after)
                 msg = (
                     "You have exceeded a secondary rate limit. "
                     "Please wait a few minutes before you try again."
@@ -398,6 +414,17 @@ def admin_action(world: World, action: str, body: dict[str, Any]) -> Any:
                 author=b.get("author", r.owner),
             )
         return {"full_name": r.full_name, "id": r.id}
+    if action == "custom-roles":
+        world.add_custom_role(b["name"], b["base_role"])
+        return {"name": b["name"], "base_role": b["base_role"]}
+    if action == "delete-repo":
+        world.delete_repo(b["repo"])
+        return {"ok": True}
+    if action == "installations":
+        inst = world.add_installation(
+            int(b["app_id"]), b["account"], b.get("repos", []), installation_id=b.get("installation_id")
+        )
+        return {"installation_id": inst.id}
     if action == "permissions":
         world.set_permission(b["repo"], b["login"], b["permission"])
         return {"ok": True}
@@ -476,6 +503,12 @@ def admin_action(world: World, action: str, body: dict[str, Any]) -> Any:
         for k in ("retry_after", "runner_lost_next", "benchmark_fail_next"):
             if k in b:
                 setattr(f, k, int(b[k]))
+        for k in ("retry_after_header", "forbid_permission_check"):
+            if k in b:
+                setattr(f, k, bool(b[k]))
+        for k in ("ref_lag_s", "mergeable_delay_s"):
+            if k in b:
+                setattr(f, k, float(b[k]))
         if "queue_delay_s" in b:
             f.queue_delay_s = float(b["queue_delay_s"])
         if "latency_ms" in b:
@@ -705,6 +738,11 @@ def create_sim_app(
     def admin_calls_reset() -> Response:
         world.reset_calls()
         return _json(200, {"ok": True})
+
+    @app.get("/_admin/requests")
+    def admin_requests() -> Response:
+        with world.lock:
+            return _json(200, list(world.requests))
 
     @app.get("/_admin/deliveries")
     def admin_deliveries(full: bool = False) -> Response:

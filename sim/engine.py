@@ -83,10 +83,14 @@ class Engine:
             "X-GitHub-Event": d.event,
             "X-GitHub-Delivery": d.guid,
             "X-GitHub-Hook-ID": str(self.world.hook_id),
-            "X-GitHub-Hook-Installation-Target-Type": "repository",
+            "X-GitHub-Hook-Installation-Target-Type": "integration" if d.installation_id else "repository",
             "X-Hub-Signature-256": sign(s.webhook_secret, body),
         }
-        for attempt in range(1, s.webhook_retries + 1):
+        d.delivered_at = time.time()
+        started = time.monotonic()
+        # One attempt, as GitHub makes (it never retries a failed delivery; webhook_retries > 1
+        # only for tests of a receiver's idempotence).
+        for attempt in range(1, max(1, s.webhook_retries) + 1):
             if self._stop.is_set():
                 break
             d.attempts = attempt
@@ -95,9 +99,12 @@ class Engine:
                 d.response_status = r.status_code
                 if r.status_code < 500:
                     d.status = "delivered" if r.status_code < 300 else "failed"
+                    d.duration = time.monotonic() - started
                     return
             except httpx.HTTPError as exc:
                 d.response_status = None
                 d.error = str(exc)
-            time.sleep(min(0.05 * 2**attempt, 1.0))
+            if attempt < s.webhook_retries:
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+        d.duration = time.monotonic() - started
         d.status = "failed"

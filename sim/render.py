@@ -52,6 +52,26 @@ def user(world: World, login: str) -> dict[str, Any]:
     }
 
 
+def organization(world: World, login: str) -> dict[str, Any]:
+    """The ``organization`` object of a webhook payload (shape of octokit's common schema)."""
+    u = world.add_user(login, type="Organization")
+    a, h = api(world), html(world)
+    return {
+        "login": u.login,
+        "id": u.id,
+        "node_id": node_id("O_", u.id),
+        "url": f"{a}/orgs/{u.login}",
+        "repos_url": f"{a}/orgs/{u.login}/repos",
+        "events_url": f"{a}/orgs/{u.login}/events",
+        "hooks_url": f"{a}/orgs/{u.login}/hooks",
+        "issues_url": f"{a}/orgs/{u.login}/issues",
+        "members_url": f"{a}/orgs/{u.login}/members{{/member}}",
+        "public_members_url": f"{a}/orgs/{u.login}/public_members{{/member}}",
+        "avatar_url": f"{h}/avatars/{u.login}",
+        "description": "",
+    }
+
+
 def repo_lite(world: World, repo: Repo) -> dict[str, Any]:
     a, h = api(world), html(world)
     u = f"{a}/repos/{repo.full_name}"
@@ -194,11 +214,15 @@ def _pr_urls(world: World, repo: Repo, n: int) -> dict[str, str]:
 
 
 def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
-    """Full pull request object (valid both as REST `pull-request` and in webhook payloads)."""
+    """Full pull request object (valid both as REST `pull-request` and in webhook payloads).
+
+    ``mergeable`` is null until GitHub's background job has computed it (``mergeable_delay_s``
+    simulated seconds after opening or a push): the opened/synchronize payloads carry null."""
     urls = _pr_urls(world, repo, pr.number)
     head_sha = world.pull_head_sha(pr)
     base_sha = repo.refs.get(f"refs/heads/{pr.base_ref}", "")
     hrepo = world.repos.get(pr.head_repo, repo)
+    mergeable = world.mergeable(pr)
     changed = additions = deletions = commits = 0
     if (
         head_sha
@@ -246,8 +270,9 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
             "label": f"{hrepo.owner}:{pr.head_ref}",
             "ref": pr.head_ref,
             "sha": head_sha,
-            "user": user(world, hrepo.owner),
-            "repo": hook_repository(world, hrepo),
+            "user": user(world, hrepo.owner if not pr.head_repo_deleted else pr.user),
+            # a deleted fork: GitHub answers head.repo null
+            "repo": hook_repository(world, hrepo) if not pr.head_repo_deleted else None,
         },
         "base": {
             "label": f"{repo.owner}:{pr.base_ref}",
@@ -271,9 +296,9 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
         "active_lock_reason": None,
         "draft": False,
         "merged": pr.merged,
-        "mergeable": True if pr.state == "open" else None,
-        "rebaseable": True if pr.state == "open" else None,
-        "mergeable_state": "clean" if pr.state == "open" else "unknown",
+        "mergeable": mergeable,
+        "rebaseable": mergeable,
+        "mergeable_state": "clean" if mergeable else "unknown",
         "merged_by": user(world, pr.merged_by) if pr.merged_by else None,
         "comments": sum(1 for c in repo.comments.values() if c.issue_number == pr.number),
         "review_comments": 0,

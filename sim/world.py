@@ -59,8 +59,11 @@ class SimSettings:
     base_url: str = "http://127.0.0.1"  # replaced by SimServer with the bound URL
     webhook_url: str | None = None
     webhook_secret: str = "sim-webhook-secret"
-    webhook_retries: int = 3
+    # GitHub never retries a failed delivery (it records it; an integrator may ask for a
+    # redelivery through the hook-deliveries API): one attempt, like GitHub. >1 only for tests.
+    webhook_retries: int = 1
     webhook_timeout: float = 5.0
+    installation_token_ttl: float = 3600.0  # real seconds an installation token lives (GitHub: 1 h)
 
 
 @dataclass
@@ -110,6 +113,8 @@ class Pull:
     merge_commit_sha: str | None = None
     closed_at: float | None = None
     head_sha_frozen: str | None = None  # head sha at close/merge (the branch may move or vanish)
+    head_repo_deleted: bool = False  # the fork the head lived in was deleted: head.repo is null
+    mergeable_at: float = 0.0  # monotonic time GitHub's background mergeability job finishes
 
 
 @dataclass
@@ -204,6 +209,7 @@ class Repo:
     installation_id: int | None = None
     created_at: float = 0.0
     pushed_at: float = 0.0
+    ref_visible_at: dict[str, float] = field(default_factory=dict)  # just-created ref -> monotonic
 
     @property
     def full_name(self) -> str:
@@ -281,6 +287,10 @@ class Faults:
     runner_lost_next: int = 0
     benchmark_fail_next: int = 0
     queue_delay_s: float = 0.0  # simulated seconds a job waits after a runner frees up
+    mergeable_delay_s: float = 5.0  # simulated seconds GitHub takes to compute `mergeable`
+    retry_after_header: bool = True  # False: a secondary limit answers without Retry-After
+    ref_lag_s: float = 0.0  # simulated seconds a just-created ref stays invisible to reads/PRs
+    forbid_permission_check: bool = False  # the permission call answers 403 for everyone
 
 
 @dataclass
@@ -297,6 +307,19 @@ class Delivery:
     redelivery: bool = False
     duplicate_of: str | None = None
     error: str | None = None
+    delivered_at: float | None = None
+    duration: float = 0.0
+    installation_id: int | None = None
+    repository_id: int | None = None
+
+    @property
+    def status_text(self) -> str:
+        """The hook-deliveries API's ``status``: ``OK``, or what went wrong (GitHub's wording)."""
+        if self.status == "delivered":
+            return "OK"
+        if self.response_status:
+            return f"Invalid HTTP Response: {self.response_status}"
+        return "failed to connect to host"
 
 
 class World:
@@ -326,6 +349,9 @@ class World:
         self.drop_next_deliveries = 0
         self.duplicate_deliveries = False
         self.hook_id = 424242
+        self.custom_roles: dict[str, str] = {}  # custom repository role name -> base role
+        # every authenticated REST call: who made it with which token (a test reads it)
+        self.requests: list[dict[str, Any]] = []
         self.calls: Counter[tuple[str, int, str]] = Counter()
         self.oauth_codes: dict[str, str] = {}
         self.oauth_default_user: str | None = None
@@ -426,7 +452,8 @@ class World:
             if installation_id not in self.installations:
                 raise SimError(404, "Not Found")
             token = "ghs_" + hashlib.sha256(f"{installation_id}:{uuid.uuid4()}".encode()).hexdigest()[:36]
-            return self.add_token(token, installation_id=installation_id, expires_at=self.now() + 3600)
+            expires = self.now() + self.settings.installation_token_ttl
+            return self.add_token(token, installation_id=installation_id, expires_at=expires)
 
     def budget(self, key: str) -> Budget:
         b = self.budgets.get(key)
@@ -566,19 +593,64 @@ class World:
                 raise SimError(404, f"Not Found: {exc}") from exc
 
     # -- permissions -------------------------------------------------------------------------------
+    def add_custom_role(self, name: str, base_role: str) -> None:
+        """An organisation's custom repository role, inheriting ``base_role``'s permissions."""
+        if base_role not in PERMISSIONS[:-1]:
+            raise SimError(422, f"base_role must be one of {', '.join(PERMISSIONS[:-1])}")
+        with self.lock:
+            self.custom_roles[name] = base_role
+
+    def base_role(self, role: str) -> str:
+        return self.custom_roles.get(role, role)
+
     def set_permission(self, full_name: str, login: str, permission: str) -> None:
-        if permission not in PERMISSIONS:
-            raise SimError(422, f"permission must be one of {', '.join(PERMISSIONS)}")
+        if permission not in PERMISSIONS and permission not in self.custom_roles:
+            raise SimError(
+                422, f"permission must be one of {', '.join(PERMISSIONS)} or a custom role added first"
+            )
         with self.lock:
             self.add_user(login)
             self.repo(full_name).collaborators[login] = permission
 
-    def permission(self, full_name: str, login: str) -> str:
+    def role(self, full_name: str, login: str) -> str:
+        """The assigned role, a custom role's own name included (the API's ``role_name``)."""
         with self.lock:
             repo = self.repo(full_name)
             if login == repo.owner:
                 return "admin"
             return repo.collaborators.get(login, "read" if not repo.private else "none")
+
+    def permission(self, full_name: str, login: str) -> str:
+        """The base role (a custom role resolves to the role it inherits)."""
+        return self.base_role(self.role(full_name, login))
+
+    def ref_visible(self, repo: Repo, ref: str) -> bool:
+        """False while a just-created ref is still invisible (eventual consistency)."""
+        until = repo.ref_visible_at.get(ref)
+        if until is None:
+            return True
+        if time.monotonic() >= until:
+            repo.ref_visible_at.pop(ref, None)
+            return True
+        return False
+
+    def delete_repo(self, full_name: str) -> None:
+        """Delete a repository (a fork): its open PRs elsewhere keep their head, with no repo."""
+        with self.lock:
+            repo = self.repo(full_name)
+            for other in self.repos.values():
+                if other is repo:
+                    continue
+                for pr in other.pulls.values():
+                    if pr.head_repo != full_name:
+                        continue
+                    # GitHub keeps the head commits in the base repository (refs/pull/N/head).
+                    pr.head_sha_frozen = self.pull_head_sha(pr)
+                    other.objects.commits.update(repo.objects.commits)
+                    other.objects.trees.update(repo.objects.trees)
+                    other.objects.blobs.update(repo.objects.blobs)
+                    pr.head_repo_deleted = True
+            del self.repos[full_name]
 
     # -- pulls -------------------------------------------------------------------------------------
     def _take_number(self, repo: Repo, number: int | None) -> int:
@@ -640,9 +712,19 @@ class World:
             n = self._take_number(repo, number)
             now = self.now()
             pr = Pull(n, self.next_id(), title, body, user, head_repo, head, base, now, now)
+            self._recompute_mergeable(pr)
             repo.pulls[n] = pr
             self.emit_pull_request(repo, pr, "opened", sender=user)
             return pr
+
+    def _recompute_mergeable(self, pr: Pull) -> None:
+        pr.mergeable_at = time.monotonic() + self.faults.mergeable_delay_s * self.settings.time_scale
+
+    def mergeable(self, pr: Pull) -> bool | None:
+        """null while GitHub's background job computes it (after opening, after each push)."""
+        if pr.state != "open" or time.monotonic() < pr.mergeable_at:
+            return None
+        return True
 
     def pull(self, full_name: str, number: int) -> Pull:
         pr = self.repo(full_name).pulls.get(number)
@@ -651,7 +733,7 @@ class World:
         return pr
 
     def pull_head_sha(self, pr: Pull) -> str:
-        if pr.head_sha_frozen and pr.state != "open":
+        if pr.head_sha_frozen and (pr.state != "open" or pr.head_repo_deleted):
             return pr.head_sha_frozen
         hrepo = self.repos.get(pr.head_repo)
         sha = hrepo.refs.get(f"refs/heads/{pr.head_ref}") if hrepo else None
@@ -770,6 +852,7 @@ class World:
             for pr in r.pulls.values():
                 if pr.state == "open" and pr.head_repo == repo.full_name and pr.head_ref == branch and old:
                     pr.updated_at = self.now()
+                    self._recompute_mergeable(pr)  # GitHub recomputes it after every push
                     self.emit_pull_request(
                         r, pr, "synchronize", sender=self.settings.default_token_user, before=old, after=new
                     )
@@ -1227,6 +1310,8 @@ class World:
     # -- webhooks ----------------------------------------------------------------------------------
     def _emit(self, event: str, payload: dict[str, Any]) -> None:
         d = Delivery(self.next_id(), str(uuid.uuid4()), event, payload.get("action"), payload, self.now())
+        d.installation_id = (payload.get("installation") or {}).get("id")
+        d.repository_id = (payload.get("repository") or {}).get("id")
         if self.drop_next_deliveries > 0:
             self.drop_next_deliveries -= 1
             d.status = "dropped"
@@ -1243,9 +1328,37 @@ class World:
             orig = next((d for d in self.deliveries if d.guid == guid), None)
             if orig is None:
                 raise SimError(404, f"delivery {guid} not found")
+            return self._redeliver(orig)
+
+    def redeliver_id(self, delivery_id: int) -> Delivery:
+        """``POST .../deliveries/{delivery_id}/attempts``: send that delivery again (same GUID)."""
+        with self.lock:
+            orig = next((d for d in self.deliveries if d.id == delivery_id), None)
+            if orig is None or orig.status in ("no-url", "pending", "sending"):
+                raise SimError(404, "Not Found")
+            return self._redeliver(orig)
+
+    def hook_deliveries(self, repo: str | None = None, app: bool = False) -> list[Delivery]:
+        """Deliveries GitHub attempted, newest first: an App's (those with an installation), or
+        one repository's webhook's. A dropped delivery is a failed attempt (the receiver was down)."""
+        with self.lock:
+            out = []
+            for d in self.deliveries:
+                if d.status in ("no-url", "pending", "sending") or d.duplicate_of:
+                    continue
+                if app and d.installation_id is None:
+                    continue
+                if repo is not None and (d.payload.get("repository") or {}).get("full_name") != repo:
+                    continue
+                out.append(d)
+            return sorted(out, key=lambda d: -d.id)
+
+    def _redeliver(self, orig: Delivery) -> Delivery:
+        with self.lock:
             d = Delivery(
                 self.next_id(), orig.guid, orig.event, orig.action, orig.payload, self.now(), redelivery=True
             )
+            d.installation_id, d.repository_id = orig.installation_id, orig.repository_id
             if not self.settings.webhook_url:
                 d.status = "no-url"
             self.deliveries.append(d)
@@ -1329,6 +1442,12 @@ class World:
         self._emit("workflow_job", payload)
 
     def _add_installation(self, payload: dict[str, Any], repo: Repo) -> None:
+        # As GitHub does: `organization` when the owner is an organisation, `installation` when the
+        # delivery is for a GitHub App installed on the repository.
+        if repo.owner in self.orgs or self.users.get(repo.owner, User("", 0)).type == "Organization":
+            from sim import render
+
+            payload["organization"] = render.organization(self, repo.owner)
         if repo.installation_id:
             payload["installation"] = {
                 "id": repo.installation_id,
@@ -1339,6 +1458,12 @@ class World:
     def record_call(self, op: str, status: int, kind: str) -> None:
         with self.lock:
             self.calls[(op, status, kind)] += 1
+
+    def log_request(self, entry: dict[str, Any]) -> None:
+        with self.lock:
+            self.requests.append(entry)
+            if len(self.requests) > 20000:
+                del self.requests[:5000]
 
     def call_summary(self) -> dict[str, Any]:
         with self.lock:
@@ -1362,3 +1487,4 @@ class World:
     def reset_calls(self) -> None:
         with self.lock:
             self.calls.clear()
+            self.requests.clear()

@@ -638,3 +638,22 @@ def test_short_sha_nightlies_match_a_configured_pattern_and_resolve_to_full_comm
     world.reset_calls()
     _poll(db_session)
     assert "repos/get-commit" not in world.call_summary()["by_operation"]  # never resolved twice
+
+
+def test_a_bump_pr_created_during_the_visibility_lag_succeeds(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    # GitHub may not show a branch pushed a moment ago: `POST /pulls` answers 422 "head invalid".
+    scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
+    world = sim.world
+    world.faults.ref_lag_s = 1.2  # simulated seconds = real seconds here (time_scale 1)
+    _open(db_session, 2104)
+    _until_47270_closed(scenario, db_session)
+    _drop_47270(db_session)
+    db_session.commit()
+    (bump,) = _bumps(db_session)
+    assert bump.mode == "bump_pr" and bump.state == "committed"
+    (pr,) = _bump_prs(world)
+    assert pr.number == bump.bump_pr_number and pr.head_ref == BUMP_BRANCH
+    creates = world.call_summary()["by_operation"]["pulls/create"]
+    assert creates.get("422", 0) >= 1 and creates["201"] == 1  # refused while lagging, then made once

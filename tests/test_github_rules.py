@@ -185,3 +185,25 @@ def test_mergeable_null_is_unknown_and_a_deleted_fork_is_an_unreadable_fork() ->
 )
 def test_which_refusals_may_be_visibility_lag(op: str, status: int, data: object, lag: bool) -> None:
     assert consistency.is_visibility_lag(op, status, data) is lag
+
+
+def test_concurrent_requests_per_installation_are_capped() -> None:
+    import threading
+    import time
+
+    from app.github import _Slots
+
+    slots = _Slots(2)
+    start = threading.Barrier(6)
+
+    def work(key: str) -> None:
+        start.wait()
+        with slots(key):
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in ["inst:1"] * 4 + ["inst:2"] * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert slots.peak == {"inst:1": 2, "inst:2": 2}

@@ -31,6 +31,7 @@ PERIODIC_TASKS = (
     "sweepbot.repair_jobs",
     "sweepbot.flush_reports",
     "sweepbot.watch_nightlies",
+    "sweepbot.recover_deliveries",
 )
 
 
@@ -98,6 +99,7 @@ def make_celery() -> Celery:
         beat_schedule={
             "reap-deliveries": every(settings.reaper_interval, "sweepbot.reap_deliveries"),
             "heartbeat-beat": every(min(15.0, settings.reaper_interval), "sweepbot.beat_heartbeat"),
+            "recover-deliveries": every(settings.redelivery_interval, "sweepbot.recover_deliveries"),
             "poll-watches": every(settings.poll_interval, "sweepbot.poll_watches"),
             "scheduler-tick": every(settings.scheduler_interval, "sweepbot.scheduler_tick"),
             "repair-jobs": every(settings.job_repair_interval, "sweepbot.repair_jobs"),

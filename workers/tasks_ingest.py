@@ -56,3 +56,16 @@ def beat_heartbeat() -> None:
     with session_scope() as session:
         ingest.beat(session, "beat", "beat")
         ingest.beat(session, f"worker@{ingest.worker_name()}", "worker")
+
+
+@celery_app.task(name="sweepbot.recover_deliveries")
+def recover_deliveries() -> dict[str, int]:
+    """Beat: ask GitHub again for deliveries it failed to send that the bot never stored."""
+    from app.github import session_gateway
+    from app.recovery import recover
+    from app.settings import get_settings
+
+    settings = get_settings()
+    with session_scope() as session:
+        reports = recover(session, session_gateway(session), settings)
+    return {r.hook: r.requested for r in reports}

@@ -412,6 +412,8 @@ def _pages(router: APIRouter) -> None:
             title=f"Nightly series: {config_key}",
         )
 
+    from app.recovery import counts as recovery_counts
+
     @router.get("/deliveries", **html)
     def deliveries_page(
         request: Request,
@@ -430,6 +432,7 @@ def _pages(router: APIRouter) -> None:
             "deliveries.html",
             ident,
             data=out,
+            redelivery=recovery_counts(session),
             title="Deliveries",
             filters={"q": q or "", "event": event or "", "status": status or ""},
             events=data.delivery_events(session),

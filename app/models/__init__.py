@@ -8,6 +8,7 @@ __all__ = ["AuditEntry", "Base", "Delivery", "DeliveryStatus", "Heartbeat", "Htt
 # Domain tables (each module owned by its capability) register themselves on Base.metadata.
 from app.models import heads as heads  # noqa: E402
 from app.models import nightly as nightly  # noqa: E402
+from app.models import redelivery as redelivery  # noqa: E402
 from app.models import results as results  # noqa: E402
 from app.models import sweeps as sweeps  # noqa: E402
 from app.models import tracking as tracking  # noqa: E402

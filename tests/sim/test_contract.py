@@ -220,6 +220,24 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         call("GET", "/orgs/semianalysisai/packages/container/none/versions", 404)
         sim.world.push_tag("sweepbot[bot]/own", "v1")
         call("GET", "/user/packages/container/own/versions", 200)
+        # webhook deliveries: no receiver is configured for the sim's hook, so each event of the
+        # run above was recorded as a failed attempt (GitHub never retries those itself)
+        sim.world.settings.webhook_url = "http://127.0.0.1:9/nobody-listens"
+        sim.world.add_comment("SemiAnalysisAI/InferenceX", 2104, "bob-maintainer", "a")
+        sim.world.add_comment("SemiAnalysisAI/InferenceX", 2104, "bob-maintainer", "b")
+        wait_for(
+            lambda: sum(d.status == "failed" for d in sim.world.deliveries) >= 2, what="failed deliveries"
+        )
+        page = call("GET", "/app/hook/deliveries?per_page=1", 200, headers=app_h)
+        assert 'rel="next"' in page.headers["link"] and page.json()[0]["status"] != "OK"
+        first = page.json()[0]["id"]
+        call("GET", f"/app/hook/deliveries/{first}", 200, headers=app_h)
+        call("POST", f"/app/hook/deliveries/{first}/attempts", 202, headers=app_h)
+        assert c.get("/app/hook/deliveries").status_code == 401  # needs the App's JWT (undocumented code)
+        hook = f"{B}/hooks/{sim.world.hook_id}/deliveries"
+        listed = call("GET", f"{hook}?per_page=2", 200).json()
+        call("POST", f"{hook}/{listed[0]['id']}/attempts", 202)
+        assert c.get(f"{B}/hooks/1/deliveries").status_code == 404  # no such hook
     missing = subset_ops - checked
     assert not missing, f"operations never exercised: {sorted(missing)}"
     assert re.match(r"^[a-z]", next(iter(checked)))
