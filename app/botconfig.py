@@ -91,6 +91,47 @@ class BumpSettings(_Model):
     request_sweep: bool = Field(default=True, alias="request-sweep")
 
 
+# run-sweep.yml's primary labels that run a key's full search space (sweep-enabled trims each
+# config to its minimum concurrency, which is not the sweep the bot reports on).
+FULL_SWEEP_LABELS = (
+    "full-sweep-enabled",
+    "non-canary-full-sweep-enabled",
+    "full-sweep-fail-fast",
+    "full-sweep-fail-fast-no-canary",
+)
+
+
+class SweepSettings(_Model):
+    """How a sweep reaches the runners; exactly one way per repository, never both."""
+
+    mode: Literal["dispatch", "label"] = Field(
+        default="dispatch",
+        description="dispatch: the bot's queue dispatches e2e-tests.yml (its commits carry [skip-sweep]); "
+        "label: the bot applies the repo's sweep label and follows the run-sweep.yml run the repo starts",
+    )
+    label: str = Field(
+        default="full-sweep-enabled", description="label mode: the primary sweep label to apply"
+    )
+    workflow: str = Field(default="run-sweep.yml", description="label mode: the workflow the label starts")
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str) -> str:
+        if value not in FULL_SWEEP_LABELS:
+            raise ValueError(
+                f"sweep.label {value!r} is not one of the repo's full-sweep labels "
+                f"({', '.join(FULL_SWEEP_LABELS)}); 'sweep-enabled' trims to the minimum concurrency"
+            )
+        return value
+
+    @field_validator("workflow")
+    @classmethod
+    def _workflow(cls, value: str) -> str:
+        if "/" in value or not value.endswith((".yml", ".yaml")):
+            raise ValueError(f"sweep.workflow {value!r} must be a workflow file name, e.g. run-sweep.yml")
+        return value
+
+
 class NightlyKey(_Model):
     """One config key whose image repository's new nightlies get a canary sweep."""
 
@@ -168,6 +209,7 @@ class BotConfig(_Model):
     images: list[ImageSource] = Field(default_factory=list)
     watches: list[WatchSpec] = Field(default_factory=list)
     bump: BumpSettings = Field(default_factory=BumpSettings)
+    sweep: SweepSettings = Field(default_factory=SweepSettings)
     watch_nightlies: NightlyWatch = Field(default_factory=NightlyWatch, alias="watch-nightlies")
     references: dict[str, str] = Field(
         default_factory=dict,
@@ -225,7 +267,7 @@ def parse_bot_config(text: str) -> BotConfig:
     if not isinstance(data, dict):
         raise BotConfigError(
             f"{CONFIG_PATH} must be a mapping at the top level (keys: version, images, "
-            f"watches, bump, poll, references, watch-nightlies), not a {type(data).__name__}"
+            f"watches, bump, sweep, poll, references, watch-nightlies), not a {type(data).__name__}"
         )
     try:
         return BotConfig.model_validate(data)

@@ -63,10 +63,24 @@ def changelog_flags_for(master_text: str, key: str) -> Any:
     return EntryFlags(scenario_type=tuple(k for k in SCENARIO_TYPES if k in kinds))
 
 
-def commit_message(key: str, image: str, description: list[str], pr_link: str | None) -> str:
-    """Subject, the changelog's description lines, and the changelog fields as trailers."""
+SKIP_SWEEP = "[skip-sweep]"  # run-sweep.yml skips a PR's benchmark setup when the head commit says so
+
+
+def without_skip_sweep(subject: str) -> str:
+    return subject.removesuffix(f" {SKIP_SWEEP}")
+
+
+def commit_message(
+    key: str, image: str, description: list[str], pr_link: str | None, *, skip_sweep: bool = False
+) -> str:
+    """Subject, the changelog's description lines, and the changelog fields as trailers.
+
+    ``skip_sweep`` (sweep mode ``dispatch``): the subject ends in ``[skip-sweep]``, so the repo's
+    own run-sweep.yml does not run the sweep the bot's queue already runs.
+    """
     body = "\n".join(f"- {line}" for line in description)
-    return f"Bump {key} image to {image}\n\n{body}\n\nconfig-keys: {key}\npr-link: {pr_link or 'XXX'}\n"
+    subject = f"Bump {key} image to {image}" + (f" {SKIP_SWEEP}" if skip_sweep else "")
+    return f"{subject}\n\n{body}\n\nconfig-keys: {key}\npr-link: {pr_link or 'XXX'}\n"
 
 
 # ------------------------------------------------------------------------------ locating the config
@@ -281,11 +295,11 @@ def _bump_onto(
     if exists and mode == "bump_pr" and (last_ours is None or last_ours.commit_sha != start_sha):
         head_commit = gw.get_commit(repo, start_sha)
         message = str(head_commit.get("message") or "")
-        if message.startswith(link_fix_subject(key, image)):
+        if without_skip_sweep(message.split("\n", 1)[0]).startswith(link_fix_subject(key, image)):
             # Our link fix landed but its record was rolled back: the bump commit is its parent.
             head_commit = gw.get_commit(repo, str(((head_commit.get("parents") or [{}])[0]).get("sha") or ""))
             message = str(head_commit.get("message") or "")
-        if message.startswith(f"Bump {key} image to {image}\n"):
+        if without_skip_sweep(message.split("\n", 1)[0]) == f"Bump {key} image to {image}":
             # sweepbot's own commit whose record a failed task rolled back (the ref moved, then
             # creating the PR answered 502): adopt it and finish, rather than call it a human push.
             parent = str(((head_commit.get("parents") or [{}])[0]).get("sha") or "")
@@ -344,7 +358,8 @@ def _bump_onto(
         changelog_path: gw.create_blob(repo, new_changelog),
     }
     tree = gw.create_tree(repo, base_tree, blobs)
-    commit = gw.create_commit(repo, commit_message(key, image, description, entry_link), tree, [start_sha])
+    message = commit_message(key, image, description, entry_link, skip_sweep=config.sweep.mode == "dispatch")
+    commit = gw.create_commit(repo, message, tree, [start_sha])
     sha = str(commit["sha"])
     try:
         if exists:
@@ -459,7 +474,9 @@ def _fix_entry_link(session: Session, gw: Any, watch: Watch, config: BotConfig, 
         return False
     base_tree = str(gw.get_commit(repo, bump.commit_sha)["tree"]["sha"])
     tree = gw.create_tree(repo, base_tree, {path: gw.create_blob(repo, fixed)})
-    message = f"{link_fix_subject(watch.config_key, bump.image)}\n\npr-link: {link}\n"
+    # This commit touches the changelog too: in dispatch mode it must not start the repo's sweep.
+    skip = f" {SKIP_SWEEP}" if config.sweep.mode == "dispatch" else ""
+    message = f"{link_fix_subject(watch.config_key, bump.image)}{skip}\n\npr-link: {link}\n"
     commit = gw.create_commit(repo, message, tree, [bump.commit_sha])
     try:
         gw.update_ref(repo, f"heads/{bump.branch}", str(commit["sha"]), force=False)

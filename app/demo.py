@@ -111,8 +111,8 @@ class Timeline:
             at = row.at.replace(tzinfo=row.at.tzinfo or UTC).timestamp()
             if row.action in ("github.git/update-ref", "github.git/create-ref"):
                 self.mark("bump_committed", at)
-            if row.action == "github.actions/create-workflow-dispatch":
-                self.mark("first_dispatch", at)
+            if row.action in ("github.actions/create-workflow-dispatch", "sweep.follow_run"):
+                self.mark("first_dispatch", at)  # label mode: the bot starts following the repo's run
             who = "bot" if row.actor == "sweepbot" else row.actor
             what = row.action + (f" (caused by {row.caused_by})" if row.caused_by else "")
             self.event(Event(at - self.started, who, what, row.target or "", row.outcome))
@@ -201,13 +201,19 @@ def play_story(
     on_sweep_started: Callable[[], None] | None = None,
     before_step: Callable[[str], None] | None = None,
     progress: Progress | None = None,
+    setup: Callable[[], None] | None = None,
     width: int = 0,
     debounce_seconds: float = 1.0,
 ) -> StoryRun:
-    """Load and play the seed scenario, waiting for the bot's reaction to each step; then observe."""
+    """Load and play the seed scenario, waiting for the bot's reaction to each step; then observe.
+
+    ``setup`` runs right after the scenario is loaded (a variant's bot config, labels, faults).
+    """
     started = time.monotonic()
     timeline = Timeline(world, factory, say, width=width)
     facts_load = scenario.load()
+    if setup is not None:
+        setup()
     facts = facts_load["facts"]
     repo, pr, branch = facts["bench_repo"], facts["recipe_pr"], facts["recipe_branch"]
     base_sha = _branch_head(world, repo, branch)

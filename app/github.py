@@ -332,6 +332,8 @@ class GitHubGateway:
             try:
                 return request(requester, op, verb, path, params=params, body=body, headers=headers)
             except Unauthorized as exc:
+                if not key.startswith("inst:"):
+                    raise  # a configured token that is wrong stays wrong: say so, do not retry
                 # An installation token GitHub no longer accepts (revoked, clock skew): mint anew
                 # on the retry instead of failing the work.
                 self._credentials.refused(key)
@@ -769,6 +771,27 @@ class GitHubGateway:
                 "actions/list-jobs-for-workflow-run", f"/repos/{repo}/actions/runs/{run_id}/jobs", key="jobs"
             )
         )
+
+    def list_check_run_annotations(self, repo: str, check_run_id: int) -> list[dict[str, Any]]:
+        """A check run's annotations; a workflow job's check run has the job's id."""
+        return list(
+            self._paginate(
+                "checks/list-annotations",
+                f"/repos/{repo}/check-runs/{check_run_id}/annotations",
+                limit=200,
+            )
+        )
+
+    def add_labels(self, repo: str, number: int, labels: list[str]) -> list[dict[str, Any]]:
+        """Add labels to an issue or PR (idempotent: a label already there stays once)."""
+        data = self._write(
+            "issues/add-labels",
+            "POST",
+            f"/repos/{repo}/issues/{number}/labels",
+            {"labels": labels},
+            target=f"{repo}#{number}",
+        )
+        return list(data) if isinstance(data, list) else []
 
     def cancel_run(self, repo: str, run_id: int) -> None:
         # 409: the run already finished — the state we wanted anyway.

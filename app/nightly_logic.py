@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import structlog
 
-from app.changepoint import DetectorSettings, detect
+from app.changepoint import Detection, DetectorSettings, detect
 
 log = structlog.get_logger(__name__)
 
@@ -100,13 +101,19 @@ class Analysis:
 SeriesKey = tuple[str, str]  # (result_name, metric)
 
 
+@lru_cache(maxsize=1024)
+def _detect(values: tuple[float, ...], settings: DetectorSettings) -> Detection:
+    # detect() is pure and seeded: a series no new nightly has changed since the last pass (the
+    # common case, every few minutes) gets the same answer without its permutation test again.
+    return detect(values, settings)
+
+
 def analyze(series: Mapping[SeriesKey, Sequence[tuple[str, float]]], settings: DetectorSettings) -> Analysis:
     """Run the detector on every series (``[(tag, value)]`` oldest first); keep the regressions."""
     out = Analysis()
     for (result_name, metric), points in sorted(series.items()):
         direction = METRICS[metric][2]
-        values = [v for _, v in points]
-        got = detect(values, settings)
+        got = _detect(tuple(v for _, v in points), settings)
         if not got.enough_data:
             out.not_enough_data.append(f"{result_name} {metric}: {got.reason}")
             continue

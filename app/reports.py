@@ -169,6 +169,7 @@ class ReportData:
     reference: Any | None  # app.references.Reference
     superseded_by: int | None = None
     notes: list[str] = field(default_factory=list)
+    mode: str = "dispatch"  # how the sweep reached the runners (.github/sweepbot.yml sweep.mode)
 
 
 def load_report_data(session: Session, sweep_id: int) -> ReportData:
@@ -237,6 +238,7 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
         reference,
         superseded,
         notes,
+        str((sweep.filters or {}).get("mode") or "dispatch"),
     )
 
 
@@ -317,6 +319,14 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
         "",
         f"Image `{data.image}` · recipe fingerprint `{data.fingerprint[:12]}` · head `{data.head_sha[:7]}` · "
         f"sweep #{data.sweep_id} requested by @{data.requested_by}",
+        "",
+        "Sweep mode: "
+        + (
+            "**label** — the repo's own sweep run (run-sweep.yml, started by its sweep label), "
+            "followed by the bot"
+            if data.mode == "label"
+            else "**dispatch** — the bot's queue, one e2e-tests.yml run per concurrency"
+        ),
         "",
     ]
 

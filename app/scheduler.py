@@ -15,12 +15,13 @@ Concurrency contract (several workers, several beat ticks at once):
   run by the unique run name ``sweepbot-<sweep id>-<job id>``, or re-queues it when no run exists.
   So a job is never dispatched twice by two ticks, and never lost.
 
-Grouping: the benchmark repo's workflow selects points by key + seq + conc, so one dispatch covers
-every point of the key at that (seq, conc) — e.g. tp=4 and tp=8 at conc 64 share one run. Jobs of a
+Grouping: the benchmark repo's CLI (``test-config --config-files F --config-keys K --conc C``, see
+app/sweepcli.py) selects points by key + conc only, so one dispatch covers every point of the key at
+that conc — every seq-len and tp (tp=4 and tp=8 at conc 64 share one run). Jobs of a
 sweep that one dispatch covers carry the same ``group_key`` and are released together; ``slots`` is
 how many runners that dispatch really occupies (all points the command expands to, even those the
-sweep filtered out), and that is what counts against capacity. If the dispatch template also uses
-``{tp}``, groups shrink to one point each.
+sweep filtered out), and that is what counts against capacity. A template that also uses ``{seq}``
+or ``{tp}`` narrows its groups accordingly.
 
 Order: priority class, then round-robin across sweeps (the sweep served least recently first),
 then the sweep's point order, which is fixed when the sweep is created (``point_order``) and stored
@@ -81,14 +82,6 @@ REF_RE = re.compile(r"^(?!.*\.\.)(?!/)[A-Za-z0-9._/-]{1,255}(?<!/)$")
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 LABEL_RE = re.compile(r"^[A-Za-z0-9:._-]{1,100}$")
 WRITE_ROLES = ("admin", "maintain", "write")
-# Webhook/job texts that mean the runner, not the benchmark, failed.
-INFRA_MARKERS = (
-    "lost communication",
-    "runner has received a shutdown signal",
-    "the runner has been lost",
-    "cancelled by the system",
-    "was not able to start",
-)
 
 GatewayFactory = Callable[[Session], Any]
 
@@ -221,7 +214,21 @@ def _enqueue(task: str, *args: Any) -> None:
 # dispatch template
 
 
-_PLACEHOLDERS = ("key", "seq", "conc", "tp", "head_sha", "head_ref", "base_ref", "run_name", "pr", "evals")
+_PLACEHOLDERS = (
+    "key",
+    "config_file",
+    "seq",
+    "conc",
+    "tp",
+    "head_sha",
+    "head_ref",
+    "base_ref",
+    "run_name",
+    "pr",
+    "evals",
+)
+CLI_INPUT = "generate-cli-command"
+CONFIG_FILE_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,254}$")
 # What {evals} may become: the repo generator's eval flags, with a leading space (empty: default).
 _EVAL_FLAG_VALUES = ("", " --no-evals", " --evals-only", " --evals-only --all-evals")
 
@@ -264,11 +271,14 @@ def render_dispatch(
     base_ref: str,
     run_name: str,
     pr: int,
+    config_file: str = "",
     evals: str = "",
     concs: Sequence[int] | None = None,
 ) -> tuple[str, str, dict[str, str]]:
     """(workflow, ref, inputs) from the configured template, filled only with validated values.
 
+    ``config_file`` is the repo path of the master file the key lives in (``--config-files``).
+    A ``generate-cli-command`` input must parse under the repo CLI's grammar (app.sweepcli).
     ``evals`` is the generator's eval flags for the dispatched points (see ``dispatch_eval_flags``).
     ``concs``: a multi-node row runs its whole conc list on one engine, so ``{conc}`` becomes the
     list, space-separated as the repo's ``--conc CONC [CONC ...]`` takes it. ``seq`` is
@@ -287,11 +297,17 @@ def render_dispatch(
             raise SweepError(f"{name} {ref!r} is not a plain branch name")
     if not re.fullmatch(r"sweepbot-\d+-\d+", run_name):
         raise SweepError(f"run name {run_name!r} is not sweepbot-<sweep>-<job>")
+    if config_file and (not CONFIG_FILE_RE.match(config_file) or ".." in config_file.split("/")):
+        raise SweepError(f"config file {config_file!r} is not a plain path inside the repository")
+    used = _template_fields(settings)  # rejects unknown placeholders with a clear message
+    if "config_file" in used and not config_file:
+        raise SweepError(f"{key}: the sweep does not know which master file holds the key (--config-files)")
     if evals not in _EVAL_FLAG_VALUES:
         raise SweepError(f"eval flags {evals!r} are not one of the generator's eval modes")
     conc_text = " ".join(str(int(c)) for c in concs) if concs else str(int(conc))
     values = {
         "key": key,
+        "config_file": config_file,
         "seq": seq,
         "conc": conc_text,
         "tp": str(int(tp)),
@@ -302,7 +318,6 @@ def render_dispatch(
         "pr": str(int(pr)),
         "evals": evals,
     }
-    _template_fields(settings)  # rejects unknown placeholders with a clear message
     templates = _input_template(settings)
     if agentic:
         templates = {k: v.replace(" --seq-lens {seq}", "") for k, v in templates.items()}
@@ -316,6 +331,16 @@ def render_dispatch(
     workflow = settings.dispatch_workflow.format_map(values)
     ref = settings.dispatch_ref.format_map(values)
     inputs = {k: v.format_map(values) for k, v in templates.items()}
+    if CLI_INPUT in inputs:
+        from app.sweepcli import CliGrammarError, parse_command
+
+        try:
+            parse_command(inputs[CLI_INPUT])
+        except CliGrammarError as exc:
+            raise SweepError(
+                f"the {CLI_INPUT} input would be refused by the repo's generate_sweep_configs.py: {exc}; "
+                "fix SWEEPBOT_DISPATCH_INPUTS (see docs/configuration.md)"
+            ) from exc
     return workflow, ref, inputs
 
 
@@ -340,9 +365,14 @@ def dispatch_eval_flags(points: Sequence[Mapping[str, Any]], sweep_mode: str = "
 
 
 def group_fields(settings: Settings) -> tuple[str, ...]:
-    """Which point fields select a dispatch's points: always seq + conc unless the template says more."""
+    """Which point fields select a dispatch's points: conc, plus seq / tp when the template uses them."""
     used = _template_fields(settings)
-    fields = ["seq", "conc"]
+    # test-config selects keys and concurrencies only (no --seq-lens, no --tp): one dispatch at a
+    # conc runs every seq-len and tp of the key at that conc. A template that names {seq} or {tp}
+    # narrows its dispatches, so its groups do too.
+    fields = ["conc"]
+    if "seq" in used:
+        fields.insert(0, "seq")
     if "tp" in used:
         fields.append("tp")
     return tuple(fields)
@@ -351,6 +381,10 @@ def group_fields(settings: Settings) -> tuple[str, ...]:
 def _group_key(point: dict[str, Any], fields: Sequence[str]) -> str:
     seq = _point_seq(point)
     vals = {"seq": seq, "conc": point["conc"], "tp": _point_tp(point)}
+    if isinstance(point["conc"], list):
+        # Multi-node rows: `--conc` cannot pick one topology (a row runs every listed conc), so the
+        # key's rows go out in one dispatch whose `--conc` is the union of their lists.
+        return "/".join(["conc=rows", *(f"{f}={vals[f]}" for f in fields if f != "conc")])
     return "/".join(f"{f}={vals[f]}" for f in fields)
 
 
@@ -578,14 +612,10 @@ def request_sweep(
         fields = group_fields(settings)
         # Slots per dispatch: every point the workflow's command expands to for that group.
         slots: dict[str, int] = {}
-        for seq in sorted({_point_seq(r) for r in rows}):
-            # Agentic points have no seq-len to filter by: take the key's points of that kind.
-            for p in expand_points(master, config_key, seq=None if seq == AGENTIC_SEQ else seq):
-                point = p.to_json()
-                if _point_seq(point) != seq:
-                    continue
-                gk = _group_key(point, fields)
-                slots[gk] = slots.get(gk, 0) + 1
+        # Every point of the key, at every seq-len: one dispatch at a conc runs them all.
+        for p in expand_points(master, config_key):
+            gk = _group_key(p.to_json(), fields)
+            slots[gk] = slots.get(gk, 0) + 1
     except RecipeError as exc:
         raise SweepError(str(exc)) from exc
 
@@ -598,9 +628,23 @@ def request_sweep(
     fingerprint = recipe_fingerprint(entry, script_text)
     image = str(rows[0]["image"]) if rows else ""
 
+    sweep_cfg = sweep_settings(session, repo)
+    if sweep_cfg.mode == "label":
+        if filters.seq or filters.conc or filters.conc_range or filters.tp:
+            raise SweepError(
+                f"{repo} runs sweeps in label mode (.github/sweepbot.yml sweep.mode): the repo's "
+                f"{sweep_cfg.workflow} runs the key's full sweep, so seq/conc/tp filters cannot apply; "
+                "drop them, or use sweep.mode: dispatch"
+            )
+        if is_fork:
+            raise SweepError(
+                "label mode follows the repo's own run-sweep.yml, which does not fan out for fork PRs; "
+                "use sweep.mode: dispatch (with /sweep approve) for this PR"
+            )
     sweep, created, superseded = create_sweep(
         session,
         gw,
+        mode=sweep_cfg.mode,
         repo=repo,
         pr_number=pr_number,
         head_sha=head_sha,
@@ -619,9 +663,40 @@ def request_sweep(
         priority=prio,
         slots=slots,
     )
+    if sweep_cfg.mode == "label" and created:
+        _apply_sweep_label(session, gw, sweep, pr, sweep_cfg.label)
     plan = plan_for(session, gw, sweep)
     return SweepRequest(
         sweep=sweep, plan=plan, created=created, reply=reply_text(sweep, plan, created), superseded=superseded
+    )
+
+
+def sweep_settings(session: Session, repo: str) -> Any:
+    """The repo's sweep mode (botconfig.SweepSettings) from its last read config; no GitHub call."""
+    from app.botconfig import BotConfig, stored_config
+
+    return (stored_config(session, repo) or BotConfig()).sweep
+
+
+def sweep_mode(sweep: Sweep) -> str:
+    """``dispatch`` or ``label``: kept in the sweep's filters JSON (set once, at creation)."""
+    return str((sweep.filters or {}).get("mode") or "dispatch")
+
+
+def _apply_sweep_label(session: Session, gw: Any, sweep: Sweep, pr: dict[str, Any], label: str) -> None:
+    """Label mode: put the repo's primary sweep label on the PR (idempotent: GitHub keeps one)."""
+    present = {str(lb.get("name")) for lb in pr.get("labels") or [] if isinstance(lb, dict)}
+    if label in present:
+        # Already labelled: the bump's push (synchronize) is what starts the repo's run.
+        log.info("sweep_label_present", repo=sweep.repo, pr=sweep.pr_number, label=label)
+        return
+    gw.add_labels(sweep.repo, sweep.pr_number, [label])
+    record(
+        session,
+        actor=BOT,
+        action="sweep.label",
+        target=f"{sweep.repo}#{sweep.pr_number}",
+        detail={"sweep": sweep.id, "label": label},
     )
 
 
@@ -629,6 +704,7 @@ def create_sweep(
     session: Session,
     gw: Any,
     *,
+    mode: str = "dispatch",
     repo: str,
     pr_number: int,
     head_sha: str,
@@ -653,6 +729,10 @@ def create_sweep(
     An open sweep for the same PR, key, head sha, image and points is returned as is (replays of a
     command or a bump converge). Older open sweeps of the same PR and key are superseded, unless
     ``supersede`` is False (canaries: one sweep per nightly, several may be open at once).
+
+    ``mode`` ``label``: the repo's own run-sweep.yml runs the points, so the jobs start out
+    ``dispatched`` (holding their runner slots, never released by a tick) with no run, until the
+    repo's run is found (``_find_label_run``).
     """
     if not points:
         raise SweepError(f"{config_key}: the plan has no points")
@@ -703,7 +783,7 @@ def create_sweep(
         image=image,
         fingerprint=fingerprint,
         points_digest=digest,
-        filters=(filters or SweepFilters()).to_json(),
+        filters={**(filters or SweepFilters()).to_json(), "mode": mode},
         requested_by=requested_by,
         reason=reason,
         priority=priority,
@@ -726,9 +806,12 @@ def create_sweep(
             conc=_point_conc(point),
             tp=_point_tp(point),
             group_key=gk,
-            slots=max(1, (slots or {}).get(gk, 1)),
-            state=JobState.QUEUED,
-            attempts=0,
+            # label mode: the repo's run gives each point its own runner
+            slots=max(1, (slots or {}).get(gk, 1)) if mode == "dispatch" else 1,
+            state=JobState.QUEUED if mode == "dispatch" else JobState.DISPATCHED,
+            attempts=0 if mode == "dispatch" else 1,
+            dispatched_at=None if mode == "dispatch" else now,
+            reason=None if mode == "dispatch" else "waiting for the repo's sweep run",
             updated_at=now,
         )
         reusable = _find_reusable(session, image=image, fingerprint=fingerprint, result_name=job.result_name)
@@ -1164,6 +1247,7 @@ class _Claimed:
     conc: int
     tp: int
     token: str = ""  # this claim's token: only jobs still holding it are dispatched
+    config_file: str = ""  # repo path of the master file holding the key
 
 
 def _labels_with_work(session: Session) -> list[tuple[str, str]]:
@@ -1448,6 +1532,7 @@ def _claim_label(session: Session, gw: Any, label: str, repo: str, result: TickR
                         job.conc,
                         job.tp,
                         token,
+                        sweep.config_path or "",
                     )
                 )
                 _mark_dirty(session, sid)
@@ -1463,11 +1548,167 @@ def _workflow_name(settings: Settings) -> str | None:
     return None if "{" in settings.dispatch_workflow else settings.dispatch_workflow
 
 
-def _find_run_by_name(gw: Any, repo: str, workflow: str | None, run_name: str) -> dict[str, Any] | None:
-    for run in gw.list_workflow_runs(repo, workflow, event="workflow_dispatch", limit=200):
-        if run.get("name") == run_name or run.get("display_title") == run_name:
-            return run
+WORKFLOW_CACHE_SECONDS = 60.0
+_workflow_cache: dict[tuple[str, str, str], tuple[float, Any]] = {}
+
+
+def workflow_spec(gw: Any, repo: str, workflow: str, ref: str) -> Any:
+    """The target workflow as declared at ``ref`` (app.workflows.WorkflowSpec); SweepError if unusable.
+
+    Cached for a minute per (repo, workflow, ref): a tick dispatching ten groups reads it once.
+    """
+    from app.workflows import WorkflowFileError, parse_workflow, workflow_path
+
+    key = (repo, workflow, ref)
+    hit = _workflow_cache.get(key)
+    if hit is not None and time.monotonic() - hit[0] < WORKFLOW_CACHE_SECONDS:
+        return hit[1]
+    try:
+        path = workflow_path(workflow)
+        got = gw.get_file(repo, path, ref=ref)
+        if got is None:
+            raise SweepError(
+                f"{repo} has no {path} at {ref}: set SWEEPBOT_DISPATCH_WORKFLOW to a workflow the repo has"
+            )
+        spec = parse_workflow(got[0], path)
+    except WorkflowFileError as exc:
+        raise SweepError(str(exc)) from exc
+    _workflow_cache[key] = (time.monotonic(), spec)
+    return spec
+
+
+def check_dispatch(gw: Any, repo: str, workflow: str, ref: str, inputs: dict[str, str]) -> str:
+    """Validate ``inputs`` against the workflow's declared dispatch inputs; the run's expected title."""
+    from app.workflows import dispatch_problems, dispatch_title
+
+    spec = workflow_spec(gw, repo, workflow, ref)
+    problems = dispatch_problems(spec, inputs)
+    if problems:
+        raise SweepError(f"{workflow} at {ref} would refuse this dispatch: " + "; ".join(problems))
+    return str(dispatch_title(spec, inputs))
+
+
+def _find_run(gw: Any, repo: str, workflow: str | None, title: str) -> dict[str, Any] | None:
+    """Our dispatched run by its ``display_title`` (runmatch.match_run: id first, then title)."""
+    from app.runmatch import match_run
+
+    runs = gw.list_workflow_runs(repo, workflow, event="workflow_dispatch", limit=200)
+    found = match_run(runs, display_title=title)
+    log.info("run_lookup", title=title, how=found.how, reason=found.reason)
+    return dict(found.run) if found.run is not None else None
+
+
+def _find_job_run(
+    gw: Any, sweep: Sweep, job: SweepJob, settings: Settings, session: Session | None = None
+) -> dict[str, Any] | None:
+    """The run of a dispatched job that never learnt its run id, by the title it was given."""
+    from app.runmatch import match_run, run_name_in_title
+
+    try:
+        workflow, ref, inputs = _job_dispatch(sweep, job, settings, session)
+        title: str | None = check_dispatch(gw, sweep.repo, workflow, ref, inputs)
+    except SweepError as exc:  # the template or the workflow changed since: fall back to the name
+        log.warning("run_title_unknown", job=job.id, error=str(exc))
+        title = None
+    runs = gw.list_workflow_runs(sweep.repo, _workflow_name(settings), event="workflow_dispatch", limit=200)
+    if title is not None:
+        found = match_run(runs, display_title=title)
+        log.info("run_lookup", job=job.id, title=title, how=found.how, reason=found.reason)
+        return dict(found.run) if found.run is not None else None
+    for run in runs:
+        if run_name_in_title(str(run.get("display_title") or "")) == job.run_name:
+            return dict(run)
     return None
+
+
+def _find_label_run(session: Session, gw: Any, sweep: Sweep) -> dict[str, Any] | None:
+    """Label mode: the repo's run-sweep.yml run for the sweep's head commit (runmatch.match_label_run)."""
+    from app.runmatch import match_label_run
+
+    cfg = sweep_settings(session, sweep.repo)
+    runs = gw.list_workflow_runs(
+        sweep.repo, cfg.workflow, event="pull_request", head_sha=sweep.head_sha, limit=50
+    )
+    found = match_label_run(runs, head_sha=sweep.head_sha)
+    log.info("label_run_lookup", sweep=sweep.id, how=found.how, reason=found.reason)
+    return dict(found.run) if found.run is not None else None
+
+
+def _adopt_label_run(session: Session, sweep: Sweep, run: dict[str, Any]) -> bool:
+    """Give the sweep's waiting label-mode jobs the repo's run; True when some were adopted."""
+    waiting = session.scalars(
+        select(SweepJob).where(
+            SweepJob.sweep_id == sweep.id,
+            SweepJob.run_id.is_(None),
+            SweepJob.state.in_(JobState.IN_FLIGHT),
+        )
+    ).all()
+    for job in waiting:
+        job.run_id, job.run_url, job.reason = int(run["id"]), run.get("html_url"), None
+        job.updated_at = _now()
+    if waiting:
+        record(
+            session,
+            actor=BOT,
+            action="sweep.follow_run",
+            target=f"{sweep.repo}#{sweep.pr_number}",
+            detail={
+                "sweep": sweep.id,
+                "run_id": run["id"],
+                "title": run.get("display_title"),
+                "jobs": len(waiting),
+            },
+        )
+        _mark_dirty(session, sweep.id)
+    return bool(waiting)
+
+
+def _label_sweeps_for_run(session: Session, run: dict[str, Any]) -> list[Sweep]:
+    """Active label-mode sweeps whose head commit this (repo-started) run is for."""
+    head_sha = str(run.get("head_sha") or "")
+    if not head_sha or run.get("event") not in (None, "pull_request"):
+        return []
+    sweeps = session.scalars(
+        select(Sweep).where(Sweep.head_sha == head_sha, Sweep.state == SweepState.ACTIVE)
+    ).all()
+    path = str(run.get("path") or "")
+    return [
+        s
+        for s in sweeps
+        if sweep_mode(s) == "label"
+        and (not path or path.endswith("/" + sweep_settings(session, s.repo).workflow))
+    ]
+
+
+def _job_dispatch(
+    sweep: Sweep, job: SweepJob, settings: Settings, session: Session | None = None
+) -> tuple[str, str, dict[str, str]]:
+    """The (workflow, ref, inputs) a job of ``sweep`` was dispatched with (rendering is deterministic)."""
+    group = [job]
+    if session is not None and job.run_name:
+        group = list(
+            session.scalars(
+                select(SweepJob).where(SweepJob.sweep_id == sweep.id, SweepJob.run_name == job.run_name)
+            ).all()
+        ) or [job]
+    return render_dispatch(
+        settings,
+        key=sweep.config_key,
+        seq=job.seq,
+        conc=job.conc,
+        tp=job.tp,
+        head_sha=sweep.head_sha,
+        head_ref=sweep.base_ref if sweep.is_fork else sweep.head_ref,
+        base_ref=sweep.base_ref,
+        run_name=job.run_name or "",
+        pr=sweep.pr_number,
+        config_file=sweep.config_path or "",
+        evals=dispatch_eval_flags(
+            [j.point for j in group if isinstance(j.point, dict)],
+            str((sweep.filters or {}).get("evals") or "default"),
+        ),
+        concs=_row_concs(group),
+    )
 
 
 def _dispatch(session: Session, gw: Any, claim: _Claimed, settings: Settings, result: TickResult) -> None:
@@ -1518,15 +1759,27 @@ def _dispatch(session: Session, gw: Any, claim: _Claimed, settings: Settings, re
             base_ref=claim.base_ref,
             run_name=claim.run_name,
             pr=claim.pr_number,
+            config_file=claim.config_file,
             evals=dispatch_eval_flags(
                 [j.point for j in jobs if isinstance(j.point, dict)],
                 str((sweep.filters or {}).get("evals") or "default"),
             ),
             concs=_row_concs(jobs),
         )
+        # Checked against the workflow as the repo declares it at that ref, before any runner
+        # time is asked for (GitHub would answer 422; a clear reason is better).
+        title = check_dispatch(gw, claim.repo, workflow, ref, inputs)
     except (SweepError, SettingsError) as exc:
         for job in jobs:
             finish_job(session, job.id, JobState.FAILED, reason=f"cannot dispatch: {exc}")
+        record(
+            session,
+            actor=BOT,
+            action="sweep.dispatch",
+            target=target,
+            outcome="refused",
+            detail={"sweep": claim.sweep_id, "jobs": claim.job_ids, "error": str(exc)},
+        )
         result.failed += len(jobs)
         result.errors.append(str(exc))
         return
@@ -1537,17 +1790,18 @@ def _dispatch(session: Session, gw: Any, claim: _Claimed, settings: Settings, re
         "workflow": workflow,
         "ref": ref,
         "inputs": inputs,
+        "title": title,
     }
     run: dict[str, Any] | None = None
     try:
         run = gw.dispatch_workflow(claim.repo, workflow, ref, inputs)
-        if run is None:  # the server did not return run details: find the run by its unique name
-            found = _find_run_by_name(gw, claim.repo, workflow, claim.run_name)
+        if run is None:  # the server did not return run details: find the run by its title
+            found = _find_run(gw, claim.repo, workflow, title)
             run = {"workflow_run_id": found["id"], "html_url": found.get("html_url")} if found else None
     except TransientError as exc:
         # The POST may or may not have happened: look for the run before re-queueing.
         try:
-            found = _find_run_by_name(gw, claim.repo, workflow, claim.run_name)
+            found = _find_run(gw, claim.repo, workflow, title)
         except TransientError:
             found = None
         if found is None:
@@ -1651,16 +1905,24 @@ def tick(session_factory: sessionmaker[Session], gw_factory: GatewayFactory) -> 
 # tracking runs
 
 
-def _infra_reason(wf_job: dict[str, Any]) -> str | None:
-    """Why a finished workflow job failed for infrastructure reasons, or None for a benchmark failure."""
-    texts = [str(s.get("name") or "") for s in wf_job.get("steps") or []]
-    texts.append(str(wf_job.get("conclusion") or ""))
-    lowered = " ".join(texts).lower()
-    for marker in INFRA_MARKERS:
-        if marker in lowered:
-            runner = wf_job.get("runner_name") or "the runner"
-            return f"runner lost ({runner}): {marker}"
-    return None
+def _failure_of(gw: Any, repo: str, wf_job: dict[str, Any]) -> Any:
+    """Why a finished workflow job failed (runmatch.Failure), from its check-run annotations.
+
+    On GitHub a job's check run has the job's id; a lost runner is only said there.
+    """
+    from app.runmatch import classify_failure
+
+    annotations: list[dict[str, Any]] = []
+    if gw is not None and wf_job.get("id") is not None and repo:
+        try:
+            annotations = gw.list_check_run_annotations(repo, int(wf_job["id"]))
+        except TransientError:
+            raise
+        except Exception as exc:  # an unreadable annotation list must not lose the job's state
+            log.warning("annotations_unreadable", job=wf_job.get("id"), error=str(exc))
+    return classify_failure(
+        annotations, conclusion=str(wf_job.get("conclusion") or ""), steps=wf_job.get("steps") or []
+    )
 
 
 def _match_jobs(session: Session, run_id: int, run_name: str | None) -> list[SweepJob]:
@@ -1677,16 +1939,42 @@ def _match_jobs(session: Session, run_id: int, run_name: str | None) -> list[Swe
     return jobs
 
 
-def _job_for_wf_job(jobs: Sequence[SweepJob], wf_job: dict[str, Any]) -> SweepJob | None:
-    name = str(wf_job.get("name") or "")
-    for job in jobs:
-        if job.result_name in name:
-            return job
-    return jobs[0] if len(jobs) == 1 else None
+def _job_for_wf_job(
+    session: Session, gw: Any, jobs: Sequence[SweepJob], wf_job: dict[str, Any]
+) -> SweepJob | None:
+    """Our job that a workflow job runs, by the real job-name format (app.runmatch)."""
+    from app.runmatch import assign_jobs, job_matches_point, parse_job_name
+
+    parsed = parse_job_name(str(wf_job.get("name") or ""))
+    if parsed is None:
+        return None  # get-jobs, collect-results, ...: not a benchmark job
+    hits = sorted((j for j in jobs if job_matches_point(parsed, j.point)), key=lambda j: j.id)
+    if len(hits) <= 1:
+        return hits[0] if hits else None
+    # Same name for several of our points (seq-lens share a conc in e2e-tests.yml): matrix order.
+    if gw is None or wf_job.get("run_id") is None:
+        return None
+    run_jobs = gw.list_run_jobs(_sweep_repo(session, hits[0]), int(wf_job["run_id"]))
+    assigned = assign_jobs(run_jobs, [j.point for j in hits])
+    for index, got in assigned.items():
+        if got.get("id") == wf_job.get("id"):
+            return hits[index]
+    return None
 
 
 def _retry_or_fail(session: Session, job: SweepJob, why: str, settings: Settings) -> str:
     retries = job.attempts - 1  # the first dispatch is not a retry
+    sweep = session.get(Sweep, job.sweep_id)
+    if sweep is not None and sweep_mode(sweep) == "label":
+        # The repo's run, not ours: re-dispatching through e2e-tests.yml would be both modes.
+        finish_job(
+            session,
+            job.id,
+            JobState.FAILED,
+            reason=f"infrastructure failure in the repo's sweep run (label mode does not re-run it; "
+            f"re-run the failed job there or re-add the sweep label): {why}",
+        )
+        return "failed"
     if retries < settings.infra_retry_limit:
         record(
             session,
@@ -1713,13 +2001,17 @@ def apply_workflow_job(
     *,
     after_commit: list[Callable[[], None]],
     settings: Settings | None = None,
+    gw: Any = None,
 ) -> bool:
-    """Fold one ``workflow_job`` (webhook or REST shape) into our job; True when something changed."""
+    """Fold one ``workflow_job`` (webhook or REST shape) into our job; True when something changed.
+
+    ``gw`` reads the failed job's check-run annotations (and, rarely, the run's job list).
+    """
     settings = settings or get_settings()
     run_id = wf_job.get("run_id")
     if run_id is None:
         return False
-    job = _job_for_wf_job(_match_jobs(session, int(run_id), None), wf_job)
+    job = _job_for_wf_job(session, gw, _match_jobs(session, int(run_id), None), wf_job)
     if job is None or job.run_id != int(run_id):
         return False
     status, conclusion = wf_job.get("status"), wf_job.get("conclusion")
@@ -1743,16 +2035,16 @@ def apply_workflow_job(
             return True
         return False
     job.run_conclusion = str(conclusion)
-    infra = _infra_reason(wf_job)
-    if conclusion == "cancelled":
-        infra = infra or "cancelled by the system"
-    if infra is not None:
-        _retry_or_fail(session, job, infra, settings)
-        after_commit.append(lambda: _enqueue("sweepbot.scheduler_tick"))
+    failure = _failure_of(gw, _sweep_repo(session, job), wf_job)
+    if failure.infrastructure:
+        runner = wf_job.get("runner_name") or "the runner"
+        _retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
     else:
         url = wf_job.get("html_url") or job.run_url
-        finish_job(session, job.id, JobState.FAILED, reason=f"benchmark {conclusion}: see {url}")
-        after_commit.append(lambda: _enqueue("sweepbot.scheduler_tick"))
+        finish_job(
+            session, job.id, JobState.FAILED, reason=f"benchmark {conclusion}: {failure.message} (see {url})"
+        )
+    after_commit.append(lambda: _enqueue("sweepbot.scheduler_tick"))
     return True
 
 
@@ -1765,9 +2057,12 @@ def apply_workflow_run(
     settings: Settings | None = None,
 ) -> bool:
     """Fold one ``workflow_run`` (webhook or REST shape) into our jobs; True when something changed."""
+    from app.runmatch import run_name_in_title
+
     settings = settings or get_settings()
     run_id = int(run["id"])
-    jobs = _match_jobs(session, run_id, run.get("name") or run.get("display_title"))
+    # `name` is the workflow's name; the run's own title (run-name) is `display_title`.
+    jobs = _match_jobs(session, run_id, run_name_in_title(str(run.get("display_title") or "")))
     if not jobs:
         return False
     now = _now()
@@ -1793,9 +2088,24 @@ def apply_workflow_run(
     conclusion = run.get("conclusion")
     if not live:
         return changed
+    label_jobs = [j for j in live if _is_label_job(session, j)]
+    if conclusion == "cancelled" and label_jobs:
+        # run-sweep.yml cancels a PR's older run when a newer one starts (its concurrency group):
+        # follow the next run instead of reading the cancel as the benchmark's failure.
+        for job in label_jobs:
+            job.run_id, job.run_url, job.updated_at = None, None, now
+            job.reason = f"the repo cancelled its run {run_id}; following its next sweep run"
+            _mark_dirty(session, job.sweep_id)
+        return True
     wf_jobs: list[dict[str, Any]] | None = None
+    by_job: dict[int, dict[str, Any]] = {}
     if conclusion != "success" and gw is not None:
+        from app.runmatch import assign_jobs
+
         wf_jobs = gw.list_run_jobs(_sweep_repo(session, live[0]), run_id)
+        ordered = sorted(live, key=lambda j: j.id)
+        for index, got in assign_jobs(wf_jobs, [j.point for j in ordered]).items():
+            by_job[ordered[index].id] = dict(got)
     for job in live:
         if conclusion == "success":
             if job.run_conclusion != "success":
@@ -1805,17 +2115,9 @@ def apply_workflow_run(
                 _mark_dirty(session, job.sweep_id)
                 changed = True
             continue
-        wf_job = (
-            None
-            if wf_jobs is None
-            else next((w for w in wf_jobs if job.result_name in str(w.get("name") or "")), None)
-        )
-        if wf_job is None and wf_jobs is not None and len(wf_jobs) == 1 and len(live) == 1:
-            wf_job = wf_jobs[0]
+        wf_job = by_job.get(job.id)
         if wf_job is not None and wf_job.get("status") == "completed":
-            changed |= apply_workflow_job(
-                session, {**wf_job, "run_id": run_id}, after_commit=after_commit, settings=settings
-            )
+            changed |= _apply_assigned(session, gw, job, {**wf_job, "run_id": run_id}, after_commit, settings)
             continue
         if conclusion in ("startup_failure", "cancelled"):
             why = "startup_failure" if conclusion == "startup_failure" else "cancelled by the system"
@@ -1832,6 +2134,48 @@ def apply_workflow_run(
     return changed
 
 
+def _apply_assigned(
+    session: Session,
+    gw: Any,
+    job: SweepJob,
+    wf_job: dict[str, Any],
+    after_commit: list[Callable[[], None]],
+    settings: Settings,
+) -> bool:
+    """A completed workflow job already matched to ``job`` (by the run's job list)."""
+    if job.state in JobState.FINAL:
+        return False
+    if wf_job.get("conclusion") == "success":
+        if job.run_conclusion == "success":
+            return False
+        now = _now()
+        job.run_conclusion, job.state, job.updated_at = "success", JobState.RUNNING, now
+        job.started_at = job.started_at or now
+        after_commit.append(_collect_later(job.id))
+        _mark_dirty(session, job.sweep_id)
+        return True
+    job.run_conclusion = str(wf_job.get("conclusion"))
+    failure = _failure_of(gw, _sweep_repo(session, job), wf_job)
+    if failure.infrastructure:
+        runner = wf_job.get("runner_name") or "the runner"
+        _retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
+    else:
+        url = wf_job.get("html_url") or job.run_url
+        finish_job(
+            session,
+            job.id,
+            JobState.FAILED,
+            reason=f"benchmark {wf_job.get('conclusion')}: {failure.message} (see {url})",
+        )
+    after_commit.append(lambda: _enqueue("sweepbot.scheduler_tick"))
+    return True
+
+
+def _is_label_job(session: Session, job: SweepJob) -> bool:
+    sweep = session.get(Sweep, job.sweep_id)
+    return sweep is not None and sweep_mode(sweep) == "label"
+
+
 def _collect_later(job_id: int) -> Callable[[], None]:
     return lambda: _enqueue("sweepbot.collect_job", job_id)
 
@@ -1845,23 +2189,41 @@ def _handler_gateway(ctx: HandlerContext) -> Any:
     return ctx.gateway()
 
 
+class _LazyGateway:
+    """The handler's gateway, made only when a call needs it (most job events need none)."""
+
+    def __init__(self, ctx: HandlerContext) -> None:
+        self._ctx = ctx
+        self._gw: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._gw is None:
+            self._gw = _handler_gateway(self._ctx)
+        return getattr(self._gw, name)
+
+
 @router.register("workflow_job")
 def on_workflow_job(ctx: HandlerContext) -> None:
     wf_job = ctx.event.payload.get("workflow_job") or {}
     if not isinstance(wf_job, dict) or not apply_workflow_job(
-        ctx.session, wf_job, after_commit=ctx.after_commit
+        ctx.session, wf_job, after_commit=ctx.after_commit, gw=_LazyGateway(ctx)
     ):
         raise HandlerSkipped("not a job of ours, or nothing new")
 
 
 @router.register("workflow_run")
 def on_workflow_run(ctx: HandlerContext) -> None:
+    from app.runmatch import run_name_in_title
+
     run = ctx.event.payload.get("workflow_run") or {}
-    name = str(run.get("name") or run.get("display_title") or "")
     if not isinstance(run, dict) or "id" not in run:
         raise HandlerSkipped("no workflow_run in the payload")
+    adopted = False
+    for sweep in _label_sweeps_for_run(ctx.session, run):
+        adopted |= _adopt_label_run(ctx.session, sweep, run)
     if (
-        not name.startswith("sweepbot-")
+        not adopted
+        and run_name_in_title(str(run.get("display_title") or "")) is None
         and ctx.session.scalars(select(SweepJob.id).where(SweepJob.run_id == int(run["id"]))).first() is None
     ):
         raise HandlerSkipped("not a sweepbot run")
@@ -1959,8 +2321,15 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
                     )
                     result.timed_out += 1
                     after.append(lambda: _enqueue("sweepbot.scheduler_tick"))
+                elif job.run_id is None and sweep_mode(sweep) == "label":
+                    # The repo starts this run itself (label + changelog change): find it, never
+                    # re-queue (that would dispatch the same sweep a second way).
+                    found = _find_label_run(session, gw, sweep)
+                    if found is not None and _adopt_label_run(session, sweep, found):
+                        apply_workflow_run(session, gw, found, after_commit=after, settings=settings)
+                        result.updated += 1
                 elif job.run_id is None:
-                    found = _find_run_by_name(gw, sweep.repo, _workflow_name(settings), job.run_name or "")
+                    found = _find_job_run(gw, sweep, job, settings, session)
                     if found is not None:
                         if apply_workflow_run(session, gw, found, after_commit=after, settings=settings):
                             result.updated += 1

@@ -92,8 +92,8 @@ class Settings(BaseSettings):
     dispatch_workflow: str = "e2e-tests.yml"
     dispatch_ref: str = "{head_ref}"
     dispatch_inputs: str = (
-        '{"generate-cli-command": "test-config --config-keys {key} --seq-lens {seq} --conc {conc}{evals}",'
-        ' "ref": "{head_sha}", "test-name": "{run_name}"}'
+        '{"generate-cli-command": "test-config --config-files {config_file} --config-keys {key}'
+        ' --conc {conc}{evals}", "ref": "{head_sha}", "test-name": "{run_name}"}'
     )
     runner_capacity: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)
     job_timeout_seconds: float = 6 * 3600.0

@@ -254,6 +254,41 @@ def observe(
         f"peak {peak} on {capacity} {label} runners",
     )
 
+    # 3b. one sweep, one way: the bot's e2e-tests.yml runs (dispatch) or the repo's own run-sweep.yml
+    # run (label), never both; every point ran to success exactly once (a lost runner's attempt is
+    # retried, and counted apart).
+    mode = str((sweeps[0].filters or {}).get("mode") or "dispatch") if sweeps else "dispatch"
+    with world.lock:
+        by_event: Counter[str] = Counter()
+        ok_runs: Counter[str] = Counter()
+        lost: list[str] = []
+        for run in world.runs.values():
+            bench = [world.jobs[j] for j in run.jobs if world.jobs[j].point]
+            if run.repo == repo and bench:
+                by_event[run.event] += 1
+            for job in bench:
+                if job.conclusion == "success":
+                    ok_runs[str(job.point.get("result-name"))] += 1
+                elif job.fate == "runner_lost" and job.status == "completed":
+                    lost.append(str(job.point.get("result-name")))
+        decisions = [d["decision"] for d in world.sweep_decisions if d["pr"] == pr]
+    wanted_event = "pull_request" if mode == "label" else "workflow_dispatch"
+    report.add(
+        f"one way to the runners ({mode} mode)",
+        set(by_event) == {wanted_event},
+        f"runs with benchmark jobs by event: {dict(by_event)}; run-sweep.yml decisions: {decisions}",
+    )
+    report.add(
+        "every point measured exactly once",
+        bool(expected_names) and all(ok_runs.get(n) == 1 for n in expected_names),
+        f"successful jobs per point: {sorted(set(ok_runs.values()))}; runner-lost attempts: {len(lost)}",
+    )
+    report.add(
+        "lost runners retried",
+        all(ok_runs.get(n) == 1 for n in lost),
+        f"lost: {lost}",
+    )
+
     # 4. the report
     reports = bot_comments(world, repo, pr, REPORT_MARKER_PREFIX)
     table = report_table(reports[0].body) if len(reports) == 1 else []
@@ -263,6 +298,11 @@ def observe(
         "one report comment with the gap at every ATOM conc",
         len(reports) == 1 and with_gap == list(ATOM_CONCS),
         f"{len(reports)} report comment(s); gap at conc {with_gap}",
+    )
+    report.add(
+        "the report says which sweep mode ran",
+        len(reports) == 1 and f"Sweep mode: **{mode}**" in reports[0].body,
+        f"mode {mode}",
     )
 
     # 5. the audit log
@@ -303,6 +343,8 @@ def observe(
 
     report.summary = {
         "bump_commit": bump,
+        "mode": mode,
+        "runner_lost": len(lost),
         "jobs": dict(states),
         "report_table": table,
         "github_calls": calls,
@@ -314,7 +356,7 @@ def _is_write(op: str) -> bool:
     # Token exchange is authentication, not a change the bot made to a repository.
     if op == "apps/create-installation-access-token":
         return False
-    return op.split("/")[-1].startswith(("create", "update", "delete", "merge", "cancel"))
+    return op.split("/")[-1].startswith(("create", "update", "delete", "merge", "cancel", "add"))
 
 
 def _human_comments(world: Any, repo: str, number: int, bot_login: str) -> list[Any]:

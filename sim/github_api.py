@@ -1140,7 +1140,7 @@ def _filter_runs(ctx: Ctx, runs: list[Any]) -> list[Any]:
     for r in runs:
         if q.get("branch") and r.head_branch != q["branch"]:
             continue
-        if q.get("event") and q["event"] != "workflow_dispatch":
+        if q.get("event") and q["event"] != r.event:
             continue
         if q.get("head_sha") and r.head_sha != q["head_sha"]:
             continue
@@ -1190,6 +1190,37 @@ def list_jobs(ctx: Ctx, p: dict[str, str]) -> Resp:
     if ctx.query.get("filter", "latest") not in ("latest", "all"):
         raise SimError(422, "filter must be latest or all")
     return paginate(ctx, [render.rest_job(ctx.world, j) for j in jobs], wrap="jobs")
+
+
+@route("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels", "issues/add-labels")
+def add_labels(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    _require_write(ctx, repo)
+    b = _body(ctx)
+    labels = b.get("labels")
+    if not isinstance(labels, list) or not all(isinstance(x, str) and x for x in labels):
+        raise SimError(422, "Invalid request.\n\nFor 'labels', an array of label names is required.")
+    names = ctx.world.add_labels(
+        repo.full_name, _int(p["issue_number"], "issue_number"), labels, ctx.identity.actor(ctx.world)
+    )
+    return Resp(200, [render.label(ctx.world, repo, n) for n in names])
+
+
+@route("GET", "/repos/{owner}/{repo}/issues/{issue_number}/labels", "issues/list-labels-on-issue")
+def list_labels(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    pr = ctx.world.pull(repo.full_name, _int(p["issue_number"], "issue_number"))
+    return paginate(ctx, [render.label(ctx.world, repo, n) for n in pr.labels])
+
+
+@route("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations", "checks/list-annotations")
+def check_run_annotations(ctx: Ctx, p: dict[str, str]) -> Resp:
+    # A workflow job's check run has the job's id; GitHub answers a plain array.
+    repo = _repo(ctx, p)
+    job = ctx.world.jobs.get(_int(p["check_run_id"], "check_run_id"))
+    if job is None or ctx.world.runs[job.run_id].repo != repo.full_name:
+        raise SimError(404, "Not Found")
+    return paginate(ctx, list(job.annotations))
 
 
 @route("POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel", "actions/cancel-workflow-run")

@@ -7,6 +7,7 @@ key set; REST responses may carry more, so they reuse those shapes and add what 
 from __future__ import annotations
 
 import base64
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from sim.world import Comment, Job, Pull, Repo, Run, iso
@@ -258,7 +259,7 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
         "assignees": [],
         "requested_reviewers": [],
         "requested_teams": [],
-        "labels": [],
+        "labels": [label(world, repo, name) for name in pr.labels],
         "milestone": None,
         **{
             k: v
@@ -410,6 +411,19 @@ def rest_comment(world: World, repo: Repo, c: Comment) -> dict[str, Any]:
     return hook_comment(world, repo, c)
 
 
+def label(world: World, repo: Repo, name: str) -> dict[str, Any]:
+    lid = int(hashlib.sha256(f"{repo.full_name}:{name}".encode()).hexdigest()[:8], 16)
+    return {
+        "id": lid,
+        "node_id": node_id("LA_", lid),
+        "url": f"{api(world)}/repos/{repo.full_name}/labels/{name}",
+        "name": name,
+        "color": "ededed",
+        "default": False,
+        "description": None,
+    }
+
+
 def hook_issue(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
     u = f"{api(world)}/repos/{repo.full_name}"
     n = pr.number
@@ -425,7 +439,7 @@ def hook_issue(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
         "number": n,
         "title": pr.title,
         "user": user(world, pr.user),
-        "labels": [],
+        "labels": [label(world, repo, name) for name in pr.labels],
         "state": pr.state,
         "locked": False,
         "assignee": None,
@@ -739,7 +753,7 @@ def _run_common(world: World, run: Run) -> dict[str, Any]:
         "path": wf.path,
         "display_title": run.name,
         "run_number": run.run_number,
-        "event": "workflow_dispatch",
+        "event": run.event,
         "status": run.status,
         "conclusion": run.conclusion,
         "workflow_id": run.workflow_id,

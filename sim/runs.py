@@ -1,65 +1,135 @@
-"""What a simulated `e2e-tests.yml` run executes: parse its CLI input, expand the points.
+"""What the benchmark repo's workflows do when the simulator "runs" them.
 
-The benchmark repo's workflow turns `generate-cli-command` into a job matrix by reading the master
-config at the dispatched ref; the sim does the same with the bot's own pure expansion
-(`app.recipes.expand_points`), so both sides agree on what a point is.
+Modelled on the real files (sim/data/inferencex/dot-github/workflows/, copied from
+tests/fixtures/inferencex/workflows/ at InferenceX 843c6254):
+
+- dispatch checks (GitHub's 422s): the workflow must declare ``on: workflow_dispatch``; every
+  input sent must be declared there; every required input must be sent;
+- ``run-name`` evaluated into the run's ``display_title``;
+- e2e-tests.yml's ``get-jobs``: ``generate_sweep_configs.py $GENERATE_COMMAND`` parsed with the
+  repo CLI's documented grammar (app.sweepcli, written from the repo's workflows README) and
+  expanded by the master-config rules the sim already shares (app.recipes.expand_points), reading
+  only the ``--config-files`` given, with ``*``/``?`` key patterns and an error for a pattern that
+  matches nothing;
+- benchmark-tmpl.yml's job name (``p<priority> | <prefix> <precision> <runner> <fw> TP<tp>... c<conc>``
+  behind the caller's ``single-node /``) and its ``RESULT_FILENAME``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shlex
+import fnmatch
+import functools
+import re
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 if TYPE_CHECKING:
     from sim.world import Run, World
 
-MASTER_DIRS = (".github/configs", "configs")
-_LIST_FLAGS = {"--config-keys": "keys", "--seq-lens": "seqs", "--conc": "conc"}
-_SCALAR_FLAGS = {"--tp": "tp", "--config-files": "files", "--runner-type": "runner"}
-# The generator's eval modes (InferenceX .github/workflows/README.md, `test-config` usage).
-_BOOL_FLAGS = {"--no-evals": "no_evals", "--evals-only": "evals_only", "--all-evals": "all_evals"}
+WORKFLOWS_DIR = ".github/workflows"
+RUN_SWEEP = "run-sweep.yml"
+# run-sweep.yml's primary sweep labels (exactly one must be on the PR) and the labels whose
+# `labeled` event re-evaluates the sweep (check-changelog's `if:`).
+PRIMARY_LABELS = (
+    "sweep-enabled",
+    "full-sweep-enabled",
+    "non-canary-full-sweep-enabled",
+    "full-sweep-fail-fast",
+    "full-sweep-fail-fast-no-canary",
+)
+TRIGGER_LABELS = (
+    *PRIMARY_LABELS,
+    "all-evals",
+    "evals-only",
+    "agentx-fast",
+    "skip_queue",
+    "ci-patchwork",
+    "engine-patch",
+    "ci-patchwork-waived",
+    "ci-checklist-complete",
+)
+SIM_PRIORITY = 50  # what utils/ci_priority.py would score; any number, the bot must not care
+_FW_SHORT = {"sglang": "sgl", "dynamo-sglang": "dyn-sgl", "sglang-disagg": "sgl-disagg"}
+_EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 
 
 class CommandError(ValueError):
-    """The workflow's `generate-cli-command` input cannot be understood."""
+    """The workflow's `generate-cli-command` input cannot be understood (the get-jobs job fails)."""
 
 
-def parse_cli_command(command: str) -> dict[str, Any]:
-    """Parse `test-config --config-keys K --seq-lens 8k1k --conc 32 64` into its parts."""
-    try:
-        tokens = shlex.split(command)
-    except ValueError as exc:
-        raise CommandError(f"generate-cli-command is not shell-quoted correctly: {exc}") from exc
-    if not tokens or tokens[0] != "test-config":
-        raise CommandError("generate-cli-command must start with 'test-config'")
-    out: dict[str, Any] = {"keys": [], "seqs": [], "conc": [], "tp": None}
-    out.update(dict.fromkeys(_BOOL_FLAGS.values(), False))
-    current: str | None = None
-    for tok in tokens[1:]:
-        if tok in _BOOL_FLAGS:
-            out[_BOOL_FLAGS[tok]] = True
-            current = None
-            continue
-        if tok.startswith("--"):
-            if tok not in _LIST_FLAGS and tok not in _SCALAR_FLAGS:
-                raise CommandError(f"unknown option {tok!r} in generate-cli-command")
-            current = tok
-            continue
-        if current is None:
-            raise CommandError(f"unexpected argument {tok!r} before any option")
-        if current in _LIST_FLAGS:
-            out[_LIST_FLAGS[current]].append(tok)
-        else:
-            out[_SCALAR_FLAGS[current]] = tok
-    if not out["keys"]:
-        raise CommandError("generate-cli-command needs --config-keys")
-    try:
-        out["conc"] = [int(c) for c in out["conc"]]
-        out["tp"] = int(out["tp"]) if out["tp"] is not None else None
-    except ValueError as exc:
-        raise CommandError(f"--conc and --tp take integers: {exc}") from exc
-    return out
+# -- the workflow file -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class WorkflowFile:
+    name: str
+    run_name: str | None
+    triggers: dict[str, Any]
+    dispatch_inputs: dict[str, dict[str, Any]]
+
+
+@functools.lru_cache(maxsize=32)
+def read_workflow(text: str) -> WorkflowFile:
+    # cached and libyaml-parsed: every dispatch reads the 700-line e2e-tests.yml again
+    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    on = doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` key as True
+    if isinstance(on, str):
+        triggers: dict[str, Any] = {on: None}
+    elif isinstance(on, list):
+        triggers = {str(t): None for t in on}
+    else:
+        triggers = {str(k): v for k, v in (on or {}).items()}
+    wd = triggers.get("workflow_dispatch") or {}
+    inputs = (wd.get("inputs") if isinstance(wd, dict) else None) or {}
+    return WorkflowFile(
+        str(doc.get("name") or ""),
+        doc.get("run-name"),
+        triggers,
+        {str(k): (v or {}) for k, v in inputs.items()},
+    )
+
+
+def dispatch_error(wf: WorkflowFile, inputs: dict[str, Any]) -> str | None:
+    """GitHub's 422 message for this dispatch, or None when GitHub accepts it."""
+    if "workflow_dispatch" not in wf.triggers:
+        return "Workflow does not have 'workflow_dispatch' trigger"
+    unexpected = [k for k in inputs if k not in wf.dispatch_inputs]
+    if unexpected:
+        return "Unexpected inputs provided: [" + ", ".join(f'"{k}"' for k in unexpected) + "]"
+    for name, spec in wf.dispatch_inputs.items():
+        if spec.get("required") and name not in inputs and spec.get("default") is None:
+            return f"Required input '{name}' not provided"
+    return None
+
+
+def _lookup(context: dict[str, Any], path: str) -> Any:
+    node: Any = context
+    for part in path.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def evaluate_title(template: str | None, fallback: str, context: dict[str, Any]) -> str:
+    """The run's display_title: `run-name` with `${{ a || b }}` evaluated (GitHub: falsy -> next)."""
+    if template is None:
+        return fallback
+
+    def one(m: re.Match[str]) -> str:
+        for alt in m.group(1).split("||"):
+            alt = alt.strip()
+            value = alt[1:-1] if alt.startswith("'") and alt.endswith("'") else _lookup(context, alt)
+            if value:
+                return str(value)
+        return ""
+
+    return _EXPR.sub(one, str(template)).strip()
+
+
+# -- names --------------------------------------------------------------------------------------------
 
 
 def _flag(value: Any) -> str:
@@ -68,6 +138,11 @@ def _flag(value: Any) -> str:
 
 def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = "") -> str:
     """`RESULT_FILENAME` as benchmark-tmpl.yml's "Launch job script" step exports it on `node`."""
+    if "tp" not in point or isinstance(point.get("conc"), list):
+        from app.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
+
+        base = f"{result_stem(point)}_{node}"
+        return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
     if "tp" not in point or isinstance(point.get("conc"), list):
         from app.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
 
@@ -83,59 +158,196 @@ def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = 
     return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
 
 
+def job_name(caller: str, point: dict[str, Any], priority: int = SIM_PRIORITY) -> str:
+    """benchmark-tmpl.yml's `name: >-` (six folded lines, empty expressions kept) behind the caller's.
+
+    Multi-node and agentic rows run other templates (benchmark-multinode-tmpl.yml is not among
+    the fixtures): they are named `multi-node / <result-name>` / `agentic / <result-name>`.
+    """
+    if "tp" not in point or isinstance(point.get("conc"), list):
+        return f"multi-node / {point['result-name']}"
+    if point.get("scenario-type") == "agentic-coding":
+        return f"agentic / {point['result-name']}"
+    fw = str(point["framework"])
+    par = "".join(
+        f"/{tag}{point.get(k)}"
+        for tag, k in (("PP", "pp"), ("DCP", "dcp-size"), ("PCP", "pcp-size"), ("EP", "ep"))
+        if str(point.get(k, 1)) not in ("", "1")
+    )
+    dpa = "/DPA" if point.get("dp-attn") else ""
+    spec = str(point.get("spec-decoding") or "none")
+    ev = " | eval-only" if point.get("eval-only") else (" | eval" if point.get("run-eval") else "")
+    lines = [
+        f"p{priority} | {point['model-prefix']} {point['precision']} {point['runner']} "
+        f"{_FW_SHORT.get(fw, fw)}",
+        f"TP{point['tp']}{par}{dpa}",
+        spec if spec != "none" else "",
+        "",  # kv offloading (agentic only)
+        "",  # kv offload backend
+        f"c{point['conc']}{ev}",
+    ]
+    return f"{caller} {' '.join(lines)}"
+
+
+# -- e2e-tests.yml's get-jobs -----------------------------------------------------------------------
+
+
+def point_dict(point: Any) -> dict[str, Any]:
+    raw = point.to_json() if hasattr(point, "to_json") else dict(point)
+    return {k.replace("_", "-"): v for k, v in raw.items()}
+
+
+def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
+    """The single-node throughput matrix e2e-tests.yml's get-jobs emits for the run's command."""
+    from app.recipes import expand_points, parse_master
+    from app.recipes.errors import RecipeError
+    from app.sweepcli import CliGrammarError, parse_command
+
+    cmd = str(run.inputs.get("generate-cli-command") or "")
+    if not cmd:
+        raise CommandError("generate-cli-command is required outside trusted changelog dispatch mode")
+    try:
+        parsed = parse_command(cmd)
+    except CliGrammarError as exc:
+        raise CommandError(str(exc)) from exc
+    masters: dict[str, dict[str, Any]] = {}
+    for path in parsed.config_files:
+        text = world.read_file(run.repo, path, run.head_sha)
+        if text is None:
+            raise CommandError(f"FileNotFoundError: {path}")
+        masters[path] = parse_master(text.decode())
+    if parsed.evals == "only":
+        return []  # eval-only jobs are not throughput points (the sim runs none)
+    points: list[dict[str, Any]] = []
+    try:
+        if parsed.command == "test-config":
+            for pattern in parsed.config_keys:
+                hits = [(p, k) for p, m in masters.items() for k in m if fnmatch.fnmatchcase(k, pattern)]
+                if not hits:
+                    raise CommandError(f"config key pattern {pattern!r} matches no keys")
+                for path, key in hits:
+                    for p in expand_points(masters[path], key, conc=list(parsed.conc) or None):
+                        points.append(point_dict(p))
+        else:
+            f = parsed.filters
+            for master in masters.values():
+                for key in master:
+                    try:
+                        expanded = expand_points(master, key)
+                    except RecipeError:
+                        continue  # multinode / agentic keys: not single-node fixed-seq-len
+                    for p in expanded:
+                        d = point_dict(p)
+                        if _full_sweep_keeps(d, f, parsed.seq_lens):
+                            points.append(d)
+    except RecipeError as exc:
+        raise CommandError(str(exc)) from exc
+    return points
+
+
+def _full_sweep_keeps(point: dict[str, Any], f: dict[str, Any], seq_lens: tuple[str, ...]) -> bool:
+    checks = (
+        ("model_prefix", "model-prefix"),
+        ("precision", "precision"),
+        ("framework", "framework"),
+        ("runner_type", "runner"),
+    )
+    for flag, field in checks:
+        if flag in f and point[field] not in f[flag]:
+            return False
+    if seq_lens and str(point["exp-name"]).rsplit("_", 1)[-1] not in seq_lens:
+        return False
+    conc, tp = int(point["conc"]), int(point["tp"])
+    if "min_conc" in f and conc < int(f["min_conc"]):
+        return False
+    if "max_conc" in f and conc > int(f["max_conc"]):
+        return False
+    return not ("max_tp" in f and tp > int(f["max_tp"]))
+
+
+# -- run-sweep.yml ------------------------------------------------------------------------------------
+
+
+def sweep_run_wanted(
+    *,
+    action: str,
+    label: str | None,
+    labels: list[str],
+    same_repo: bool,
+    changelog_changed: bool,
+    head_message: str,
+) -> str:
+    """ "run", or why run-sweep.yml would not fan a sweep out for this pull_request event."""
+    if action not in ("ready_for_review", "synchronize", "labeled", "unlabeled"):
+        return f"not a run-sweep.yml trigger ({action})"
+    if not changelog_changed:
+        return "perf-changelog.yaml unchanged (the `paths` filter)"
+    if action in ("labeled", "unlabeled") and label not in TRIGGER_LABELS:
+        return f"label {label!r} does not trigger a sweep"
+    primary = [lb for lb in labels if lb in PRIMARY_LABELS]
+    if not primary:
+        return "no primary sweep label"
+    if len(primary) > 1:
+        return "conflicting sweep labels (check-changelog fails)"
+    if not same_repo:
+        return "fork PR (no secrets: trusted-external-sweep.yml's business)"
+    if "[skip-sweep]" in head_message:
+        return "head commit says [skip-sweep]"
+    return "run"
+
+
+def changelog_keys(base_text: str, head_text: str) -> list[str]:
+    """Config keys of the perf-changelog entries the PR adds (what process_changelog.py sweeps)."""
+    base = yaml.safe_load(base_text) or []
+    head = yaml.safe_load(head_text) or []
+    keys: list[str] = []
+    for entry in head:
+        if entry in base or not isinstance(entry, dict):
+            continue
+        for key in entry.get("config-keys") or []:
+            if str(key) not in keys:
+                keys.append(str(key))
+    return keys
+
+
+def sweep_points(world: World, run: Run) -> list[dict[str, Any]]:
+    """The single-node points a run-sweep.yml run fans out: every point of each changed key.
+
+    `sweep-enabled` trims each configuration to its minimum concurrency (TRIM_CONC); the full-sweep
+    labels run everything (the canary-first ordering of `full-sweep-enabled` is not modelled).
+    """
+    from app.recipes import expand_points, parse_master
+    from app.recipes.errors import RecipeError
+
+    masters = [p for p in find_master_files(world, run.repo, run.head_sha)]
+    points: list[dict[str, Any]] = []
+    trim = "sweep-enabled" in run.inputs.get("labels", [])
+    for key in run.inputs.get("keys", []):
+        for path in masters:
+            master = parse_master((world.read_file(run.repo, path, run.head_sha) or b"").decode())
+            if key not in master:
+                continue
+            try:
+                expanded = [point_dict(p) for p in expand_points(master, key)]
+            except RecipeError:
+                continue  # multi-node / agentic: not simulated
+            if trim:
+                low: dict[tuple[Any, ...], dict[str, Any]] = {}
+                for d in expanded:
+                    ident = (d["exp-name"], d["tp"], d["ep"], d["dp-attn"], d["spec-decoding"])
+                    if ident not in low or int(d["conc"]) < int(low[ident]["conc"]):
+                        low[ident] = d
+                expanded = list(low.values())
+            points.extend(expanded)
+    return points
+
+
 def find_master_files(world: World, full_name: str, sha: str) -> list[str]:
     repo = world.repo(full_name)
     files = repo.objects.flatten(repo.objects.commits[sha].tree)
     return sorted(
         p
         for p in files
-        if any(p.startswith(d + "/") and "/" not in p[len(d) + 1 :] for d in MASTER_DIRS)
+        if any(p.startswith(d + "/") and "/" not in p[len(d) + 1 :] for d in (".github/configs", "configs"))
         and p.endswith("master.yaml")
     )
-
-
-def point_dict(point: Any) -> dict[str, Any]:
-    if hasattr(point, "to_json"):
-        raw = point.to_json()
-    elif isinstance(point, dict):
-        raw = dict(point)
-    elif dataclasses.is_dataclass(point) and not isinstance(point, type):
-        raw = dataclasses.asdict(point)
-    elif hasattr(point, "model_dump"):
-        raw = point.model_dump()
-    else:
-        raw = {
-            k: getattr(point, k)
-            for k in dir(point)
-            if not k.startswith("_") and not callable(getattr(point, k))
-        }
-    # normalise to the dashed names of `sweepbot recipe plan --json`
-    return {k.replace("_", "-"): v for k, v in raw.items()}
-
-
-def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
-    from app.recipes import expand_points, parse_master
-
-    cmd = run.inputs.get("generate-cli-command")
-    if not cmd:
-        raise CommandError("the run has no generate-cli-command input")
-    parsed = parse_cli_command(str(cmd))
-    masters = find_master_files(world, run.repo, run.head_sha)
-    points: list[dict[str, Any]] = []
-    for key in parsed["keys"]:
-        source = None
-        for path in masters:
-            text = world.read_file(run.repo, path, run.head_sha)
-            master = parse_master((text or b"").decode())
-            if key in master:
-                source = master
-                break
-        if source is None:
-            raise CommandError(f"config key {key!r} not found in {', '.join(masters) or 'any master config'}")
-        seqs = parsed["seqs"] or [None]
-        for seq in seqs:
-            for p in expand_points(source, key, seq=seq, conc=parsed["conc"] or None, tp=parsed["tp"]):
-                d = point_dict(p)
-                d.setdefault("config-key", key)
-                points.append(d)
-    return points

@@ -148,7 +148,10 @@ class SeedScenario:
             base = w.commit_files(
                 BENCH_REPO, "main", files, "Initial import of the benchmark configs", author="alice-admin"
             )
-            w.add_workflow(BENCH_REPO, ".github/workflows/e2e-tests.yml", "End-to-End Tests")
+            # the repo's own workflows (real files, sim/data/.../workflows): name as each file says
+            for path in sorted(f for f in files if f.startswith(".github/workflows/")):
+                doc = yaml.safe_load(files[path]) or {}
+                w.add_workflow(BENCH_REPO, path, str(doc.get("name") or path))
             w.runner_nodes = runner_nodes(files[".github/configs/runners.yaml"])
             for label, count in runner_counts(files[".github/configs/runners.yaml"]).items():
                 w.set_runners(label, count)

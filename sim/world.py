@@ -113,6 +113,7 @@ class Pull:
     merge_commit_sha: str | None = None
     closed_at: float | None = None
     head_sha_frozen: str | None = None  # head sha at close/merge (the branch may move or vanish)
+    labels: list[str] = field(default_factory=list)
     head_repo_deleted: bool = False  # the fork the head lived in was deleted: head.repo is null
     mergeable_at: float = 0.0  # monotonic time GitHub's background mergeability job finishes
 
@@ -159,6 +160,7 @@ class Job:
     fate: str = "success"  # success | benchmark_failure | runner_lost
     created_mono: float = field(default_factory=time.monotonic)
     steps: list[dict[str, Any]] = field(default_factory=list)
+    annotations: list[dict[str, Any]] = field(default_factory=list)  # its check run's annotations
 
 
 @dataclass
@@ -188,6 +190,8 @@ class Run:
     run_started_at: float | None = None
     jobs: list[int] = field(default_factory=list)
     error: str | None = None
+    event: str = "workflow_dispatch"  # or "pull_request" (run-sweep.yml started by the repo)
+    pr_number: int | None = None
 
 
 @dataclass
@@ -341,6 +345,7 @@ class World:
         self.runner_nodes: dict[str, list[str]] = {}  # label -> node names (runners.yaml `labels:`)
         self.recipe_suffix = False  # jobs carry a `recipe-fingerprint` (`_recipe-<16 hex>` names)
         self.runs: dict[int, Run] = {}
+        self.sweep_decisions: list[dict[str, Any]] = []  # every run-sweep.yml trigger and its outcome
         self.jobs: dict[int, Job] = {}
         self.artifacts: dict[int, Artifact] = {}
         self._run_numbers: Counter[str] = Counter()
@@ -856,6 +861,102 @@ class World:
                     self.emit_pull_request(
                         r, pr, "synchronize", sender=self.settings.default_token_user, before=old, after=new
                     )
+                    self._maybe_run_sweep(r, pr, "synchronize", None)
+
+    # -- labels and the repo's own run-sweep.yml -------------------------------------------------------
+    def add_labels(self, full_name: str, number: int, labels: list[str], sender: str) -> list[str]:
+        """Label a PR; each newly added label is a `pull_request.labeled` event (as on GitHub)."""
+        with self.lock:
+            repo = self.repo(full_name)
+            pr = repo.pulls.get(number)
+            if pr is None:
+                raise SimError(404, "Not Found")
+            for label in labels:
+                if label in pr.labels:
+                    continue  # GitHub keeps one and sends no event
+                pr.labels.append(label)
+                pr.updated_at = self.now()
+                self.emit_pull_request(repo, pr, "labeled", sender=sender, label=label)
+                self._maybe_run_sweep(repo, pr, "labeled", label)
+            self._wake()
+            return list(pr.labels)
+
+    def _maybe_run_sweep(self, repo: Repo, pr: Pull, action: str, label: str | None) -> Run | None:
+        """run-sweep.yml's `on: pull_request` + `setup` conditions, then its sweep run.
+
+        Runs (sim/runs.py `sweep_run_wanted`) only when the PR changes perf-changelog.yaml, carries
+        exactly one primary sweep label, comes from the same repo, and its head commit message has
+        no `[skip-sweep]`; a newer run cancels the PR's older one (its concurrency group).
+        """
+        from sim.runs import RUN_SWEEP, changelog_keys, sweep_run_wanted
+
+        wf = repo.workflows.get(RUN_SWEEP)
+        if wf is None or pr.state != "open":
+            return None
+        head = self.pull_head_sha(pr)
+        base = self.repo_base_sha(pr)
+        base_log = self.read_file(repo.full_name, "perf-changelog.yaml", base)
+        head_log = self.read_file(repo.full_name, "perf-changelog.yaml", head)
+        message = repo.objects.commits[head].message if head in repo.objects.commits else ""
+        why = sweep_run_wanted(
+            action=action,
+            label=label,
+            labels=pr.labels,
+            same_repo=pr.head_repo == repo.full_name,
+            changelog_changed=base_log != head_log,
+            head_message=message,
+        )
+        self.sweep_decisions.append({"pr": pr.number, "action": action, "head": head, "decision": why})
+        if why != "run":
+            return None
+        keys = changelog_keys((base_log or b"").decode(), (head_log or b"").decode())
+        for old in self.runs.values():
+            if old.pr_number == pr.number and old.workflow_id == wf.id and old.status != "completed":
+                self.cancel_run(old.id)
+        self._run_numbers[repo.full_name] += 1
+        now = self.now()
+        run = Run(
+            self.next_id(),
+            repo.full_name,
+            wf.id,
+            f"Run Sweep - {pr.title}",  # run-name: Run Sweep - ${{ github.event.pull_request.title || ... }}
+            pr.head_ref,
+            head,
+            pr.user,
+            {"keys": keys, "labels": list(pr.labels)},
+            now,
+            now,
+            self._run_numbers[repo.full_name],
+            event="pull_request",
+            pr_number=pr.number,
+        )
+        self.runs[run.id] = run
+        self.emit_workflow_run(run, "requested")
+        self._plan_sweep_jobs(run)
+        self._wake()
+        return run
+
+    def _plan_sweep_jobs(self, run: Run) -> None:
+        from sim.runs import job_name, sweep_points
+
+        try:
+            points = sweep_points(self, run)
+        except Exception as exc:  # the setup job fails, as process_changelog.py would
+            run.error = str(exc)
+            self._add_setup_job(run, ok=False)
+            run.status, run.conclusion, run.updated_at = "completed", "failure", self.now()
+            self.emit_workflow_run(run, "completed")
+            return
+        self._add_setup_job(run, ok=True)
+        for p in points:
+            seq = str(p["exp-name"]).rsplit("_", 1)[-1]
+            job = Job(self.next_id(), run.id, job_name(f"single-node {seq} /", p), p["runner"], p, self.now())
+            self.jobs[job.id] = job
+            run.jobs.append(job.id)
+            self.emit_workflow_job(job, "queued")
+        if not points:
+            run.status, run.conclusion, run.updated_at = "completed", "success", self.now()
+            self.emit_workflow_run(run, "completed")
 
     # -- comments and reactions --------------------------------------------------------------------
     def add_comment(self, full_name: str, number: int, user: str, body: str) -> Comment:
@@ -1073,10 +1174,22 @@ class World:
             for k, v in inputs.items():
                 if not isinstance(v, str | bool | int | float):
                     raise SimError(422, f"input {k!r} must be a scalar")
+            from sim.runs import dispatch_error, evaluate_title, read_workflow
+
+            # GitHub reads the workflow file at the dispatched ref and refuses what it does not declare.
+            text = self.read_file(full_name, wf.path, sha)
+            if text is None:
+                raise SimError(404, "Not Found")
+            spec = read_workflow(text.decode())
+            problem = dispatch_error(spec, inputs)
+            if problem is not None:
+                raise SimError(422, problem)
             branch = ref[len("refs/heads/") :] if ref.startswith("refs/heads/") else ref
             self._run_numbers[full_name] += 1
             now = self.now()
-            name = str(inputs.get("test-name") or wf.name)
+            str_inputs = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in inputs.items()}
+            context = {"inputs": str_inputs, "github": {"event": {"inputs": str_inputs}}}
+            name = evaluate_title(spec.run_name, spec.name or wf.name, context)
             run = Run(
                 self.next_id(),
                 full_name,
@@ -1103,12 +1216,16 @@ class World:
             points = plan_points(self, run)
         except Exception as exc:  # a bad command or config fails the run, as the matrix job would
             run.error = str(exc)
+            self._add_setup_job(run, ok=False)
             run.status, run.conclusion, run.updated_at = "completed", "failure", self.now()
             self.emit_workflow_run(run, "completed")
             return
+        self._add_setup_job(run, ok=True)
+        from sim.runs import job_name
+
         for p in points:
             label = p["runner"]
-            job = Job(self.next_id(), run.id, f"benchmark ({p['result-name']})", label, p, self.now())
+            job = Job(self.next_id(), run.id, job_name("single-node /", p), label, p, self.now())
             self.jobs[job.id] = job
             run.jobs.append(job.id)
             self.emit_workflow_job(job, "queued")
@@ -1116,6 +1233,50 @@ class World:
             run.error = "the command matched no points"
             run.status, run.conclusion, run.updated_at = "completed", "failure", self.now()
             self.emit_workflow_run(run, "completed")
+
+    def _add_setup_job(self, run: Run, *, ok: bool) -> None:
+        """e2e-tests.yml's `get-jobs` (ubuntu-latest, no runner of ours): done by the time jobs exist."""
+        now = self.now()
+        job = Job(self.next_id(), run.id, "get-jobs", "ubuntu-latest", {}, now)
+        job.status, job.conclusion, job.started_at, job.completed_at = (
+            "completed",
+            "success" if ok else "failure",
+            now,
+            now,
+        )
+        job.runner_name = "GitHub Actions 1"
+        job.steps = [
+            {
+                "name": n,
+                "status": "completed",
+                "conclusion": c,
+                "number": i,
+                "started_at": iso(now),
+                "completed_at": iso(now),
+            }
+            for i, (n, c) in enumerate(
+                [
+                    ("Set up job", "success"),
+                    ("Run get-jobs", "success" if ok else "failure"),
+                    ("Complete job", "success"),
+                ],
+                start=1,
+            )
+        ]
+        if not ok:
+            job.annotations = [
+                {
+                    "path": ".github",
+                    "start_line": 1,
+                    "end_line": 1,
+                    "annotation_level": "failure",
+                    "title": "",
+                    "raw_details": "",
+                    "message": "Process completed with exit code 2.",
+                }
+            ]
+        self.jobs[job.id] = job
+        run.jobs.append(job.id)
 
     def cancel_run(self, run_id: int) -> Run:
         with self.lock:
@@ -1225,22 +1386,27 @@ class World:
             self._finish_job(job, "success")
         self._maybe_finish_run(self.runs[job.run_id])
 
-    def _upload_artifacts(self, job: Job, result: dict[str, Any]) -> None:
-        """What one benchmark-tmpl.yml job uploads on success (its `Upload ...` steps)."""
+    def _upload_logs(self, job: Job) -> None:
+        """A failed job still uploads its logs and metrics (those steps run `if: always()`)."""
+        self._upload_artifacts(job, None)
+
+    def _upload_artifacts(self, job: Job, result: dict[str, Any] | None) -> None:
+        """What one benchmark-tmpl.yml job uploads (its `Upload ...` steps); no result: logs only."""
         from sim.runs import result_filename
 
         fingerprint = str(job.point.get("recipe-fingerprint") or "")
         if not fingerprint and self.recipe_suffix:
             fingerprint = hashlib.sha256(str(job.point.get("result-name")).encode()).hexdigest()
         rf = result_filename(job.point, str(job.runner_name), fingerprint)
-        agg = json.dumps(result, indent=2)
-        uploads = {
-            f"bmk_{rf}": {f"agg_{rf}.json": agg},
+        uploads: dict[str, dict[str, str]] = {
             f"server_logs_{rf}": {"server.log": "INFO: Started server process\n"},
             f"gpu_metrics_{rf}": {"gpu_metrics.csv": "timestamp,gpu,power_w\n0,0,750\n"},
-            f"power_audit_{rf}": {f"{rf}.json": agg, f"agg_{rf}.json": agg},
         }
-        if job.point.get("run-eval"):
+        if result is not None:
+            agg = json.dumps(result, indent=2)
+            uploads[f"bmk_{rf}"] = {f"agg_{rf}.json": agg}
+            uploads[f"power_audit_{rf}"] = {f"{rf}.json": agg, f"agg_{rf}.json": agg}
+        if result is not None and job.point.get("run-eval"):
             uploads[f"eval_{job.point.get('exp-name')}_{rf}"] = {"meta_env.json": "{}"}
         for name, members in uploads.items():
             buf = io.BytesIO()
@@ -1250,41 +1416,87 @@ class World:
             art = Artifact(self.next_id(), job.run_id, name, buf.getvalue(), self.now())
             self.artifacts[art.id] = art
 
+    # benchmark-tmpl.yml's steps of a fixed-seq-len throughput job, with the `if:` that runs each
+    # (None: only on success so far; "always": `always()`; "never": an eval-only or agentic step).
+    BENCH_STEPS: tuple[tuple[str, str | None], ...] = (
+        ("Set up job", None),
+        ("Resource cleanup (pre-run)", None),
+        ("Run actions/checkout@9c091bb21b7c1c1d1991bb908d89e4e9dddfe3e0", None),
+        ("Launch job script", None),
+        ("Process result", None),
+        ("Upload result", None),
+        ("Upload agentic aggregated result", "never"),
+        ("Upload agentic raw results", "never"),
+        ("Upload server logs", "always"),
+        ("Upload GPU metrics", "always"),
+        ("Upload power audit bundle", "always"),
+        ("Upload eval results (if any)", "never"),
+        ("Verify eval scores", "never"),
+        ("Cleanup eval outputs (post-upload)", "never"),
+        ("Resource cleanup (post-run)", "always"),
+        ("Post Run actions/checkout@9c091bb21b7c1c1d1991bb908d89e4e9dddfe3e0", "always"),
+        ("Complete job", "always"),
+    )
+
     def _finish_job(self, job: Job, conclusion: str, lost: bool = False) -> None:
         was_running = job.status == "in_progress"
         job.status, job.conclusion, job.completed_at = "completed", conclusion, self.now()
         job.ends_at_real = None
         started = job.started_at or job.completed_at
-        bench = {"success": "success", "cancelled": "cancelled"}.get(conclusion, "failure")
-        job.steps = [
-            {
-                "name": "Set up job",
-                "status": "completed",
-                "conclusion": "success" if was_running else "skipped",
-                "number": 1,
-                "started_at": iso(started),
-                "completed_at": iso(started),
-            },
-            {
-                "name": "Run benchmark",
-                "status": "completed",
-                "conclusion": "cancelled" if lost else (bench if was_running else "skipped"),
-                "number": 2,
-                "started_at": iso(started),
-                "completed_at": iso(job.completed_at),
-            },
-        ]
-        if lost:
-            job.steps.append(
+        steps: list[dict[str, Any]] = []
+        launch = [n for n, _ in self.BENCH_STEPS].index("Launch job script")
+        for number, (name, when) in enumerate(self.BENCH_STEPS, start=1):
+            index = number - 1
+            if not was_running or when == "never":
+                state = "skipped"
+            elif conclusion == "success" or index < launch:
+                state = "success"
+            elif index == launch:
+                state = "cancelled" if lost or conclusion == "cancelled" else "failure"
+            elif lost:
+                state = "skipped"  # the runner is gone: not even `always()` steps ran
+            else:
+                state = "success" if when == "always" else "skipped"
+            steps.append(
                 {
-                    "name": f"The self-hosted runner: {job.runner_name} lost communication with the server",
+                    "name": name,
                     "status": "completed",
-                    "conclusion": "failure",
-                    "number": 3,
-                    "started_at": iso(job.completed_at),
+                    "conclusion": state,
+                    "number": number,
+                    "started_at": iso(started),
                     "completed_at": iso(job.completed_at),
                 }
             )
+        job.steps = steps
+        # What GitHub writes on the job's check run (GET /check-runs/{job id}/annotations).
+        note = {
+            "path": ".github",
+            "blob_href": None,
+            "start_line": 1,
+            "end_line": 1,
+            "start_column": None,
+            "end_column": None,
+            "annotation_level": "failure",
+            "title": "",
+            "raw_details": "",
+        }
+        if lost:
+            job.annotations = [
+                note
+                | {
+                    "message": f"The self-hosted runner: {job.runner_name} lost communication with the "
+                    "server. "
+                    "Verify the machine is running and has a healthy network connection. Anything in your "
+                    "workflow that terminates the runner process, starves it for CPU/Memory, or blocks its "
+                    "network access can cause this error."
+                }
+            ]
+        elif conclusion == "failure":
+            job.annotations = [note | {"message": "Process completed with exit code 1."}]
+        elif conclusion == "cancelled" and was_running:
+            job.annotations = [note | {"message": "The operation was canceled."}]
+        if was_running and conclusion != "success" and not lost:
+            self._upload_logs(job)
         for runners in self.runners.values():
             for r in runners:
                 if r.busy_job == job.id:
@@ -1373,6 +1585,7 @@ class World:
         sender: str,
         before: str | None = None,
         after: str | None = None,
+        label: str | None = None,
     ) -> None:
         from sim import render
 
@@ -1385,6 +1598,8 @@ class World:
         }
         if action == "synchronize":
             payload["before"], payload["after"] = before, after
+        if label is not None:
+            payload["label"] = render.label(self, repo, label)
         self._add_installation(payload, repo)
         self._emit("pull_request", payload)
 

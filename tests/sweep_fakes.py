@@ -18,6 +18,10 @@ def bench_files() -> dict[str, str]:
     return {
         ".github/configs/amd-master.yaml": (FIXTURES / "inferencex" / "amd-master.f8f9b66.yaml").read_text(),
         ".github/configs/runners.yaml": (FIXTURES / "inferencex" / "runners.yaml").read_text(),
+        # the real workflow: dispatches are checked against its declared inputs
+        ".github/workflows/e2e-tests.yml": (
+            FIXTURES / "inferencex" / "workflows" / "e2e-tests.yml"
+        ).read_text(),
     }
 
 
@@ -30,6 +34,7 @@ class FakeGateway:
         self.perms = {"maint": "maintain", "outsider": "read"}
         self.runs: dict[int, dict[str, Any]] = {}
         self.run_jobs: dict[int, list[dict[str, Any]]] = {}
+        self.annotations: dict[int, list[dict[str, Any]]] = {}
         self.dispatches: list[dict[str, Any]] = []
         self.cancelled: list[int] = []
         self._ids = itertools.count(1000)
@@ -65,7 +70,9 @@ class FakeGateway:
             run_id = next(self._ids)
             run = {
                 "id": run_id,
-                "name": inputs["test-name"],
+                "name": "End-to-End Tests",
+                # e2e-tests.yml's run-name: `e2e Test - ${{ inputs.test-name || ... }}`
+                "display_title": f"e2e Test - {inputs['test-name']}",
                 "status": "queued",
                 "conclusion": None,
                 "html_url": f"https://github.test/{repo}/actions/runs/{run_id}",
@@ -89,6 +96,9 @@ class FakeGateway:
 
     def list_run_jobs(self, repo: str, run_id: int) -> list[dict[str, Any]]:
         return list(self.run_jobs.get(run_id, []))
+
+    def list_check_run_annotations(self, repo: str, check_run_id: int) -> list[dict[str, Any]]:
+        return list(self.annotations.get(check_run_id, []))
 
     def cancel_run(self, repo: str, run_id: int) -> None:
         with self.lock:

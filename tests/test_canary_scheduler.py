@@ -25,6 +25,14 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
     from app.settings import reset_settings_cache
 
     settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=4")
+    # These rules are about slots on a 4-runner label; the default test-config dispatch runs both
+    # seq-lens of the fixture key at a conc (6-8 slots). A template that also names {seq} (in a
+    # declared input) keeps one dispatch per (seq, conc), as these scenarios were written for.
+    settings_env.setenv(
+        "SWEEPBOT_DISPATCH_INPUTS",
+        '{"generate-cli-command": "test-config --config-files {config_file} --config-keys {key} --conc {conc}'
+        '{evals}", "ref": "{head_sha}", "test-name": "{run_name}", "pr-labels-json": "[\\"{seq}\\"]"}',
+    )
     reset_settings_cache()
     scheduler.clear_capacity_cache()
     settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)

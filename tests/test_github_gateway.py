@@ -265,3 +265,15 @@ def test_pr_creation_right_after_the_branch_push_is_retried_briefly() -> None:
     gw = GitHubGateway(_StubRequester(exists), consistency_delays=(0.0,))  # type: ignore[arg-type]
     with pytest.raises(Conflict):
         gw.create_pull(REPO, title="t", head="b", base="main", body="")
+
+
+def test_a_wrong_configured_token_is_an_error_not_a_retry() -> None:
+    import json
+
+    from app.github import GitHubError
+
+    bad = (401, {}, json.dumps({"message": "Bad credentials"}))
+    gw = GitHubGateway(_StubRequester(bad))  # type: ignore[arg-type]
+    with pytest.raises(GitHubError) as info:
+        gw.get_pull(REPO, 1)
+    assert info.value.status == 401 and not isinstance(info.value, TransientError)

@@ -263,3 +263,21 @@ def test_a_secondary_limit_without_retry_after_delays_the_delivery_a_minute_and_
     with seeded.lock:
         limited = [r for r in seeded.requests if r["op"] == "issues/create-comment"]
     assert len(limited) == 3
+
+
+def test_a_revoked_installation_token_is_minted_again_on_the_retry(
+    two_orgs: Any, db_session: Session
+) -> None:
+    from app.github import session_gateway
+    from app.routing import TransientError
+
+    sim, installs = two_orgs
+    gw = session_gateway(db_session)
+    gw.get_pull("org-a/bench", 1)
+    with sim.world.lock:  # GitHub revokes the token (or it expired early)
+        for info in sim.world.tokens.values():
+            if info.installation_id == installs["org-a"]:
+                info.expires_at = 0.0
+    with pytest.raises(TransientError):
+        gw.get_pull("org-a/bench", 1)
+    assert gw.get_pull("org-a/bench", 1)["number"] == 1  # the retry mints a new token

@@ -176,6 +176,18 @@ def test_git_data_writes(replay: Any) -> None:
     }
 
 
+def test_tree_and_commit_creation(replay: Any) -> None:
+    _, gw = replay("Repository.testCreateGitTree.txt", "Repository.testCreateGitCommit.txt")
+    tree = gw.create_tree(
+        "ahmad88me/PyGithub", "", {"Foobar.txt": "73a1c7f17aa0ad5d7cbb5a8ca033ce47d3d23197"}
+    )
+    assert tree == "41cf8c178c636a018d537cb20daae09391efd70b"
+    commit = gw.create_commit(
+        "ahmad88me/PyGithub", "Commit created by PyGithub", "107139a922f33bab6fbeb9f9eb8787e7f19e0528", []
+    )
+    assert commit["sha"] == "40dc47c114c30c816ae28355ec34b380916b39aa" and commit["parents"] == []
+
+
 def test_pull_creation_refused_for_invalid_head_and_base(replay: Any) -> None:
     # GitHub's real 422 for a head/base it does not know: possibly visibility lag right after a
     # push, so it is retried a few times (here without delay), then believed.

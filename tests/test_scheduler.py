@@ -64,12 +64,13 @@ def test_one_job_per_point_and_groups(env: dict[str, Any]) -> None:
     assert [j.result_name for j in jobs] == [p.result_name for p in expected]
     assert req.created and req.plan.capacity == 4 and req.plan.capacity_source == "settings"
     assert "28 point(s)" in req.reply or f"{len(expected)} point(s)" in req.reply
-    # conc 1 at 8k1k: three points (tp8, tp8 ep8, tp4) share one dispatch of three slots
+    # conc 1 at 8k1k: three points (tp8, tp8 ep8, tp4) share one dispatch; test-config selects
+    # by key and conc only, so that dispatch also runs the key's three 1k1k points: six slots
     conc1 = [j for j in jobs if j.conc == 1]
     assert (
         len(conc1) == 3
-        and {j.group_key for j in conc1} == {"seq=8k1k/conc=1"}
-        and {j.slots for j in conc1} == {3}
+        and {j.group_key for j in conc1} == {"conc=1"}
+        and {j.slots for j in conc1} == {len([p for p in expand_points(master, KEY) if p.conc == 1])} == {6}
     )
 
 
@@ -106,15 +107,21 @@ def test_bad_requests_say_the_fix(env: dict[str, Any]) -> None:
 
 
 def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) -> None:
+    from app.settings import reset_settings_cache
+
+    env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=10")
+    reset_settings_cache()
     gw = FakeGateway()
     req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
     res = scheduler.tick(env["factory"], lambda s: gw)
-    assert res.dispatched_runs >= 1 and _inflight(env["factory"]) <= 4
-    # largest conc first: conc 512 and 256 (2 slots each) fill the 4 runners; 512 holds an eval
+    assert res.dispatched_runs >= 1 and _inflight(env["factory"]) <= 10
+    # largest conc first: conc 512 and 256 (5 slots each over both seq-lens) fill the 10 runners;
+    # the command is the repo CLI's test-config for the key's own master file. 512 holds an eval
     # point of the default selection, 256 none (so the generator is told not to spend an eval job)
+    cmd = f"test-config --config-files .github/configs/amd-master.yaml --config-keys {KEY} --conc"
     assert [d["inputs"]["generate-cli-command"] for d in gw.dispatches] == [
-        f"test-config --config-keys {KEY} --seq-lens 8k1k --conc 512",
-        f"test-config --config-keys {KEY} --seq-lens 8k1k --conc 256 --no-evals",
+        f"{cmd} 512",
+        f"{cmd} 256 --no-evals",
     ]
     assert gw.dispatches[0]["ref"] == "recipe-branch" and gw.dispatches[0]["inputs"]["ref"] == "a" * 40
     assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
@@ -124,7 +131,7 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
                 scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
     scheduler.tick(env["factory"], lambda s: gw)
-    assert len(gw.dispatches) == 3 and _inflight(env["factory"]) <= 4
+    assert len(gw.dispatches) == 3 and _inflight(env["factory"]) <= 10
 
 
 def test_capacity_from_runners_yaml_when_not_configured(env: dict[str, Any]) -> None:
@@ -150,7 +157,8 @@ def test_paused_label_releases_nothing(env: dict[str, Any]) -> None:
     with env["factory"]() as s:
         scheduler.set_label_paused(s, "mi355x", False, actor="ops")
         s.commit()
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 2
+    # conc 512 needs 5 runners of the 4: wider than the label, it runs alone
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1
 
 
 def test_priority_then_round_robin(env: dict[str, Any]) -> None:
@@ -261,15 +269,35 @@ def test_reused_point_is_never_dispatched(env: dict[str, Any]) -> None:
     assert jobs[point.result_name].result_url == "https://github.test/run/1"
 
 
+_wf_ids = iter(range(50_000, 60_000))
+
+
 def _wf_job(
-    run_id: int, name: str, conclusion: str | None, status: str = "completed", lost: bool = False
+    gw: FakeGateway,
+    run_id: int,
+    job: SweepJob,
+    conclusion: str | None,
+    status: str = "completed",
+    lost: bool = False,
 ) -> dict[str, Any]:
-    steps = [{"name": "Run benchmark", "conclusion": conclusion}]
-    if lost:
-        steps.append({"name": "The self-hosted runner: mi355x-amds_01 lost communication with the server"})
+    """A workflow_job as GitHub sends it: the real job name; a failure's reason in annotations."""
+    from sim.runs import job_name
+
+    job_id = next(_wf_ids)
+    steps = [{"name": "Launch job script", "conclusion": "cancelled" if lost else conclusion}]
+    steps.append({"name": "Complete job", "conclusion": "success"})
+    if conclusion == "failure":
+        message = (
+            "The self-hosted runner: mi355x-amds_01 lost communication with the server. Verify the machine "
+            "is running and has a healthy network connection."
+            if lost
+            else "Process completed with exit code 1."
+        )
+        gw.annotations[job_id] = [{"annotation_level": "failure", "message": message, "path": ".github"}]
     return {
+        "id": job_id,
         "run_id": run_id,
-        "name": f"benchmark ({name})",
+        "name": job_name("single-node /", job.point),
         "status": status,
         "conclusion": conclusion,
         "steps": steps,
@@ -296,10 +324,10 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
     ok, lost, bad = jobs
     with env["factory"]() as s:
         for payload in (
-            {"action": "in_progress", "workflow_job": _wf_job(run_id, ok.result_name, None, "in_progress")},
-            {"action": "completed", "workflow_job": _wf_job(run_id, ok.result_name, "success")},
-            {"action": "completed", "workflow_job": _wf_job(run_id, lost.result_name, "failure", lost=True)},
-            {"action": "completed", "workflow_job": _wf_job(run_id, bad.result_name, "failure")},
+            {"action": "in_progress", "workflow_job": _wf_job(gw, run_id, ok, None, "in_progress")},
+            {"action": "completed", "workflow_job": _wf_job(gw, run_id, ok, "success")},
+            {"action": "completed", "workflow_job": _wf_job(gw, run_id, lost, "failure", lost=True)},
+            {"action": "completed", "workflow_job": _wf_job(gw, run_id, bad, "failure")},
         ):
             ctx = _ctx(s, "workflow_job", payload)
             scheduler.on_workflow_job(ctx)
@@ -309,8 +337,10 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
     by_id = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
     assert by_id[ok.id].state == JobState.RUNNING and by_id[ok.id].run_conclusion == "success"
     assert ("sweepbot.collect_job", (ok.id,)) in env["enqueued"]
-    assert by_id[lost.id].state == JobState.QUEUED and "runner lost" in (by_id[lost.id].reason or "")
-    assert by_id[bad.id].state == JobState.FAILED and "benchmark failure" in (by_id[bad.id].reason or "")
+    assert by_id[lost.id].state == JobState.QUEUED and "lost communication" in (by_id[lost.id].reason or "")
+    assert by_id[bad.id].state == JobState.FAILED and (by_id[bad.id].reason or "").startswith(
+        "benchmark failure: failed in step 'Launch job script': Process completed with exit code 1."
+    )
     # the succeeded job only waits for collection, so its runner is free: the retry goes out now
     assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1
     with env["factory"]() as s:
@@ -325,7 +355,7 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
                 "workflow_job",
                 {
                     "action": "completed",
-                    "workflow_job": _wf_job(retry_run, lost.result_name, "failure", lost=True),
+                    "workflow_job": _wf_job(gw, retry_run, lost, "failure", lost=True),
                 },
             )
         )
@@ -365,7 +395,7 @@ def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
     gw = FakeGateway()
     req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(256, 512)))
     scheduler.tick(env["factory"], lambda s: gw)
-    first, *_ = _jobs(env["factory"], req.sweep.id)
+    first = next(j for j in _jobs(env["factory"], req.sweep.id) if j.run_name)
     # a crash lost the recorded run id; the run itself is in progress
     with env["factory"]() as s:
         job = s.get(SweepJob, first.id)
@@ -375,7 +405,7 @@ def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
     run_id = next(d["run_id"] for d in gw.dispatches if d["inputs"]["test-name"] == first.run_name)
     gw.runs[run_id]["status"] = "in_progress"
     res = scheduler.repair_jobs(env["factory"], lambda s: gw)
-    adopted = _jobs(env["factory"], req.sweep.id)[0]
+    adopted = next(j for j in _jobs(env["factory"], req.sweep.id) if j.id == first.id)
     assert res.updated >= 1 and adopted.run_id == run_id and adopted.state == JobState.RUNNING
     # stuck past the timeout: failed with the reason, run cancelled
     with env["factory"]() as s:
@@ -384,7 +414,7 @@ def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
         job.dispatched_at = datetime.now(UTC) - timedelta(hours=7)
         s.commit()
     res = scheduler.repair_jobs(env["factory"], lambda s: gw)
-    timed = _jobs(env["factory"], req.sweep.id)[0]
+    timed = next(j for j in _jobs(env["factory"], req.sweep.id) if j.id == first.id)
     assert res.timed_out == 1 and timed.state == JobState.FAILED and "timed out" in (timed.reason or "")
     assert run_id in gw.cancelled
 
@@ -453,7 +483,20 @@ def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
         "SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "--conc {conc} --tp {tp}", "test-name": "{run_name}"}'
     )
     reset_settings_cache()
-    assert scheduler.group_fields(get_settings()) == ("seq", "conc", "tp")
+    assert scheduler.group_fields(get_settings()) == ("conc", "tp")
+    env["mp"].setenv(
+        "SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "--seq {seq} --conc {conc}", "test-name": "{run_name}"}'
+    )
+    reset_settings_cache()
+    assert scheduler.group_fields(get_settings()) == ("seq", "conc")
+    # the default template is the repo CLI's test-config, so a bad command is refused before dispatch
+    env["mp"].setenv(
+        "SWEEPBOT_DISPATCH_INPUTS",
+        '{"generate-cli-command": "test-config --config-keys {key} --seq-lens {seq} --conc {conc}"}',
+    )
+    reset_settings_cache()
+    with pytest.raises(SweepError, match="--config-files"):
+        scheduler.render_dispatch(get_settings(), key="k", **kw)  # type: ignore[arg-type]
 
 
 def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[str, Any]) -> None:

@@ -105,7 +105,7 @@ def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
         assert {j.state for j in jobs} == {JobState.SUCCEEDED}
         names = {j.result_name for j in jobs}
     with bot["sim"].world.lock:
-        ran = [j.point["result-name"] for j in bot["sim"].world.jobs.values()]
+        ran = [j.point["result-name"] for j in bot["sim"].world.jobs.values() if j.point]
     assert set(ran) == names and len(ran) == len(names)  # every point ran exactly once
 
 
@@ -140,7 +140,7 @@ def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.M
         time.sleep(0.02)
     assert _sim_in_flight(bot["sim"], "mi355x") == 0
     with bot["sim"].world.lock:
-        ran = {j.point["result-name"] for j in bot["sim"].world.jobs.values()}
+        ran = {j.point["result-name"] for j in bot["sim"].world.jobs.values() if j.point}
     assert not (ran & skipped)
 
 
@@ -189,11 +189,12 @@ def test_sweep_of_a_multinode_or_agentic_key_runs_and_tracks_every_row(
         assert {j.state for j in jobs} == {JobState.SUCCEEDED}, [(j.state, j.reason) for j in jobs]
         names = {j.result_name for j in jobs}
     with bot["sim"].world.lock:
-        ran = [j.point["result-name"] for j in bot["sim"].world.jobs.values()]
+        ran = [j.point["result-name"] for j in bot["sim"].world.jobs.values() if j.point]
     assert set(ran) == names and len(ran) == len(names)
     with bot["sim"].world.lock:
         commands = [str(r.inputs["generate-cli-command"]) for r in bot["sim"].world.runs.values()]
     if key.endswith("-agentic"):  # agentic points have no seq-len; the dispatch leaves it out
         assert all("--seq-lens" not in c for c in commands)
-    else:  # a multi-node row runs its whole conc list on one engine
-        assert any("--conc 256 512 768 1024 2048" in c for c in commands)
+    else:  # a multi-node row runs its whole conc list on one engine; test-config cannot pick one
+        # topology by conc, so the key's rows go out in one dispatch with the union of their lists
+        assert len(commands) == 1 and "--conc 4 8 16 32 64 128 256 512 768 1024 2048" in commands[0]

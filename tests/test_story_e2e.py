@@ -1,8 +1,16 @@
 """The whole story end to end on PostgreSQL + Redis, with separate API, worker and beat processes.
 
 The simulated GitHub plays the seed scenario; nobody touches the bot. Every observable effect is
-asserted in the sim's GitHub state (app/story.py). Then the same story again with every webhook
-delivered twice and the worker SIGKILLed once mid-run: the same effects, none duplicated.
+asserted in the sim's GitHub state (app/story.py). Both sweep modes run, each on a recipe PR that
+carries (or gets) the repo's sweep label, so the repo's own run-sweep.yml is live too:
+
+- dispatch mode (the bot's queue through e2e-tests.yml): dispatch answers without a run id, so
+  runs are found by their display_title; the first job loses its runner mid-job and is retried
+  once; the bump commit's `[skip-sweep]` keeps the repo from running the same sweep again;
+- label mode (the bot applies the sweep label and follows the repo's run-sweep.yml run), with
+  every webhook delivered twice and the worker SIGKILLed once mid-run.
+
+Same effects in both, none duplicated, exactly one sweep each.
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ def _crawl_the_dashboard(dashboard_url: str, sim_url: str) -> None:
 
 
 def _run(
-    tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool, crawl_dashboard: bool = False
+    tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool, mode: str, crawl_dashboard: bool = False
 ) -> StoryReport:
     from app.db import session_factory
     from app.launcher import SIM_CADENCE, stack
@@ -71,6 +79,24 @@ def _run(
         if chaos:
             sim.world.duplicate_deliveries = True
         scenario = SeedScenario(sim.world)
+
+        def setup() -> None:
+            world = sim.world
+            repo, pr = scenario.facts["bench_repo"], scenario.facts["recipe_pr"]
+            if mode == "label":
+                world.commit_files(
+                    repo,
+                    "main",
+                    {".github/sweepbot.yml": "version: 1\nsweep:\n  mode: label\n"},
+                    "sweepbot: follow the repo's own sweeps",
+                    author="alice-admin",
+                )
+            else:
+                # a maintainer already labelled the PR: only [skip-sweep] stops a second sweep
+                world.add_labels(repo, pr, ["full-sweep-enabled"], "alice-admin")
+                world.faults.dispatch_ignore_run_details = True  # no run id: find runs by title
+                world.faults.runner_lost_next = 1  # the first job's runner dies mid-job
+
         with stack(port=free_port(), sim=sim, settings=settings, extra_env=extra) as running:
 
             def before(step: str) -> None:
@@ -93,6 +119,7 @@ def _run(
                 timeout=240,
                 on_sweep_started=kill_worker if chaos else None,
                 before_step=before,
+                setup=setup,
             )
             assert not running.dead(), f"processes died: {running.dead()} (logs in {running.log_dir})"
             if crawl_dashboard:
@@ -120,18 +147,21 @@ def story_env(
     yield pg_clean_url, redis_url
 
 
-def _assert_story(report: StoryReport) -> None:
+def _assert_story(report: StoryReport, mode: str) -> None:
     failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
     assert not failed, "\n".join(failed)
     assert report.summary["jobs"] == {"succeeded": 10}
+    assert report.summary["mode"] == mode
 
 
 def test_the_whole_story(story_env: tuple[str, str], tmp_path: Path) -> None:
     """...and then the dashboard, true in simulator mode: crawled in Chromium, every link answers."""
-    _assert_story(_run(tmp_path, *story_env, chaos=False, crawl_dashboard=True))
+    report = _run(tmp_path, *story_env, chaos=False, mode="dispatch", crawl_dashboard=True)
+    _assert_story(report, "dispatch")
+    assert report.summary["runner_lost"] == 1  # lost once, retried once, then measured
 
 
-def test_the_whole_story_with_duplicate_webhooks_and_a_killed_worker(
+def test_the_whole_story_in_label_mode_with_duplicate_webhooks_and_a_killed_worker(
     story_env: tuple[str, str], tmp_path: Path
 ) -> None:
-    _assert_story(_run(tmp_path, *story_env, chaos=True))
+    _assert_story(_run(tmp_path, *story_env, chaos=True, mode="label"), "label")

@@ -156,6 +156,103 @@ def plan(
     console.print(table)
 
 
+def _repo_root(path: Path) -> Path | None:
+    """The checkout holding ``path``: the nearest parent with a .github/workflows directory."""
+    for parent in [path.resolve().parent, *path.resolve().parents]:
+        if (parent / ".github" / "workflows").is_dir():
+            return parent
+    return None
+
+
+@recipe_app.command("dispatch")
+def dispatch(
+    file: Annotated[
+        Path, typer.Argument(help="Master config; a relative path is the path inside the repository.")
+    ],
+    key: Annotated[str, typer.Argument(help="Config key, e.g. minimaxm3-fp4-mi355x-vllm.")],
+    seq: Annotated[str | None, typer.Option(help="Only this seq-len: 1k1k, 8k1k or <isl>_<osl>.")] = None,
+    conc: Annotated[str | None, typer.Option(help="Only these concurrencies, e.g. 32,64.")] = None,
+    head_ref: Annotated[str, typer.Option(help="The PR's head branch (the dispatch ref).")] = "main",
+    head_sha: Annotated[str | None, typer.Option(help="The PR's head sha (the `ref` input).")] = None,
+    workflow_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Workflow to check the inputs against; default: the checkout's .github/workflows/<workflow>."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON array, one object per dispatch.")
+    ] = False,
+) -> None:
+    """The workflow, ref and inputs of every dispatch the bot would make for a sweep of KEY."""
+    from app.dispatchplan import PLACEHOLDER_SHA, plan_dispatches
+    from app.scheduler import SweepError
+    from app.settings import SettingsError, get_settings
+    from app.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
+
+    conc_filter = _parse_conc(conc)
+    text = _read(file)
+    root = _repo_root(file)
+    if file.is_absolute():
+        if root is None:
+            _fail(f"{file} is not inside a checkout with .github/workflows/; pass the path in the repository")
+        config_file = file.resolve().relative_to(root).as_posix()
+    else:
+        config_file = file.as_posix()
+    try:
+        settings = get_settings()
+        planned = plan_dispatches(
+            settings,
+            parse_master(text),
+            key,
+            config_file,
+            seq=seq,
+            conc=conc_filter,
+            head_ref=head_ref,
+            head_sha=head_sha or PLACEHOLDER_SHA,
+        )
+    except (RecipeError, SweepError, SettingsError) as exc:
+        _fail(str(exc))
+    if not planned:
+        _fail(f"{key}: the plan has no points")
+    wf_path = workflow_file
+    if wf_path is None and root is not None and "{" not in planned[0].workflow:
+        candidate = root / ".github" / "workflows" / planned[0].workflow
+        wf_path = candidate if candidate.is_file() else None
+    checked = "not checked (no workflow file found; pass --workflow-file)"
+    if wf_path is not None:
+        try:
+            spec = parse_workflow(_read(wf_path), str(wf_path))
+        except WorkflowFileError as exc:
+            _fail(str(exc))
+        for item in planned:
+            problems = dispatch_problems(spec, item.inputs)
+            if problems:
+                _fail(f"{item.workflow} would refuse the dispatch {item.run_name}: " + "; ".join(problems))
+            item.title = dispatch_title(spec, item.inputs)
+        checked = f"checked against {wf_path}"
+    if head_sha is None:
+        for item in planned:
+            item.inputs = {k: v.replace(PLACEHOLDER_SHA, "<head-sha>") for k, v in item.inputs.items()}
+            item.title = item.title.replace(PLACEHOLDER_SHA, "<head-sha>") if item.title else None
+    if as_json:
+        _write_stdout(json.dumps([p.to_json() for p in planned], indent=2) + "\n")
+        return
+    console = Console(width=220)
+    total = sum(len(p.points) for p in planned)
+    console.print(f"{key}: {total} point(s) in {len(planned)} dispatch(es); inputs {checked}")
+    for item in planned:
+        console.print(
+            f"\n[bold]{item.run_name}[/bold]  {item.workflow} @ {item.ref}  "
+            f"({len(item.points)} point(s), {item.slots} runner slot(s))",
+            highlight=False,
+        )
+        for name, value in item.inputs.items():
+            console.print(f"  {name}: {value}", highlight=False, markup=False)
+        if item.title:
+            console.print(f"  run title: {item.title}", highlight=False, markup=False)
+
+
 @recipe_app.command("bump")
 def bump(
     file: Annotated[Path, typer.Argument(help="Master config holding KEY.")],

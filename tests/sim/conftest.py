@@ -12,6 +12,9 @@ from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
 
+# The repo CLI's test-config for the seed master file (docs/workflows-README.md grammar)
+TEST_CONFIG = "test-config --config-files .github/configs/amd-master.yaml --config-keys"
+
 FAST = 0.0002  # real seconds per simulated second: a conc-512 job takes ~0.25 s
 
 

@@ -19,7 +19,7 @@ from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
 from tests.conftest import FIXTURES
-from tests.sim.conftest import FAST, wait_for
+from tests.sim.conftest import FAST, TEST_CONFIG, wait_for
 
 SPEC_PATH = FIXTURES / "github" / "openapi-subset.json"
 
@@ -191,7 +191,7 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         call("POST", f"{B}/issues/comments/{com['id']}/reactions", 200, json={"content": "rocket"})
         call("POST", f"{B}/issues/comments/{com['id']}/reactions", 422, json={"content": "nope"})
         call("GET", f"{B}/issues/comments/{com['id']}/reactions", 200)
-        cmd = "test-config --config-keys minimaxm3-fp4-mi355x-vllm --seq-lens 8k1k --conc 4 8"
+        cmd = f"{TEST_CONFIG} minimaxm3-fp4-mi355x-vllm --conc 4 8"
         d = call(
             "POST",
             f"{B}/actions/workflows/e2e-tests.yml/dispatches",

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from github import Auth, Github, GithubException, GithubIntegration, InputGitTreeElement
 
 from sim.server import SimServer
-from tests.sim.conftest import client, gh_as, wait_for
+from tests.sim.conftest import TEST_CONFIG, client, gh_as, wait_for
 
 BENCH = "SemiAnalysisAI/InferenceX"
 KEY = "minimaxm3-fp4-mi355x-vllm"
@@ -142,7 +142,7 @@ def test_merge_and_compare_upstream(seeded: SimServer, gh: Github) -> None:
 def test_actions_dispatch_runs_jobs_artifacts_cancel(seeded: SimServer, gh: Github) -> None:
     repo = gh.get_repo(BENCH)
     wf = repo.get_workflow("e2e-tests.yml")
-    cmd = f"test-config --config-keys {KEY} --seq-lens 8k1k --conc 32 64"
+    cmd = f"{TEST_CONFIG} {KEY} --conc 32 64"
     run = wf.create_dispatch(
         "minimaxm3-fp4-mi355x-vllm-int4-qr",
         {"generate-cli-command": cmd, "test-name": "sweepbot-1"},
@@ -152,10 +152,23 @@ def test_actions_dispatch_runs_jobs_artifacts_cancel(seeded: SimServer, gh: Gith
     run_id = run.id
     wait_for(lambda: repo.get_workflow_run(run_id).status == "completed", what="run to complete")
     got = repo.get_workflow_run(run_id)
-    assert (got.conclusion, got.display_title, got.event) == ("success", "sweepbot-1", "workflow_dispatch")
-    jobs = list(got.jobs())
+    # e2e-tests.yml's run-name is `e2e Test - ${{ inputs.test-name || ... }}`; `name` is the workflow's
+    assert (got.conclusion, got.display_title, got.event) == (
+        "success",
+        "e2e Test - sweepbot-1",
+        "workflow_dispatch",
+    )
+    assert got.name == "End-to-End Tests"
+    all_jobs = list(got.jobs())
+    assert [j.name for j in all_jobs][0] == "get-jobs"
+    jobs = [j for j in all_jobs if j.name != "get-jobs"]
     assert len(jobs) == 2 and all(j.conclusion == "success" and j.runner_name for j in jobs)
     assert all("mi355x" in j.labels for j in jobs)
+    # benchmark-tmpl.yml's job name behind the caller's `single-node /`
+    assert sorted(j.name for j in jobs) == [
+        f"single-node / p50 | minimaxm3 fp4 mi355x vllm TP4    c{c}" for c in (32, 64)
+    ]
+    assert all(s.name == "Complete job" for s in [j.steps[-1] for j in jobs])
     arts = list(got.get_artifacts())
     # benchmark-tmpl.yml's uploads: bmk_/server_logs_/gpu_metrics_/power_audit_ per job, named
     # after RESULT_FILENAME, which ends in the node that ran the job
@@ -186,14 +199,14 @@ def test_actions_dispatch_runs_jobs_artifacts_cancel(seeded: SimServer, gh: Gith
     ok = wf.create_dispatch(
         "main",
         {
-            "generate-cli-command": f"test-config --config-keys {KEY} --seq-lens 8k1k --conc 512",
+            "generate-cli-command": f"{TEST_CONFIG} {KEY} --conc 512",
             "test-name": "sweepbot-2",
         },
         throw=True,
         return_run_details=True,
     )
     assert ok is True
-    runs = [r for r in repo.get_workflow_runs() if r.display_title == "sweepbot-2"]
+    runs = [r for r in repo.get_workflow_runs() if r.display_title == "e2e Test - sweepbot-2"]
     assert len(runs) == 1
     runs[0].cancel()
     wait_for(lambda: repo.get_workflow_run(runs[0].id).status == "completed", what="cancel")
@@ -302,11 +315,12 @@ def test_time_scale_runs_finish_fast(seeded: SimServer, gh: Github) -> None:
     start = time.monotonic()
     wf = gh.get_repo(BENCH).get_workflow("e2e-tests.yml")
     run = wf.create_dispatch(
-        "main",
-        {"generate-cli-command": f"test-config --config-keys {KEY} --seq-lens 8k1k"},
+        "minimaxm3-fp4-mi355x-vllm-int4-qr",
+        {"generate-cli-command": f"{TEST_CONFIG} {KEY}"},
         throw=True,
         return_run_details=True,
     )
     wait_for(lambda: seeded.world.runs[run.id].status == "completed", what="full sweep")
-    assert len(seeded.world.runs[run.id].jobs) == 10  # conc 1..512 on main's single 8k1k item
+    bench = [j for j in seeded.world.runs[run.id].jobs if seeded.world.jobs[j].point]
+    assert len(bench) == 10  # conc 1..512 on the recipe branch's single 8k1k item
     assert time.monotonic() - start < 5

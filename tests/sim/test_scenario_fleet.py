@@ -8,11 +8,11 @@ import yaml
 from github import GithubException
 
 from sim import perf
-from sim.scenario import SeedScenario
+from sim.scenario import RECIPE_BRANCH, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings, World
 from tests.conftest import FIXTURES
-from tests.sim.conftest import client, gh_as, wait_for
+from tests.sim.conftest import TEST_CONFIG, client, gh_as, wait_for
 
 KEY = "minimaxm3-fp4-mi355x-vllm"
 
@@ -78,8 +78,8 @@ def test_runner_capacity_is_never_exceeded(seeded: SimServer) -> None:
     wf = g.get_repo("SemiAnalysisAI/InferenceX").get_workflow("e2e-tests.yml")
     ids = [
         wf.create_dispatch(
-            "main",
-            {"generate-cli-command": f"test-config --config-keys {KEY} --seq-lens 8k1k"},
+            RECIPE_BRANCH,  # the recipe branch's key has 8k1k only: 10 points
+            {"generate-cli-command": f"{TEST_CONFIG} {KEY}"},
             throw=True,
             return_run_details=True,
         ).id
@@ -96,7 +96,7 @@ def test_runner_capacity_is_never_exceeded(seeded: SimServer) -> None:
             busy -= 1
         peak = max(peak, busy)
     assert peak == 3
-    assert sum(len(seeded.world.runs[i].jobs) for i in ids) == 20
+    assert sum(len([j for j in seeded.world.runs[i].jobs if seeded.world.jobs[j].point]) for i in ids) == 20
 
 
 def test_fleet_faults_runner_lost_and_failed_benchmark(seeded: SimServer) -> None:
@@ -105,16 +105,22 @@ def test_fleet_faults_runner_lost_and_failed_benchmark(seeded: SimServer) -> Non
     g = client(seeded, "sim-token")
     wf = g.get_repo("SemiAnalysisAI/InferenceX").get_workflow("e2e-tests.yml")
     run = wf.create_dispatch(
-        "main",
-        {"generate-cli-command": f"test-config --config-keys {KEY} --seq-lens 8k1k --conc 1 2 4"},
+        RECIPE_BRANCH,
+        {"generate-cli-command": f"{TEST_CONFIG} {KEY} --conc 1 2 4"},
         throw=True,
         return_run_details=True,
     )
     wait_for(lambda: seeded.world.runs[run.id].status == "completed", what="run")
-    jobs = [seeded.world.jobs[j] for j in seeded.world.runs[run.id].jobs]
+    jobs = [seeded.world.jobs[j] for j in seeded.world.runs[run.id].jobs if seeded.world.jobs[j].point]
     assert [j.conclusion for j in jobs] == ["failure", "failure", "success"]
-    assert "lost communication" in jobs[0].steps[-1]["name"]
-    assert jobs[1].steps[-1]["name"] == "Run benchmark" and jobs[1].steps[-1]["conclusion"] == "failure"
+    # as on GitHub: a lost runner is the check run's annotation; the steps are the template's own
+    assert "lost communication with the server" in jobs[0].annotations[0]["message"]
+    assert jobs[0].runner_name in jobs[0].annotations[0]["message"]
+    assert jobs[0].steps[-1]["name"] == "Complete job"
+    assert not any("lost" in st["name"] for st in jobs[0].steps)
+    launch = next(st for st in jobs[1].steps if st["name"] == "Launch job script")
+    assert launch["conclusion"] == "failure"
+    assert jobs[1].annotations[0]["message"] == "Process completed with exit code 1."
     assert seeded.world.runs[run.id].conclusion == "failure"
     assert (
         len([a for a in seeded.world.artifacts.values() if a.run_id == run.id and a.name.startswith("bmk_")])
@@ -130,7 +136,24 @@ def test_bad_cli_command_fails_the_run(seeded: SimServer) -> None:
         {"generate-cli-command": "test-config --config-keys no-such-key"},
         "sim",
     )
-    assert run.conclusion == "failure" and "no-such-key" in (run.error or "")
+    # the repo CLI's grammar: --config-files is required
+    assert run.conclusion == "failure" and "--config-files" in (run.error or "")
+    run = seeded.world.dispatch(
+        "SemiAnalysisAI/InferenceX",
+        "e2e-tests.yml",
+        "main",
+        {"generate-cli-command": f"{TEST_CONFIG} no-such-*"},
+        "sim",
+    )
+    assert run.conclusion == "failure" and "matches no keys" in (run.error or "")
+    tp = seeded.world.dispatch(
+        "SemiAnalysisAI/InferenceX",
+        "e2e-tests.yml",
+        "main",
+        {"generate-cli-command": f"{TEST_CONFIG} {KEY} --tp 4"},
+        "sim",
+    )
+    assert tp.conclusion == "failure" and "unrecognized arguments: --tp 4" in (tp.error or "")
 
 
 def test_perf_model_calibration_and_determinism() -> None:
@@ -257,6 +280,9 @@ def test_real_fixture_files_load_through_admin_api(sim: SimServer) -> None:
         ".github/configs/amd-master.yaml": (FIXTURES / "inferencex" / "amd-master.f8f9b66.yaml").read_text(),
         "configs/runners.yaml": (FIXTURES / "inferencex" / "runners.yaml").read_text(),
         "perf-changelog.yaml": (FIXTURES / "inferencex" / "perf-changelog.tail.yaml").read_text(),
+        ".github/workflows/e2e-tests.yml": (
+            FIXTURES / "inferencex" / "workflows" / "e2e-tests.yml"
+        ).read_text(),
     }
     r = httpx.post(f"{sim.url}/_admin/repos", json={"full_name": "SemiAnalysisAI/InferenceX", "files": files})
     assert r.status_code == 200
@@ -270,7 +296,7 @@ def test_real_fixture_files_load_through_admin_api(sim: SimServer) -> None:
         "SemiAnalysisAI/InferenceX",
         "e2e-tests.yml",
         "main",
-        {"generate-cli-command": f"test-config --config-keys {KEY} --seq-lens 8k1k --conc 64"},
+        {"generate-cli-command": f"{TEST_CONFIG} {KEY} --conc 64"},
         "sim",
     )
     assert run.error is None and len(run.jobs) >= 3  # several tp/ep items at conc 64 in the real file
@@ -284,13 +310,13 @@ def test_slow_queue_fault_delays_job_start(seeded: SimServer) -> None:
 
     def queue_wait() -> float:
         run = wf.create_dispatch(
-            "main",
-            {"generate-cli-command": f"test-config --config-keys {KEY} --seq-lens 8k1k --conc 1"},
+            RECIPE_BRANCH,
+            {"generate-cli-command": f"{TEST_CONFIG} {KEY} --conc 1"},
             throw=True,
             return_run_details=True,
         )
         wait_for(lambda: seeded.world.runs[run.id].status == "completed", what="run")
-        job = seeded.world.jobs[seeded.world.runs[run.id].jobs[0]]
+        job = next(seeded.world.jobs[j] for j in seeded.world.runs[run.id].jobs if seeded.world.jobs[j].point)
         assert job.conclusion == "success" and job.started_at is not None
         return job.started_at - job.created_at
 

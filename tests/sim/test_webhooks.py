@@ -78,8 +78,8 @@ def _play_everything(sim: SimServer) -> None:
     run = wf.create_dispatch(
         pr.head.ref,
         {
-            "generate-cli-command": "test-config --config-keys "
-            "minimaxm3-fp4-mi355x-vllm --seq-lens 8k1k --conc 32 64"
+            "generate-cli-command": "test-config --config-files .github/configs/amd-master.yaml "
+            "--config-keys minimaxm3-fp4-mi355x-vllm --conc 32 64"
         },
         throw=True,
         return_run_details=True,

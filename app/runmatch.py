@@ -1,0 +1,286 @@
+"""Recognising the benchmark repo's runs and jobs, and why a job failed; pure.
+
+Runs: a run is matched by id first (the dispatch answer, a ``workflow_run`` delivery), then by its
+``display_title`` — the workflow's evaluated ``run-name`` (``e2e Test - sweepbot-12-34``);
+``name`` is only the workflow's name (``End-to-End Tests``) and says nothing about the run.
+
+Jobs: benchmark-tmpl.yml names every benchmark job
+
+    p<priority> | <model-prefix> <precision> <runner> <framework*> TP<tp>[/PP<pp>][/DCP<n>][/PCP<n>]
+    [/EP<ep>][/DPA] [<spec-decoding>] [<kv offload>] c<conc>[ | eval | | eval-only]
+
+(*``sglang`` -> ``sgl``, ``dynamo-sglang`` -> ``dyn-sgl``, ``sglang-disagg`` -> ``sgl-disagg``), and
+GitHub prefixes jobs of a called workflow with the caller's name (``single-node /``,
+``single-node 8k1k /``, ``canary /`` ...). A job name carries no seq-len; in run-sweep.yml the
+caller's name does, in e2e-tests.yml it does not, so two points that differ only in seq-len are
+told apart there by the matrix order (seq-len major) and, once uploaded, by the ``bmk_`` artifact.
+
+Failures: on GitHub, a runner that dies is reported as the failed job's check-run annotation
+("The self-hosted runner: mi355x-amds_03 lost communication with the server ..."), not as a step.
+``classify_failure`` reads annotations: runner lost, shutdown, never acquired or cancelled by the
+system are infrastructure (retried within the limit); anything else is the benchmark's failure,
+quoted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+_FRAMEWORK_SHORT = {"sglang": "sgl", "dynamo-sglang": "dyn-sgl", "sglang-disagg": "sgl-disagg"}
+_JOB = re.compile(
+    r"p(?P<priority>-?\d+) \| (?P<prefix>\S+) (?P<precision>\S+) (?P<runner>\S+) (?P<framework>\S+)\s+"
+    r"TP(?P<tp>\d+)(?P<par>(?:/(?:PP|DCP|PCP|EP)\d+|/DPA)*)"
+    r"(?P<extras>(?:\s+\S+)*?)\s+c(?P<conc>\d+)(?P<eval> \| eval-only| \| eval)?\s*$"
+)
+_PAR = re.compile(r"/(PP|DCP|PCP|EP)(\d+)|/(DPA)")
+# Annotation texts GitHub writes when the machine, not the benchmark, failed.
+INFRA_MESSAGES = (
+    "lost communication with the server",
+    "runner has received a shutdown signal",
+    "the runner has been lost",
+    "was not acquired by runner",
+    "cancelled by the system",
+    "canceled by the system",
+)
+MAX_QUOTE = 300
+
+
+# ------------------------------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True)
+class RunMatch:
+    run: Mapping[str, Any] | None
+    how: str  # "id" | "display_title" | "none"
+    reason: str
+
+
+def match_run(
+    runs: Sequence[Mapping[str, Any]],
+    *,
+    run_id: int | None = None,
+    display_title: str | None = None,
+    head_sha: str | None = None,
+) -> RunMatch:
+    """The run among ``runs`` (REST or webhook shape) that is ours: by id, else by display_title.
+
+    ``head_sha`` narrows a title match (a re-used title on another commit is not ours). Several
+    runs with the title: the newest (highest id), which is the latest attempt at that dispatch.
+    """
+    if run_id is not None:
+        for run in runs:
+            if int(run.get("id") or 0) == int(run_id):
+                return RunMatch(run, "id", f"run {run_id}")
+    if display_title:
+        hits = [
+            r
+            for r in runs
+            if str(r.get("display_title") or "") == display_title
+            and (head_sha is None or str(r.get("head_sha") or "") == head_sha)
+        ]
+        if hits:
+            run = max(hits, key=lambda r: int(r.get("id") or 0))
+            return RunMatch(run, "display_title", f"run {run.get('id')} titled {display_title!r}")
+    wanted = f"id {run_id}" if run_id is not None else ""
+    if display_title:
+        wanted = (wanted + " or " if wanted else "") + f"title {display_title!r}"
+    return RunMatch(None, "none", f"no run with {wanted or 'nothing to match'} among {len(runs)}")
+
+
+def match_label_run(runs: Sequence[Mapping[str, Any]], *, head_sha: str) -> RunMatch:
+    """Label mode: the repo's own sweep run (a ``pull_request`` run) for the PR's head commit.
+
+    The newest run for that commit wins: run-sweep.yml cancels a PR's older run when a new one
+    starts (its concurrency group), so the newest is the one that will run the sweep.
+    """
+    hits = [
+        r
+        for r in runs
+        if str(r.get("head_sha") or "") == head_sha
+        and str(r.get("event") or "pull_request") == "pull_request"
+    ]
+    if not hits:
+        return RunMatch(None, "none", f"no pull_request run for {head_sha[:12]} among {len(runs)}")
+    run = max(hits, key=lambda r: int(r.get("id") or 0))
+    return RunMatch(
+        run, "head_sha", f"run {run.get('id')} ({run.get('display_title')!r}) for {head_sha[:12]}"
+    )
+
+
+def title_is_ours(display_title: str, run_names: Sequence[str]) -> bool:
+    """Whether a run's title carries one of our unique run names (``sweepbot-<sweep>-<job>``)."""
+    return any(display_title == n or display_title.endswith(f" - {n}") for n in run_names)
+
+
+_RUN_NAME = re.compile(r"(?:^|\s)(sweepbot-\d+-\d+)$")
+
+
+def run_name_in_title(display_title: str) -> str | None:
+    """The bot's run name at the end of a title (``e2e Test - sweepbot-12-34`` -> ``sweepbot-12-34``)."""
+    m = _RUN_NAME.search(display_title.strip())
+    return m.group(1) if m else None
+
+
+# ------------------------------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True)
+class JobName:
+    caller: str  # "single-node /", "single-node 8k1k /", "" ...
+    priority: int
+    model_prefix: str
+    precision: str
+    runner: str
+    framework: str  # as written in the name (short forms)
+    tp: int
+    pp: int
+    dcp: int
+    pcp: int
+    ep: int
+    dpa: bool
+    extras: tuple[str, ...]  # spec-decoding, kv offload words
+    conc: int
+    eval: str  # "" | "eval" | "eval-only"
+
+
+def parse_job_name(name: str) -> JobName | None:
+    """A benchmark job's name parsed, or None for any other job (setup, collect, ...)."""
+    m = _JOB.search(" ".join(name.split()))
+    if m is None:
+        return None
+    par = {"PP": 1, "DCP": 1, "PCP": 1, "EP": 1}
+    dpa = False
+    for pm in _PAR.finditer(m.group("par")):
+        if pm.group(3):
+            dpa = True
+        else:
+            par[pm.group(1)] = int(pm.group(2))
+    caller = " ".join(name.split())[: m.start()].strip()
+    return JobName(
+        caller=caller,
+        priority=int(m.group("priority")),
+        model_prefix=m.group("prefix"),
+        precision=m.group("precision"),
+        runner=m.group("runner"),
+        framework=m.group("framework"),
+        tp=int(m.group("tp")),
+        pp=par["PP"],
+        dcp=par["DCP"],
+        pcp=par["PCP"],
+        ep=par["EP"],
+        dpa=dpa,
+        extras=tuple(m.group("extras").split()),
+        conc=int(m.group("conc")),
+        eval=(m.group("eval") or "").replace("|", "").strip(),
+    )
+
+
+def job_matches_point(job: JobName, point: Mapping[str, Any]) -> bool:
+    """Whether a parsed job name is the throughput job of ``point`` (plan JSON)."""
+    if job.eval == "eval-only":
+        return False
+    spec = str(point.get("spec-decoding") or "none")
+    framework = str(point.get("framework"))
+    seq = _seq_of(point)
+    if (
+        seq
+        and any(re.fullmatch(r"\d+k\d+k", w) for w in job.caller.split())
+        and seq not in job.caller.split()
+    ):
+        return False  # run-sweep.yml's caller names carry the seq-len
+    return (
+        job.model_prefix == str(point.get("model-prefix"))
+        and job.precision == str(point.get("precision"))
+        and job.runner == str(point.get("runner"))
+        and job.framework == _FRAMEWORK_SHORT.get(framework, framework)
+        and job.tp == int(point.get("tp", 0))
+        and job.pp == int(point.get("pp", 1))
+        and job.dcp == int(point.get("dcp-size", 1))
+        and job.pcp == int(point.get("pcp-size", 1))
+        and job.ep == int(point.get("ep", 1))
+        and job.dpa == bool(point.get("dp-attn", False))
+        and (spec == "none" or spec in job.extras)
+        and job.conc == int(point.get("conc", 0))
+    )
+
+
+def _seq_of(point: Mapping[str, Any]) -> str:
+    exp = str(point.get("exp-name") or "")
+    return exp.rsplit("_", 1)[-1] if "_" in exp else ""
+
+
+def assign_jobs(
+    wf_jobs: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, Any]]
+) -> dict[int, Mapping[str, Any]]:
+    """Index of each point -> its workflow job, by the real job-name format.
+
+    Points that share a name (same conc, different seq-len in e2e-tests.yml) take the jobs in
+    matrix order, which is the repo's expansion order (seq-len major), so the i-th such point gets
+    the i-th such job (the jobs API lists the latest attempt of each job, in matrix order).
+    """
+    parsed = [(j, parse_job_name(str(j.get("name") or ""))) for j in wf_jobs]
+    taken: set[int] = set()
+    out: dict[int, Mapping[str, Any]] = {}
+    for index, point in enumerate(points):
+        for pos, (job, name) in enumerate(parsed):
+            if pos not in taken and name is not None and job_matches_point(name, point):
+                out[index] = job
+                taken.add(pos)
+                break
+    return out
+
+
+# ------------------------------------------------------------------------------------- failures
+
+
+@dataclass(frozen=True)
+class Failure:
+    infrastructure: bool
+    message: str  # what GitHub said (quoted in the report), or why nothing more is known
+
+
+def _quote(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_QUOTE else text[: MAX_QUOTE - 1] + "…"
+
+
+def classify_failure(
+    annotations: Sequence[Mapping[str, Any]],
+    *,
+    conclusion: str | None,
+    steps: Sequence[Mapping[str, Any]] = (),
+) -> Failure:
+    """Infrastructure or the benchmark's failure, from the failed job's check-run annotations."""
+    messages = [
+        str(a.get("message") or "")
+        for a in annotations
+        if str(a.get("annotation_level") or "failure") in ("failure", "warning") and a.get("message")
+    ]
+    for text in messages:
+        lowered = text.lower()
+        for marker in INFRA_MESSAGES:
+            if marker in lowered:
+                log.info("failure_classified", kind="infrastructure", marker=marker)
+                return Failure(True, _quote(text))
+    failed_step = next(
+        (str(s.get("name")) for s in steps if s.get("conclusion") == "failure" and s.get("name")), None
+    )
+    if messages:
+        where = f" in step {failed_step!r}" if failed_step else ""
+        log.info("failure_classified", kind="benchmark", step=failed_step)
+        return Failure(False, _quote(f"failed{where}: " + " / ".join(messages)))
+    if conclusion == "cancelled":
+        # No annotation and no step failure: GitHub stopped the job (the bot's own cancels never
+        # get here, their jobs are already cancelled on our side).
+        log.info("failure_classified", kind="infrastructure", marker="cancelled without a reason")
+        return Failure(True, "cancelled with no annotation (cancelled by the system)")
+    where = f" in step {failed_step!r}" if failed_step else ""
+    log.info("failure_classified", kind="benchmark", step=failed_step, annotations=0)
+    return Failure(False, f"{conclusion or 'failed'}{where} (GitHub gave no annotation)")

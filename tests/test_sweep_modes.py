@@ -1,0 +1,336 @@
+"""Sweep modes (.github/sweepbot.yml `sweep.mode`): dispatch (the bot's queue) or label (the repo's run).
+
+Never both: in dispatch mode the bot's commits carry `[skip-sweep]`, so run-sweep.yml (whose
+conditions the simulator plays from the real file) skips the PR; in label mode the bot applies the
+sweep label and follows the run the repo starts, and never dispatches or re-queues anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import scheduler
+from app.botconfig import BotConfig, BotConfigError, parse_bot_config
+from app.bump import commit_message
+from app.models.sweeps import JobState, SweepJob
+from app.routing import Event, HandlerContext
+from app.scheduler import SweepError, SweepFilters
+from sim.runs import changelog_keys, sweep_run_wanted
+from tests.sweep_fakes import KEY, REPO, SHA1, FakeGateway
+
+
+def test_config_sweep_section() -> None:
+    assert BotConfig().sweep.mode == "dispatch"
+    cfg = parse_bot_config("sweep:\n  mode: label\n")
+    assert (cfg.sweep.mode, cfg.sweep.label, cfg.sweep.workflow) == (
+        "label",
+        "full-sweep-enabled",
+        "run-sweep.yml",
+    )
+    with pytest.raises(BotConfigError, match="minimum concurrency"):
+        parse_bot_config("sweep:\n  mode: label\n  label: sweep-enabled\n")
+    with pytest.raises(BotConfigError, match="sweep.mode"):
+        parse_bot_config("sweep:\n  mode: both\n")
+
+
+def test_dispatch_mode_commits_say_skip_sweep() -> None:
+    msg = commit_message("k", "img:tag", ["new nightly"], None, skip_sweep=True)
+    assert msg.splitlines()[0] == "Bump k image to img:tag [skip-sweep]"
+    assert "[skip-sweep]" not in commit_message("k", "img:tag", ["x"], None)
+
+
+@pytest.mark.parametrize(
+    ("kw", "want"),
+    [
+        ({}, "run"),
+        ({"head_message": "Bump k image [skip-sweep]"}, "[skip-sweep]"),
+        ({"labels": []}, "no primary sweep label"),
+        ({"labels": ["sweep-enabled", "full-sweep-enabled"]}, "conflicting"),
+        ({"changelog_changed": False}, "unchanged"),
+        ({"same_repo": False}, "fork"),
+        ({"action": "labeled", "label": "bug"}, "does not trigger"),
+        ({"action": "opened"}, "not a run-sweep.yml trigger"),
+    ],
+)
+def test_run_sweep_conditions_from_the_real_workflow(kw: dict[str, Any], want: str) -> None:
+    args: dict[str, Any] = {
+        "action": "synchronize",
+        "label": None,
+        "labels": ["full-sweep-enabled"],
+        "same_repo": True,
+        "changelog_changed": True,
+        "head_message": "Bump k image to img",
+    }
+    assert want in sweep_run_wanted(**(args | kw))
+
+
+def test_changelog_keys_are_the_added_entries() -> None:
+    base = "- config-keys: [a]\n  description: [x]\n"
+    head = base + "- config-keys: [b, c]\n  description: [y]\n"
+    assert changelog_keys(base, head) == ["b", "c"]
+
+
+# ------------------------------------------------------------------------------------- label mode
+
+
+@pytest.fixture
+def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    from app.db import session_factory
+    from app.models.tracking import BotConfigRecord
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=4")
+    reset_settings_cache()
+    scheduler.clear_capacity_cache()
+    enqueued: list[tuple[str, tuple[Any, ...]]] = []
+    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: enqueued.append((task, args)))
+    factory = session_factory()
+    with factory() as s:
+        cfg = parse_bot_config("sweep:\n  mode: label\n")
+        s.add(
+            BotConfigRecord(
+                repo=REPO, ok=True, present=True, config=cfg.model_dump(mode="json", by_alias=True)
+            )
+        )
+        s.commit()
+    gw = LabelGateway()
+    settings_env.setattr(scheduler, "_handler_gateway", lambda ctx: gw)
+    yield {"factory": factory, "gw": gw, "enqueued": enqueued}
+
+
+class LabelGateway(FakeGateway):
+    def __init__(self) -> None:
+        super().__init__()
+        self.labels: list[tuple[int, list[str]]] = []
+
+    def add_labels(self, repo: str, number: int, labels: list[str]) -> list[dict[str, Any]]:
+        self.labels.append((number, labels))
+        return [{"name": n} for n in labels]
+
+    def repo_run(self, run_id: int, status: str, conclusion: str | None = None) -> dict[str, Any]:
+        run = {
+            "id": run_id,
+            "name": "Run Sweep",
+            "display_title": "Run Sweep - minimaxm3: INT4 quick reduce",
+            "event": "pull_request",
+            "path": ".github/workflows/run-sweep.yml",
+            "head_sha": SHA1,
+            "status": status,
+            "conclusion": conclusion,
+            "html_url": f"https://github.test/{REPO}/actions/runs/{run_id}",
+        }
+        self.runs[run_id] = run
+        return run
+
+
+def _label_sweep(env: dict[str, Any]) -> list[SweepJob]:
+    with env["factory"]() as s:
+        req = scheduler.request_sweep(
+            s, env["gw"], repo=REPO, pr_number=7, config_key=KEY, requested_by="sweepbot", reason="bump"
+        )
+        s.commit()
+        return list(s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all())
+
+
+def test_label_mode_applies_the_label_and_never_dispatches(label_env: dict[str, Any]) -> None:
+    jobs = _label_sweep(label_env)
+    gw: LabelGateway = label_env["gw"]
+    assert gw.labels == [(7, ["full-sweep-enabled"])]
+    assert jobs and {j.state for j in jobs} == {JobState.DISPATCHED} and all(j.run_id is None for j in jobs)
+    assert scheduler.tick(label_env["factory"], lambda s: gw).dispatched_runs == 0 and gw.dispatches == []
+    with label_env["factory"]() as s:
+        with pytest.raises(SweepError, match="label mode"):
+            scheduler.request_sweep(
+                s,
+                gw,
+                repo=REPO,
+                pr_number=7,
+                config_key=KEY,
+                requested_by="maint",
+                reason="command",
+                filters=SweepFilters(conc=(64,)),
+            )
+        summary = scheduler.sweep_summary(s, jobs[0].sweep_id)
+    assert summary["jobs"]
+
+
+def test_label_mode_follows_the_repos_run_and_collects(label_env: dict[str, Any]) -> None:
+    jobs = _label_sweep(label_env)
+    gw: LabelGateway = label_env["gw"]
+    # No run yet: the repair poll waits (never re-queues: that would be a second way to the runners).
+    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).requeued == 0
+    # The repo's run-sweep.yml run arrives as a workflow_run delivery: adopted by its head commit.
+    run = gw.repo_run(9001, "in_progress")
+    with label_env["factory"]() as s:
+        ctx = HandlerContext(
+            session=s, event=Event("d1", "workflow_run", "in_progress", {"workflow_run": run})
+        )
+        scheduler.on_workflow_run(ctx)
+        s.commit()
+        adopted = s.scalars(select(SweepJob).where(SweepJob.sweep_id == jobs[0].sweep_id)).all()
+    assert {j.run_id for j in adopted} == {9001} and {j.state for j in adopted} == {JobState.RUNNING}
+    gw.repo_run(9001, "completed", "success")
+    scheduler.repair_jobs(label_env["factory"], lambda s: gw)
+    collected = {args[0] for task, args in label_env["enqueued"] if task == "sweepbot.collect_job"}
+    assert collected == {j.id for j in jobs}
+
+
+def test_label_mode_infra_failure_is_reported_not_redispatched(label_env: dict[str, Any]) -> None:
+    from sim.runs import job_name
+
+    jobs = _label_sweep(label_env)
+    gw: LabelGateway = label_env["gw"]
+    gw.repo_run(9002, "completed", "failure")
+    job = jobs[0]
+    gw.run_jobs[9002] = [
+        {
+            "id": 77,
+            "name": job_name(f"single-node {job.seq} /", job.point),
+            "status": "completed",
+            "conclusion": "failure",
+            "runner_name": "mi355x-amds_04",
+            "steps": [],
+        }
+    ]
+    gw.annotations[77] = [
+        {
+            "annotation_level": "failure",
+            "message": "The self-hosted runner: mi355x-amds_04 lost communication with the server.",
+        }
+    ]
+    with label_env["factory"]() as s:
+        found = scheduler._find_label_run(s, gw, s.get(scheduler.Sweep, job.sweep_id))
+        assert found is not None and found["id"] == 9002
+        s.commit()
+    scheduler.repair_jobs(label_env["factory"], lambda s: gw)
+    with label_env["factory"]() as s:
+        got = s.get(SweepJob, job.id)
+        assert got is not None and got.state == JobState.FAILED
+        assert "label mode does not re-run it" in (got.reason or "") and "lost communication" in (
+            got.reason or ""
+        )
+    assert gw.dispatches == []
+
+
+# ------------------------------------------------------------------------------ the sim's run-sweep.yml
+
+
+def _seeded() -> Any:
+    from sim.scenario import SeedScenario
+    from sim.world import SimSettings, World
+
+    world = World(SimSettings(time_scale=0.0))
+    facts = SeedScenario(world).load()["facts"]
+    return world, facts
+
+
+def _touch_changelog(world: Any, facts: dict[str, Any], message: str) -> None:
+    repo, branch = facts["bench_repo"], facts["recipe_branch"]
+    text = (world.read_file(repo, "perf-changelog.yaml", branch) or b"").decode()
+    entry = f"- config-keys:\n    - {facts['config_key']}\n  description:\n    - bump\n  pr-link: XXX\n"
+    world.commit_files(repo, branch, {"perf-changelog.yaml": text + entry}, message, author="sweepbot[bot]")
+
+
+def test_sim_run_sweep_runs_once_for_a_labelled_changelog_pr_and_honours_skip_sweep() -> None:
+    world, facts = _seeded()
+    repo, pr = facts["bench_repo"], facts["recipe_pr"]
+    world.add_labels(repo, pr, ["full-sweep-enabled"], "alice-admin")
+    assert not [r for r in world.runs.values() if r.event == "pull_request"]  # changelog untouched yet
+    _touch_changelog(world, facts, "Bump it [skip-sweep]")
+    assert world.sweep_decisions[-1]["decision"] == "head commit says [skip-sweep]"
+    assert not [r for r in world.runs.values() if r.event == "pull_request"]
+    _touch_changelog(world, facts, "Bump it")
+    runs = [r for r in world.runs.values() if r.event == "pull_request"]
+    assert len(runs) == 1 and runs[0].name.startswith("Run Sweep - ")
+    names = [world.jobs[j].name for j in runs[0].jobs if world.jobs[j].point]
+    assert len(names) == 10 and all(n.startswith("single-node 8k1k / p") for n in names)
+
+
+def test_sim_dispatch_answers_422_like_github() -> None:
+    from sim.world import SimError
+
+    world, facts = _seeded()
+    repo = facts["bench_repo"]
+    with pytest.raises(SimError) as no_trigger:
+        world.dispatch(repo, "run-sweep.yml", "main", {}, "carol-writer")
+    assert (no_trigger.value.status, no_trigger.value.message) == (
+        422,
+        "Workflow does not have 'workflow_dispatch' trigger",
+    )
+    with pytest.raises(SimError) as unknown:
+        world.dispatch(repo, "e2e-tests.yml", "main", {"test-name": "x", "tp": "4"}, "carol-writer")
+    assert (unknown.value.status, unknown.value.message) == (422, 'Unexpected inputs provided: ["tp"]')
+    world.commit_files(
+        repo,
+        "main",
+        {
+            ".github/workflows/needs.yml": "name: Needs\non:\n  workflow_dispatch:\n"
+            "    inputs:\n      key:\n        required: true\n"
+        },
+        "a workflow with a required input",
+        author="alice-admin",
+    )
+    world.add_workflow(repo, ".github/workflows/needs.yml", "Needs")
+    with pytest.raises(SimError) as missing:
+        world.dispatch(repo, "needs.yml", "main", {}, "carol-writer")
+    assert (missing.value.status, missing.value.message) == (422, "Required input 'key' not provided")
+    ok = world.dispatch(repo, "needs.yml", "main", {"key": "k"}, "carol-writer")
+    assert ok.name == "Needs"  # no run-name: the workflow's name is the title
+
+
+@pytest.mark.parametrize(
+    ("workflow", "inputs", "why"),
+    [
+        ("run-sweep.yml", None, "has no workflow_dispatch trigger"),
+        (
+            "e2e-tests.yml",
+            '{"generate-cli-command": "test-config --config-files {config_file} --config-keys {key} '
+            '--conc {conc}", "tp": "{tp}"}',
+            "input(s) tp not declared",
+        ),
+        ("missing.yml", None, "has no .github/workflows/missing.yml"),
+    ],
+    ids=["no-workflow_dispatch", "unknown-input", "no-such-workflow"],
+)
+def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
+    db_session: Session, settings_env: pytest.MonkeyPatch, workflow: str, inputs: str | None, why: str
+) -> None:
+    from app.db import session_factory
+    from app.settings import reset_settings_cache
+    from tests.conftest import FIXTURES
+
+    settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=4")
+    settings_env.setenv("SWEEPBOT_DISPATCH_WORKFLOW", workflow)
+    if inputs is not None:
+        settings_env.setenv("SWEEPBOT_DISPATCH_INPUTS", inputs)
+    reset_settings_cache()
+    scheduler.clear_capacity_cache()
+    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    factory = session_factory()
+    gw = FakeGateway()
+    gw.files[".github/workflows/run-sweep.yml"] = (
+        FIXTURES / "inferencex/workflows/run-sweep.yml"
+    ).read_text()
+    with factory() as s:
+        req = scheduler.request_sweep(
+            s,
+            gw,
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=(64,)),
+        )
+        s.commit()
+    failed = sum(scheduler.tick(factory, lambda s: gw).failed for _ in range(4))  # one group per claim
+    assert gw.dispatches == [] and failed >= 1
+    with factory() as s:
+        jobs = s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()
+        assert {j.state for j in jobs} == {JobState.FAILED}
+        assert all(why in (j.reason or "") and "cannot dispatch" in (j.reason or "") for j in jobs)
