@@ -1,8 +1,9 @@
 """Is the delivery queue moving, and is a waiting delivery still in it? (pure: times in, decisions out)
 
-The broker is a FIFO doorbell: deliveries are rung in the order they were stored. Workers record
-two things when they start on a batch (``QueueProgress``): when they did (``consumed_at``), and the
-newest enqueue time among the batch (``position``). From these:
+The broker is a FIFO doorbell: deliveries are rung in the order they were stored. Each message
+carries the time it was pushed; workers record two things when they start on one
+(``QueueProgress``): when they did (``consumed_at``), and how far the queue has moved
+(``position``: the newest push time consumed, less a small slack). From these:
 
 - a delivery enqueued *after* ``position`` is still waiting behind the ones being worked on: the
   reaper leaves it alone (re-enqueueing it would only add copies to the backlog);
@@ -16,6 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+# A delivery is stored a moment before the doorbell message carrying it is sent (and a burst's
+# ids may go out in the next message): only an enqueue this much older than a consumed message
+# counts as "behind" it.
+QUEUE_ORDER_SLACK = timedelta(seconds=2)
+
+
+def queue_position(sent_at: datetime) -> datetime:
+    """How far the queue has moved once a message pushed at ``sent_at`` is consumed."""
+    return sent_at - QUEUE_ORDER_SLACK
 
 
 @dataclass(frozen=True)

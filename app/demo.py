@@ -52,8 +52,9 @@ class StoryTimeout(RuntimeError):
 class Timeline:
     """Prints new sim deliveries and bot audit entries, once each, with the elapsed time.
 
-    Identical events in a row are collapsed (``push ×12``), every line fits ``width``, and when
-    nothing visible happens for a while it says what the bot is doing (``activity``)."""
+    Identical events within a short window are collapsed (``push ×12``), every line fits
+    ``width``, and when nothing visible happens for a while it says what the bot is doing
+    (``activity``)."""
 
     world: Any
     factory: sessionmaker[Session]
@@ -119,7 +120,8 @@ class Timeline:
         if not fresh and not rows:
             # Quiet: show a held-back repeat now, and say what is going on once it has been quiet.
             self.emit(self.collapser.tick(self.now()))
-            sentence = self.activity() if self.activity is not None else ""
+            quiet = self.now() - self.narrator.last_output >= self.narrator.quiet
+            sentence = self.activity() if quiet and self.activity is not None else ""
             if sentence and self.narrator.due(self.now(), sentence):
                 self.note("bot", "… " + sentence)
 

@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from app.backlog import QueueProgress, readiness, ring_cutoff
+from app.backlog import QueueProgress, queue_position, readiness, ring_cutoff
 from app.db import session_scope
 from app.metrics import DELIVERIES, INGEST_TO_DONE, TASK_FAILURES
 from app.models import Delivery, DeliveryStatus, Heartbeat
@@ -377,7 +377,7 @@ def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
     sent: list[str] = []
     for start in range(0, len(ids), REAP_CHUNK):
         chunk = ids[start : start + REAP_CHUNK]
-        if enqueue("sweepbot.process_deliveries", chunk):
+        if enqueue("sweepbot.process_deliveries", chunk, t.timestamp()):
             sent += chunk
     if ids:
         log.info(
@@ -431,28 +431,23 @@ CONSUMED = "deliveries:consumed"  # when a worker last started on deliveries
 POSITION = "deliveries:position"  # the newest enqueue time among what workers started
 
 
-def record_consumption(session: Session, delivery_ids: list[str], *, in_queue_order: bool) -> None:
+def record_consumption(session: Session, delivery_ids: list[str], *, sent_at: float | None) -> None:
     """A worker starts on ``delivery_ids``: the heartbeat that measures consumption.
 
-    ``in_queue_order`` for messages that went through the FIFO queue (the doorbell's and the
-    reaper's batches); a countdown retry fires out of order, so it moves no position.
+    ``sent_at`` is when the message was pushed onto the FIFO queue (the doorbell's and the
+    reaper's batches carry it); a countdown retry or a replay fires out of order and moves no
+    position. The enqueue times in the database are not used for this: the reaper rewrites them.
     """
-    t = now()
     beat(session, f"worker@{worker_name()}", "worker")
     beat(session, CONSUMED, "consumption")
-    if not in_queue_order or not delivery_ids:
+    if sent_at is None:
         return
-    newest = _aware(
-        session.scalar(select(func.max(Delivery.enqueued_at)).where(Delivery.id.in_(delivery_ids)))
-    )
-    if newest is None:
-        return
-    newest = min(newest, t)
+    moved = queue_position(datetime.fromtimestamp(sent_at, UTC))
     row = session.get(Heartbeat, POSITION)
     if row is None:
-        session.add(Heartbeat(name=POSITION, kind="position", seen_at=newest))
-    elif (_aware(row.seen_at) or newest) < newest:
-        row.seen_at = newest
+        session.add(Heartbeat(name=POSITION, kind="position", seen_at=moved))
+    elif (_aware(row.seen_at) or moved) < moved:
+        row.seen_at = moved
 
 
 def oldest_waiting(session: Session) -> datetime | None:

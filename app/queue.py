@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Any
 
 import structlog
@@ -55,7 +56,8 @@ class Doorbell:
                     batch.append(self._ids.get_nowait())
                 except queue.Empty:
                     break
-            if not enqueue("sweepbot.process_deliveries", batch):
+            # The send time rides along: workers record it as how far the queue has moved.
+            if not enqueue("sweepbot.process_deliveries", batch, time.time()):
                 _not_enqueued(batch)
 
 

@@ -70,7 +70,6 @@ log = structlog.get_logger(__name__)
 BOT = "sweepbot"
 DEFAULT_CAPACITY = 1  # unknown label: one job at a time never oversubscribes a scarce fleet
 CAPACITY_CACHE_SECONDS = 600.0
-DISPATCH_LOST_GRACE_SECONDS = 300.0  # a claimed job with no run after this long is re-queued
 RUNNERS_YAML_PATHS = (".github/configs/runners.yaml", "configs/runners.yaml")
 MASTER_DIRS = (".github/configs", "configs")
 
@@ -2333,7 +2332,7 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
                     if found is not None:
                         if apply_workflow_run(session, gw, found, after_commit=after, settings=settings):
                             result.updated += 1
-                    elif age > DISPATCH_LOST_GRACE_SECONDS:
+                    elif age > settings.dispatch_lost_grace_seconds:
                         _requeue(job, "dispatch left no run; re-queued")
                         job.attempts = max(0, job.attempts - 1)
                         result.requeued += 1

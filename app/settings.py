@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     )
     runner_capacity: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)
     job_timeout_seconds: float = 6 * 3600.0
+    # A job claimed for dispatch with no run found (by its name) after this long is queued again:
+    # the worker died between the claim and the dispatch call.
+    dispatch_lost_grace_seconds: float = 300.0
     infra_retry_limit: int = 2
 
     # Dashboard.

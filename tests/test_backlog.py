@@ -134,10 +134,10 @@ def _age(ids: list[str], seconds: float, *, enqueued: bool = True) -> None:
         s.execute(update(Delivery).where(Delivery.id.in_(ids)).values(**values))
 
 
-def _consume(ids: list[str]) -> None:
-    """A worker starts on ``ids`` (and claims them)."""
+def _consume(ids: list[str], sent_seconds_ago: float) -> None:
+    """A worker starts on ``ids`` (and claims them), from a message pushed that long ago."""
     with session_scope() as s:
-        record_consumption(s, ids, in_queue_order=True)
+        record_consumption(s, ids, sent_at=time.time() - sent_seconds_ago)
         s.execute(update(Delivery).where(Delivery.id.in_(ids)).values(status="processing", lease_until=None))
         s.execute(
             update(Delivery)
@@ -153,7 +153,7 @@ def test_a_backlog_being_drained_is_not_re_enqueued(
     ids = _burst(client, sent, 120)
     for n, delivery_id in enumerate(ids):  # rung one after another over the last two minutes
         _age([delivery_id], 120 - n)
-    _consume(ids[:10])  # the workers are on the first ten
+    _consume(ids[:10], 110)  # the workers are on the first ten
     for _ in range(5):  # five reaper runs while the rest waits its turn
         assert reap(grace_seconds=20) == []
     assert sent == []
@@ -166,7 +166,7 @@ def test_lost_messages_are_re_enqueued_once_in_batches(
     _age(ids[:120], 100)  # rung 100 s ago ...
     _age(ids[120:121], 30)  # ... this one later ...
     _age(ids[121:], 25)  # ... and these after it (still waiting behind it)
-    _consume(ids[120:121])  # a worker took a later one: the first 120 messages are gone
+    _consume(ids[120:121], 30)  # a worker took a later one: the first 120 messages are gone
     assert sorted(reap(grace_seconds=20)) == sorted(ids[:120])
     assert [name for name, _ in sent] == ["sweepbot.process_deliveries"] * 3  # 50 + 50 + 20
     assert [len(batch) for _, batch in sent] == [50, 50, 20]
@@ -203,7 +203,7 @@ def test_readyz_not_ready_while_work_waits_unconsumed_and_metrics_show_the_age(
         x for x in metrics.splitlines() if x.startswith("sweepbot_oldest_unprocessed_delivery_age_seconds ")
     ]
     assert 399 <= float(line.split()[1]) < 500
-    _consume(ids[:1])  # a worker consumes again: ready, even though the backlog is old
+    _consume(ids[:1], 400)  # a worker consumes again: ready, even though the backlog is old
     assert client.get("/readyz").status_code == 200
     assert "sweepbot_delivery_consumed_age_seconds" in client.get("/metrics").text
 
@@ -311,3 +311,19 @@ def test_worker_log_is_json_events(tmp_path: Path, sqlite_url: str) -> None:
     ready = next(e for e in events if e["event"] == "worker_ready")
     assert ready["queues"] == ["sweepbot", "sweepbot.periodic"]
     assert not any("-------------- " in x for x in lines)  # no banner
+
+
+def test_an_old_message_consumed_after_its_reap_does_not_make_the_backlog_look_lost(
+    client: TestClient, sent: list[tuple[str, list[str]]]
+) -> None:
+    """Seen in the fault test: the position came from the database's enqueue time, which the
+    reaper rewrites, so an old message consumed after a re-ring moved it to "now" and every
+    delivery still waiting was rung again, over and over."""
+    ids = _burst(client, sent, 40, prefix="c")
+    _age(ids[:1], 60)
+    _age(ids[1:], 20)  # waiting behind the first
+    assert reap(grace_seconds=10) == []  # never consumed, not stalled long: nothing
+    with session_scope() as s:  # the reaper re-rang the first one (its enqueue time is now)
+        s.execute(update(Delivery).where(Delivery.id == ids[0]).values(enqueued_at=datetime.now(UTC)))
+    _consume(ids[:1], 60)  # ... and then its original, 60 s old doorbell message is consumed
+    assert reap(grace_seconds=10) == []  # the 39 others are still waiting, not lost

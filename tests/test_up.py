@@ -202,3 +202,31 @@ def test_the_apis_own_port_error_is_printed_not_only_logged(tmp_path: Path) -> N
             running.stop()
     message = str(refused.value)
     assert "address already in use" in message.lower() and "--port" in message
+
+
+def test_demo_refuses_a_busy_port_and_a_second_copy_in_one_line(tmp_path: Path) -> None:
+    from app.launcher import instance_lock
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        out = _sweepbot(
+            tmp_path, _env(tmp_path / "data"), "demo", "--port", str(busy), "--sim-port", str(free_port())
+        )
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out
+    assert out.stderr.strip() == (
+        f"port {busy} on 127.0.0.1 (the API and dashboard) is already in use: stop what listens there, "
+        "or choose another port with --port"
+    )
+    # a demo already running on this data dir (its lock held): refused before anything is wiped
+    with instance_lock((tmp_path / "data").resolve(), "demo", "http://127.0.0.1:8000/"):
+        (tmp_path / "data" / "demo").mkdir()
+        (tmp_path / "data" / "demo" / "keep").write_text("the running demo's")
+        second = _sweepbot(tmp_path, _env(tmp_path / "data"), "demo", "--port", str(free_port()))
+    assert (
+        second.returncode == 2
+        and "already running" in second.stderr
+        and "http://127.0.0.1:8000/" in second.stderr
+    )
+    assert (tmp_path / "data" / "demo" / "keep").exists()

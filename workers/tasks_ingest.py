@@ -32,16 +32,16 @@ def _announce(sender: object = None, **_: object) -> None:
 def process_delivery(self: Task, delivery_id: str) -> str:
     """One delivery: a retry's countdown message or a replay (out of queue order)."""
     with session_scope() as session:
-        ingest.record_consumption(session, [delivery_id], in_queue_order=False)
+        ingest.record_consumption(session, [delivery_id], sent_at=None)
     return ingest.process_delivery(delivery_id)
 
 
 @celery_app.task(name="sweepbot.process_deliveries", acks_late=True)
-def process_deliveries(delivery_ids: list[str]) -> dict[str, str]:
+def process_deliveries(delivery_ids: list[str], sent_at: float | None = None) -> dict[str, str]:
     """The API's batched doorbell and the reaper's batches: each id is claimed on its own, so a
     batch is as safe as singles."""
     with session_scope() as session:
-        ingest.record_consumption(session, list(delivery_ids), in_queue_order=True)
+        ingest.record_consumption(session, list(delivery_ids), sent_at=sent_at)
     return {delivery_id: ingest.process_delivery(delivery_id) for delivery_id in delivery_ids}
 
 
