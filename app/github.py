@@ -517,6 +517,20 @@ class GitHubGateway:
 
         return self._eventually("git/get-commit", read) if (repo, sha) in self._written else read()  # type: ignore[no-any-return]
 
+    def resolve_commit(self, repo: str, ref: str) -> str | None:
+        """The full SHA ``ref`` (a short SHA, branch or tag) names in ``repo``; None when GitHub knows
+        no such commit or the short SHA is ambiguous (422). Commits never change: callers cache it."""
+        try:
+            data = self._get("repos/get-commit", f"/repos/{repo}/commits/{ref}")
+        except NotFound:
+            return None
+        except GitHubError as exc:
+            if exc.status == 422:
+                return None
+            raise
+        sha = data.get("sha") if isinstance(data, dict) else None
+        return str(sha) if sha else None
+
     def create_blob(self, repo: str, text: str) -> str:
         data = self._write(
             "git/create-blob",

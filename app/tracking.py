@@ -496,6 +496,24 @@ def compare_status(session: Session, gw: Any, repo: str, base: str, head: str) -
     return status
 
 
+def _full_commit(
+    session: Session, gw: Any, upstream: str, image_repo: str, tag: str, short: str
+) -> str | None:
+    """The full upstream commit of a short-SHA tag: stored on the tag's row once resolved (commits
+    never change), else asked of the upstream repo once."""
+    from app.tagcommits import is_full_sha
+
+    row = session.scalar(select(ImageTag).where(ImageTag.image_repo == image_repo, ImageTag.tag == tag))
+    if row is not None and is_full_sha(row.commit_sha) and str(row.commit_sha).startswith(short):
+        return str(row.commit_sha)
+    sha = gw.resolve_commit(upstream, short)
+    log.info("tag_commit_resolved", image=image_repo, tag=tag, short=short, commit=sha, repo=upstream)
+    if sha and row is not None and is_full_sha(sha) and sha.startswith(short):
+        row.commit_sha = sha
+        session.flush()
+    return sha
+
+
 @dataclass
 class TagState:
     present: list[tuple[str, str]]  # (tag, commit) matching the pattern, oldest first
@@ -723,15 +741,26 @@ def evaluate_watch(
             def contains_all(commit: str) -> bool:
                 return all(is_contained(compare_status(session, gw, upstream, m, commit)) for m in needed)
 
-            cands = tags.present
+            from app.tagcommits import resolve_tag_commits
+
+            def full(tag: str, short: str) -> str | None:
+                return _full_commit(session, gw, upstream, image_repo, tag, short)
+
+            def commit_of(tag: str | None) -> str | None:
+                captured = TagPattern(pattern).commit_of(tag) if tag else None
+                resolved = resolve_tag_commits([(tag, captured)], full) if tag and captured else []
+                return resolved[0][1] if resolved else None
+
+            # Short-SHA tags (nightly-dev-...-75c2eef) are compared by their full upstream commit.
+            cands = resolve_tag_commits(tags.present, full)
             found = search_containing(len(cands), lambda i: contains_all(cands[i][1]))
             chosen = cands[found.newest][0] if found.newest is not None else None
             first = cands[found.first][0] if found.first is not None else None
-            pin_sha = TagPattern(pattern).commit_of(pinned_tag) if pinned_tag else None
+            pin_sha = commit_of(pinned_tag)
             if pin_sha:
                 pinned_contains = contains_all(pin_sha)
             bumped_tag = parse_image(bump.image).tag if bump is not None else None
-            bumped_sha = TagPattern(pattern).commit_of(bumped_tag) if bumped_tag else None
+            bumped_sha = commit_of(bumped_tag)
             if bumped_sha:
                 # Cached compares: free after the first time. False only when a dependency added
                 # after the bump is missing from the bumped image; that allows the next bump.

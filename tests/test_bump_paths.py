@@ -601,6 +601,45 @@ def test_the_bump_prs_entry_links_that_pr_even_when_the_link_fix_fails_once(
     assert bump.commit_sha == _head(world, BUMP_BRANCH)
 
 
+def test_short_sha_nightlies_match_a_configured_pattern_and_resolve_to_full_commits(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    from app.models.tracking import CompareResult, ImageTag
+
+    # The tag spelling vLLM's dev nightlies use at InferenceX HEAD (nightly-dev-arm64-cu13.0.1-75c2eef);
+    # the same pattern still reads the 40-hex nightly the key pins today.
+    pattern = r"nightly-(?:dev-arm64-cu13\.0\.1-)?(?P<sha>[0-9a-f]{7,40})"
+    config = _bot_config(sim).replace("    source-repo:", f"    tag-pattern: '{pattern}'\n    source-repo:")
+    scenario = _start(sim, settings_env)
+    world = sim.world
+    world.commit_files(
+        BENCH_REPO, "main", {".github/sweepbot.yml": config}, "short-sha nightlies", author="alice-admin"
+    )
+    _fork_pr(world, f"Config-Key: {KEY}\nrequires {VLLM_REPO}#47269\n")
+    _open(db_session, FORK_PR)
+    for name in ("nightly-before-merge", "merge-47269"):
+        assert scenario.step()["step"] == name
+        _poll(db_session)
+    sha = world.commit_files(
+        VLLM_REPO, "main", {"vllm/changes/short.txt": "x\n"}, "[Kernel] after 47269", author="vllm-maintainer"
+    )
+    scenario.vllm_main.append(sha)
+    tag = f"nightly-dev-arm64-cu13.0.1-{sha[:7]}"
+    world.push_tag(IMAGE, tag)
+    world.reset_calls()
+    _poll(db_session)
+    assert "repos/get-commit" in world.call_summary()["by_operation"]
+    (bump,) = _bumps(db_session)
+    assert bump.image == f"{IMAGE}:{tag}" and bump.state == "committed"
+    row = db_session.scalar(select(ImageTag).where(ImageTag.tag == tag))
+    assert row is not None and row.commit_sha == sha  # resolved once through vllm-project/vllm
+    heads = {c.head for c in db_session.scalars(select(CompareResult))}
+    assert sha in heads and sha[:7] not in heads  # containment was asked with the full commit
+    world.reset_calls()
+    _poll(db_session)
+    assert "repos/get-commit" not in world.call_summary()["by_operation"]  # never resolved twice
+
+
 def test_a_bump_pr_created_during_the_visibility_lag_succeeds(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:

@@ -90,3 +90,15 @@ def test_every_real_pin_parses_and_round_trips() -> None:
             assert validate_image(entry["image"]) == entry["image"], key
             if ref.tag and not ref.digest:
                 assert ref.with_tag(ref.tag) == entry["image"], key
+
+
+def test_tags_of_an_enroot_image_are_listed_from_the_registry_before_the_hash() -> None:
+    from app.registry import OciClient, client_for
+
+    ref = parse_image(ENROOT_PIN)
+    client = client_for(ref)
+    try:
+        assert isinstance(client, OciClient) and client.base_url == "https://nvcr.io"
+    finally:
+        client.close()
+    assert ref.repository == "nvidia/ai-dynamo/tensorrtllm-runtime"  # the path listed on that registry
