@@ -530,8 +530,8 @@ def collect_job(
     if point.get("eval-only"):
         # An eval-only job uploads no bmk_ artifact: its eval is the whole result.
         got = fetch_eval(gw, repo, int(run_id), artifacts, point, max_bytes)
-        if isinstance(got, str):
-            return fail(got)
+        if not isinstance(got, tuple):
+            return fail(got or f"run {run_id}: no eval artifact")
         rows = store_eval(
             session,
             got[1],
@@ -584,7 +584,13 @@ def collect_job(
     evaluation: tuple[Mapping[str, Any], Any] | str | None = None
     if point.get("run-eval"):
         # Parsed before anything is stored: a bad eval file fails the job with nothing half-stored.
-        evaluation = fetch_eval(gw, repo, int(run_id), artifacts, point, max_bytes)
+        # In label mode the repo's own run-sweep.yml run decides which points it evaluates, so a
+        # run with no eval artifact keeps its throughput result (the report says no eval was
+        # stored); in dispatch mode the bot asked for the eval, and its absence fails the job.
+        in_label_mode = str((getattr(sweep, "filters", None) or {}).get("mode") or "dispatch") == "label"
+        evaluation = fetch_eval(
+            gw, repo, int(run_id), artifacts, point, max_bytes, required=not in_label_mode
+        )
         if isinstance(evaluation, str):
             return fail(evaluation)
     row = store_result(
@@ -628,9 +634,17 @@ def collect_job(
 
 
 def fetch_eval(
-    gw: Any, repo: str, run_id: int, artifacts: Any, point: Mapping[str, Any], max_bytes: int
-) -> tuple[Mapping[str, Any], Any] | str:
-    """(artifact, parsed ``app.evals.EvalArtifact``) of the point's eval, or the reason it failed."""
+    gw: Any,
+    repo: str,
+    run_id: int,
+    artifacts: Any,
+    point: Mapping[str, Any],
+    max_bytes: int,
+    *,
+    required: bool = True,
+) -> tuple[Mapping[str, Any], Any] | str | None:
+    """(artifact, parsed ``app.evals.EvalArtifact``) of the point's eval, or the reason it failed;
+    None when ``required`` is false and the run uploaded no eval artifact for the point."""
     from app.artifacts import select_eval_artifact
     from app.evals import EvalFileError, parse_eval_artifact
     from app.github import GitHubError
@@ -640,6 +654,9 @@ def fetch_eval(
     except (KeyError, TypeError, ValueError) as exc:
         return f"the job's point lacks a field its eval artifact name is made of: {exc}"
     if chosen.artifact is None:
+        if not required:
+            log.info("eval_missing", run_id=run_id, reason=chosen.reason)
+            return None
         return f"run {run_id}: {chosen.reason}"
     artifact = chosen.artifact
     declared = int(artifact.get("size_in_bytes") or 0)

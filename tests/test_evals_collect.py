@@ -111,6 +111,26 @@ def test_a_bad_eval_fails_the_job_and_nothing_is_half_stored(
     assert db_session.scalars(select(EvalResult).where(EvalResult.job_id == job_id)).first() is None
 
 
+def test_in_label_mode_a_run_without_an_eval_artifact_keeps_its_throughput_result(
+    db_session: Session, finished: list[Any]
+) -> None:
+    """The repo's run-sweep.yml run picks its own eval points; the bot's marks are not a demand."""
+    from app.models.sweeps import Sweep, SweepJob
+    from app.results import collect_job
+
+    job_id = _job(db_session)
+    _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})
+    job = db_session.get(SweepJob, job_id)
+    assert job is not None
+    sweep = db_session.get(Sweep, job.sweep_id)
+    assert sweep is not None
+    sweep.filters = {**(sweep.filters or {}), "mode": "label"}
+    db_session.flush()
+    out = collect_job(db_session, FakeRun({f"bmk_{RESULT_FILENAME}": _zip({MEMBER: _raw()})}), job_id)
+    assert out.state == "succeeded" and out.result_id is not None and out.eval_ids == []
+    assert db_session.scalars(select(EvalResult).where(EvalResult.job_id == job_id)).first() is None
+
+
 def test_an_eval_only_job_needs_no_bmk_artifact(db_session: Session, finished: list[Any]) -> None:
     from app.results import collect_job
 
