@@ -36,3 +36,16 @@ def test_downgrade_to_base_and_up_again(sqlite_url: str) -> None:
     assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
     upgrade(sqlite_url)
     assert set(Base.metadata.tables) <= set(inspect(engine).get_table_names())
+
+
+def test_the_migrations_form_one_chain() -> None:
+    """Two branches that each add a migration merge cleanly in git but leave two heads."""
+    from pathlib import Path
+
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    root = Path(__file__).resolve().parent.parent
+    config = Config(str(root / "alembic.ini"))
+    heads = ScriptDirectory.from_config(config).get_heads()
+    assert len(heads) == 1, f"several migration heads {heads}: re-chain one revision's down_revision"
