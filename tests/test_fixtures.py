@@ -1,4 +1,4 @@
-"""The suite is self-contained: its data lives in tests/fixtures/, and nothing reads ../shared."""
+"""The suite is self-contained: its data is in tests/fixtures/, and nothing reads outside the repo."""
 
 from __future__ import annotations
 
