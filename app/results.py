@@ -411,6 +411,22 @@ def find_reusable_eval(
     return session.scalars(stmt).first()
 
 
+def stored_point_columns(point: Mapping[str, Any], *, image: str, fingerprint: str) -> dict[str, Any]:
+    """The columns a stored throughput result and a stored eval score share: which point they measure."""
+    return {
+        "result_name": str(point.get("result-name") or ""),
+        "config_key": str(point.get("config-key") or ""),
+        "image": image,
+        "fingerprint": fingerprint,
+        "model": point.get("model"),
+        "framework": point.get("framework"),
+        "precision": point.get("precision"),
+        "runner": point.get("runner"),
+        "isl": point.get("isl"),
+        "osl": point.get("osl"),
+    }
+
+
 def store_result(
     session: Session,
     parsed: ParsedResult,
@@ -421,16 +437,7 @@ def store_result(
     provenance: Mapping[str, Any],
 ) -> Result:
     row = Result(
-        result_name=str(point.get("result-name") or ""),
-        config_key=str(point.get("config-key") or ""),
-        image=image,
-        fingerprint=fingerprint,
-        model=point.get("model"),
-        framework=point.get("framework"),
-        precision=point.get("precision"),
-        runner=point.get("runner"),
-        isl=point.get("isl"),
-        osl=point.get("osl"),
+        **stored_point_columns(point, image=image, fingerprint=fingerprint),
         conc=_int(point.get("conc"), parsed.conc or 0),
         tp=_int(point.get("tp"), parsed.tp or 1),
         pp=_int(point.get("pp"), 1),
@@ -695,16 +702,7 @@ def store_eval(
     conc = point.get("eval-conc", point.get("conc"))
     rows = [
         EvalResult(
-            result_name=str(point.get("result-name") or ""),
-            config_key=str(point.get("config-key") or ""),
-            image=image,
-            fingerprint=fingerprint,
-            model=point.get("model"),
-            framework=point.get("framework"),
-            precision=point.get("precision"),
-            runner=point.get("runner"),
-            isl=point.get("isl"),
-            osl=point.get("osl"),
+            **stored_point_columns(point, image=image, fingerprint=fingerprint),
             conc=_int(conc, parsed.meta.conc or 0),
             tp=_int(point.get("tp"), parsed.meta.tp or 1),
             task=score.task,
