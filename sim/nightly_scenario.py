@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.scenario import BENCH_REPO, IMAGE, VLLM_REPO
+from sim.scenario import BENCH_REPO, IMAGE, VLLM_REPO, Step, play_next_step
 from sim.world import SimError, World
 
 KEY = "minimaxm3-fp4-mi355x-vllm"
@@ -40,13 +40,6 @@ def bot_config(registry_url: str | None = None) -> str:
         "  max-bisect-runs: 4\n"
         "  min-nightlies: 6\n"
     )
-
-
-@dataclass
-class Step:
-    name: str
-    description: str
-    run: Callable[[], dict[str, Any]]
 
 
 @dataclass
@@ -163,20 +156,7 @@ class NightlyRegressionStory:
         with self.world.lock:
             if not self.loaded:
                 raise SimError(409, "load the nightly story before stepping it")
-            if self.position >= len(self.steps):
-                return {"done": True, "step": None, "position": self.position}
-            s = self.steps[self.position]
-            result = s.run()
-            self.position += 1
-            entry = {
-                "step": s.name,
-                "description": s.description,
-                "result": result,
-                "position": self.position,
-                "done": self.position >= len(self.steps),
-            }
-            self.history.append(entry)
-            return entry
+            return play_next_step(self)
 
     def status(self) -> dict[str, Any]:
         return {

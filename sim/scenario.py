@@ -108,6 +108,24 @@ class Step:
     run: Callable[[], dict[str, Any]]
 
 
+def play_next_step(story: Any) -> dict[str, Any]:
+    """Run a loaded story's next step (``steps``, ``position``, ``history``); the caller holds the lock."""
+    if story.position >= len(story.steps):
+        return {"done": True, "step": None, "position": story.position}
+    s = story.steps[story.position]
+    result = s.run()
+    story.position += 1
+    entry = {
+        "step": s.name,
+        "description": s.description,
+        "result": result,
+        "position": story.position,
+        "done": story.position >= len(story.steps),
+    }
+    story.history.append(entry)
+    return entry
+
+
 @dataclass
 class SeedScenario:
     world: World
@@ -334,20 +352,7 @@ class SeedScenario:
         with self.world.lock:
             if not self.loaded:
                 raise SimError(409, "load the scenario before stepping it")
-            if self.position >= len(self.steps):
-                return {"done": True, "step": None, "position": self.position}
-            s = self.steps[self.position]
-            result = s.run()
-            self.position += 1
-            entry = {
-                "step": s.name,
-                "description": s.description,
-                "result": result,
-                "position": self.position,
-                "done": self.position >= len(self.steps),
-            }
-            self.history.append(entry)
-            return entry
+            return play_next_step(self)
 
     def play(self) -> list[dict[str, Any]]:
         out = []
