@@ -138,9 +138,9 @@ def observe(
     changelog_path: str = "perf-changelog.yaml",
 ) -> StoryReport:
     """Check every expected effect; ``recipe_base_sha`` is the recipe branch head before the story."""
+    from app.core.recipes import expand_points, parse_master
     from app.models import AuditEntry
     from app.models.sweeps import Sweep, SweepJob
-    from app.recipes import expand_points, parse_master
 
     facts = scenario.facts
     repo, pr, key, branch = (

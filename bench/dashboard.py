@@ -366,7 +366,7 @@ def load(url: str) -> None:
 def measure(requests: int) -> list[tuple[str, float, float, float]]:
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
+    from app.web.main import create_app
 
     key = KEYS[0]
     paths = [

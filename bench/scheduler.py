@@ -57,9 +57,9 @@ def main() -> int:
         os.environ["SWEEPBOT_GITHUB_API_URL"] = sim.github_api_url
         from sqlalchemy import select
 
-        from app import scheduler
+        from app.adapters.github import gateway
         from app.db import session_factory
-        from app.github import gateway
+        from app.flows import scheduler
         from app.migrate import upgrade
         from app.models.sweeps import JobState, SweepJob
         from app.settings import get_settings, reset_settings_cache

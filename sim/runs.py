@@ -7,8 +7,8 @@ tests/fixtures/inferencex/workflows/ at InferenceX 843c6254):
   input sent must be declared there; every required input must be sent;
 - ``run-name`` evaluated into the run's ``display_title``;
 - e2e-tests.yml's ``get-jobs``: ``generate_sweep_configs.py $GENERATE_COMMAND`` parsed with the
-  repo CLI's documented grammar (app.sweepcli, written from the repo's workflows README) and
-  expanded by the master-config rules the sim already shares (app.recipes.expand_points), reading
+  repo CLI's documented grammar (app.core.sweepcli, written from the repo's workflows README) and
+  expanded by the master-config rules the sim already shares (app.core.recipes.expand_points), reading
   only the ``--config-files`` given, with ``*``/``?`` key patterns and an error for a pattern that
   matches nothing;
 - benchmark-tmpl.yml's job name (``p<priority> | <prefix> <precision> <runner> <fw> TP<tp>... c<conc>``
@@ -139,12 +139,12 @@ def _flag(value: Any) -> str:
 def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = "") -> str:
     """`RESULT_FILENAME` as benchmark-tmpl.yml's "Launch job script" step exports it on `node`."""
     if "tp" not in point or isinstance(point.get("conc"), list):
-        from app.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
+        from app.core.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
 
         base = f"{result_stem(point)}_{node}"
         return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
     if "tp" not in point or isinstance(point.get("conc"), list):
-        from app.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
+        from app.core.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
 
         base = f"{result_stem(point)}_{node}"
         return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
@@ -199,9 +199,9 @@ def point_dict(point: Any) -> dict[str, Any]:
 
 def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
     """The single-node throughput matrix e2e-tests.yml's get-jobs emits for the run's command."""
-    from app.recipes import expand_points, parse_master
-    from app.recipes.errors import RecipeError
-    from app.sweepcli import CliGrammarError, parse_command
+    from app.core.recipes import expand_points, parse_master
+    from app.core.recipes.errors import RecipeError
+    from app.core.sweepcli import CliGrammarError, parse_command
 
     cmd = str(run.inputs.get("generate-cli-command") or "")
     if not cmd:
@@ -244,7 +244,7 @@ def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
         raise CommandError(str(exc)) from exc
     # The generator's eval selection runs on the rows it generated (the dispatched slice), in the
     # command's eval mode; those rows' jobs also run the eval (`| eval`) and upload its artifact.
-    from app.recipes.evals import EvalMode, plan_evals
+    from app.core.recipes.evals import EvalMode, plan_evals
 
     return plan_evals(points, EvalMode.ALL if parsed.all_evals else EvalMode(parsed.evals))
 
@@ -320,8 +320,8 @@ def sweep_points(world: World, run: Run) -> list[dict[str, Any]]:
     `sweep-enabled` trims each configuration to its minimum concurrency (TRIM_CONC); the full-sweep
     labels run everything (the canary-first ordering of `full-sweep-enabled` is not modelled).
     """
-    from app.recipes import expand_points, parse_master
-    from app.recipes.errors import RecipeError
+    from app.core.recipes import expand_points, parse_master
+    from app.core.recipes.errors import RecipeError
 
     masters = [p for p in find_master_files(world, run.repo, run.head_sha)]
     points: list[dict[str, Any]] = []

@@ -37,7 +37,7 @@ def is_single_node_fixed(entry: dict[str, Any]) -> bool:
 
 
 def reference_points(key: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """Written from the rule in the brief, independently of app.recipes."""
+    """Written from the rule in the brief, independently of app.core.recipes."""
     rows = []
     for scenario in entry["scenarios"]["fixed-seq-len"]:
         isl, osl = scenario["isl"], scenario["osl"]
@@ -94,7 +94,7 @@ def event_values(text: str) -> list[tuple[str, object]]:
 
 def reference_eval_marks(rows: list[dict[str, Any]]) -> list[bool]:
     """The documented default eval selection (InferenceX utils/evals/EVALS.md), written apart from
-    app.recipes.evals: single-node, 8k1k only, highest and median conc per model / runner /
+    app.core.recipes.evals: single-node, 8k1k only, highest and median conc per model / runner /
     framework / precision / TP / decoding group; one eval per chosen conc (first row in order);
     the median of an even count is the upper middle value."""
     import statistics
@@ -155,7 +155,7 @@ def _worker(w: dict[str, Any]) -> dict[str, Any]:
 
 
 def reference_rows(key: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """Multi-node and agentic rows from the documented rules (app/recipes/topology.py docstring),
+    """Multi-node and agentic rows from the documented rules (app/core/recipes/topology.py docstring),
     written independently: (kind, seq or None, topology, conc or conc list) per row, in file order."""
     rows: list[dict[str, Any]] = []
     multinode = bool(entry.get("multinode"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from app.routing import HandlerContext, TransientError, router
+from app.flows.routing import HandlerContext, TransientError, router
 
 
 @router.register("sweepbot_test")

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from app.artifacts import bmk_artifact_name, parse_bmk_name, result_stem, select_bmk_artifact
-from app.recipes import expand_points, parse_master
+from app.core.artifacts import bmk_artifact_name, parse_bmk_name, result_stem, select_bmk_artifact
+from app.core.recipes import expand_points, parse_master
 from tests.recipe_helpers import SEED_KEY, fixture_text
 
 KEY = SEED_KEY

@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from app.backlog import QueueProgress, needs_ring, readiness, ring_cutoff
+from app.core.backlog import QueueProgress, needs_ring, readiness, ring_cutoff
 from app.db import session_scope
-from app.ingest import reap, record_consumption
+from app.flows.ingest import reap, record_consumption
 from app.models import Delivery
 from app.settings import reset_settings_cache
 from tests.helpers.signing import headers_for
@@ -79,7 +79,7 @@ def test_readiness() -> None:
 
 @pytest.fixture
 def client(sqlite_url: str, settings_env: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    from app.main import create_app
+    from app.web.main import create_app
 
     settings_env.setenv("SWEEPBOT_DATABASE_URL", sqlite_url)
     settings_env.setenv("SWEEPBOT_WEBHOOK_SECRETS", SECRET)
@@ -93,7 +93,7 @@ def client(sqlite_url: str, settings_env: pytest.MonkeyPatch) -> Iterator[TestCl
 
 @pytest.fixture
 def sent(settings_env: pytest.MonkeyPatch) -> list[tuple[str, list[str]]]:
-    import app.queue
+    import app.adapters.queue
 
     messages: list[tuple[str, list[str]]] = []
 
@@ -101,7 +101,7 @@ def sent(settings_env: pytest.MonkeyPatch) -> list[tuple[str, list[str]]]:
         messages.append((name, list(args[0]) if args and isinstance(args[0], list) else list(args)))
         return True
 
-    settings_env.setattr(app.queue, "enqueue", fake_enqueue)
+    settings_env.setattr(app.adapters.queue, "enqueue", fake_enqueue)
     return messages
 
 
@@ -186,9 +186,9 @@ def test_a_stalled_queue_is_rung_again_after_the_stall(
 def test_readyz_not_ready_while_work_waits_unconsumed_and_metrics_show_the_age(
     client: TestClient, sent: list[tuple[str, list[str]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.ingest
+    import app.flows.ingest
 
-    monkeypatch.setattr(app.ingest, "broker_health", lambda: {"ok": True})  # the broker is fine
+    monkeypatch.setattr(app.flows.ingest, "broker_health", lambda: {"ok": True})  # the broker is fine
     ids = _burst(client, sent, 2, prefix="r")
     assert client.get("/readyz").status_code == 200
     _age(ids, 400)
@@ -209,7 +209,7 @@ def test_readyz_not_ready_while_work_waits_unconsumed_and_metrics_show_the_age(
 
 
 def test_a_doorbell_that_could_not_ring_is_reaped_at_once(client: TestClient, sent: list[Any]) -> None:
-    from app.ingest import mark_not_enqueued
+    from app.flows.ingest import mark_not_enqueued
 
     (delivery_id,) = _burst(client, sent, 1, prefix="n")
     _age([delivery_id], 25)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.botconfig import BotConfig, BotConfigError, parse_bot_config, read_bot_config, stored_config
+from app.flows.botconfig import BotConfig, BotConfigError, parse_bot_config, read_bot_config, stored_config
 
 GOOD = """\
 version: 1
@@ -146,7 +146,7 @@ def _store_config(session: Session, text: str) -> None:
 
 
 def test_configured_reference_is_honoured_by_the_report(db_session: Session) -> None:
-    from app.reports import load_report_data, render_report, render_report_data
+    from app.flows.reports import load_report_data, render_report, render_report_data
 
     sweep_id = _report_sweep(db_session)
     # Without configuration: the job points do not say which model ran, so no shipped table matches.

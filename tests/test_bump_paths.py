@@ -72,9 +72,9 @@ def _gw(session: Session, **github_kwargs: Any) -> Any:
     """The real gateway, minus PyGithub's client-side throttle."""
     from github import Auth, Github
 
-    from app.audit import record
-    from app.github import GitHubGateway
+    from app.adapters.github import GitHubGateway
     from app.settings import get_settings
+    from app.store.audit import record
 
     gh = Github(
         auth=Auth.Token("sim-token"),
@@ -94,7 +94,7 @@ def _gw(session: Session, **github_kwargs: Any) -> Any:
 
 
 def _open(session: Session, number: int, action: str = "opened", gw: Any = None) -> None:
-    from app.tracking import handle_pull_request
+    from app.flows.tracking import handle_pull_request
 
     gw = gw or _gw(session)
     handle_pull_request(session, gw, BENCH_REPO, action, gw.get_pull(BENCH_REPO, number), "carol-writer")
@@ -102,7 +102,7 @@ def _open(session: Session, number: int, action: str = "opened", gw: Any = None)
 
 
 def _poll(session: Session, gw: Any = None) -> dict[str, int]:
-    from app.tracking import poll_watches
+    from app.flows.tracking import poll_watches
 
     out = poll_watches(session, gw or _gw(session))
     session.commit()
@@ -187,7 +187,7 @@ def _until_47270_closed(scenario: SeedScenario, session: Session) -> None:
 
 def _drop_47270(session: Session, gw: Any = None) -> str:
     """A maintainer's `/depends-on drop vllm-project/vllm#47270`."""
-    from app.tracking import DepRef, drop_dependencies
+    from app.flows.tracking import DepRef, drop_dependencies
 
     return drop_dependencies(
         session, gw or _gw(session), repo=BENCH_REPO, pr_number=2104,
@@ -208,8 +208,8 @@ def _bumps(session: Session) -> list[Any]:
 def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.bump import BUMP_PR_MARKER
-    from app.tracking import DepRef, add_dependencies
+    from app.flows.bump import BUMP_PR_MARKER
+    from app.flows.tracking import DepRef, add_dependencies
 
     scenario = _start(sim, settings_env)
     world = sim.world
@@ -312,8 +312,8 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
 def test_mode_pr_and_a_human_push_on_the_bump_branch(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.bump import BUMP_BLOCKED_MARKER
-    from app.tracking import DepRef, add_dependencies
+    from app.flows.bump import BUMP_BLOCKED_MARKER
+    from app.flows.tracking import DepRef, add_dependencies
 
     # `bump.mode: pr`: the bot may not push to recipe branches, even same-repo ones.
     scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
@@ -397,7 +397,7 @@ def test_recipe_branch_that_moves_during_the_bump_is_not_forced(
 def test_refused_push_to_the_recipe_branch_falls_back_to_a_bump_pr(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.github import GitHubError
+    from app.adapters.github import GitHubError
 
     scenario = _start(sim, settings_env, "")
     world = sim.world
@@ -475,8 +475,8 @@ def test_a_watch_on_an_archived_key_says_where_it_moved_and_stops(
 ) -> None:
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
     from app.models.tracking import Watch, WatchState
+    from app.web.main import create_app
 
     scenario = _start(sim, settings_env)
     world = sim.world
@@ -514,7 +514,7 @@ def test_dashboard_shows_a_deleted_pinned_nightly(
     deleted (even if sweepbot never listed it), and the watch says it can no longer be pulled."""
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
+    from app.web.main import create_app
 
     scenario = _start(sim, settings_env)
     world = sim.world
@@ -539,8 +539,8 @@ def test_dashboard_shows_a_deleted_pinned_nightly(
 def test_a_bump_pr_whose_creation_failed_is_finished_on_retry_not_blocked(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.bump import BUMP_BLOCKED_MARKER
-    from app.routing import TransientError
+    from app.flows.bump import BUMP_BLOCKED_MARKER
+    from app.flows.routing import TransientError
     from sim.app import admin_action
 
     scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")

@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import scheduler
+from app.core.recipes import expand_points, parse_master
+from app.flows import scheduler
+from app.flows.scheduler import SweepFilters
 from app.models.core import AuditEntry
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
 from app.models.tracking import BotConfigRecord
-from app.recipes import expand_points, parse_master
-from app.scheduler import SweepFilters
 from tests.sweep_fakes import KEY, REPO, FakeGateway, bench_files
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from app.changepoint import DetectorSettings, detect
+from app.core.changepoint import DetectorSettings, detect
 
 
 def _noise(n: int, seed: int, level: float = 100.0, sigma: float = 0.01) -> list[float]:

@@ -9,15 +9,15 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.ingest import process_delivery, store_delivery
-from app.webhooks import IncomingDelivery
+from app.flows.ingest import process_delivery, store_delivery
+from app.web.webhooks import IncomingDelivery
 
 
 @pytest.fixture
 def stored(db_session: object, settings_env: pytest.MonkeyPatch, fixtures_dir: Path) -> list[str]:
-    import app.queue
+    import app.adapters.queue
 
-    settings_env.setattr(app.queue, "enqueue", lambda *a, **k: True)  # no broker in this test
+    settings_env.setattr(app.adapters.queue, "enqueue", lambda *a, **k: True)  # no broker in this test
     ids = []
     for event, name in (
         ("push", "push/payload.json"),

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli.recipe import recipe_app
-from app.sweepcli import parse_command
-from app.workflows import parse_workflow
+from app.core.sweepcli import parse_command
+from app.core.workflows import parse_workflow
 from tests.recipe_helpers import SEED_KEY, fixture_path, fixture_text
 
 runner = CliRunner()

@@ -79,11 +79,11 @@ def test_read_only_commands_leave_no_data_dir_behind(tmp_path: Path) -> None:
 
 @pytest.fixture
 def deliveries(db_session: object, settings_env: pytest.MonkeyPatch) -> list[str]:
-    import app.queue
-    from app.ingest import store_delivery
+    import app.adapters.queue
+    from app.flows.ingest import store_delivery
 
-    settings_env.setattr(app.queue, "enqueue", lambda *a, **k: True)  # no broker in this test
-    from app.webhooks import IncomingDelivery
+    settings_env.setattr(app.adapters.queue, "enqueue", lambda *a, **k: True)  # no broker in this test
+    from app.web.webhooks import IncomingDelivery
 
     ids = ["7a1f0c2e-0000-4000-8000-000000000001", "7a1f0c2e-0000-4000-8000-000000000002", "c0ffee00-aaaa"]
     for delivery_id in ids:

@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli.recipe import recipe_app
-from app.recipes import parse_master
+from app.core.recipes import parse_master
 from tests.recipe_helpers import (
     BUMPED_IMAGE,
     MASTER_FILES,
@@ -51,7 +51,7 @@ def _entry_lines(lines: list[str], key: str) -> range:
 
 
 def _expected_bump(text: str, key: str, old_image: str, new_image: str) -> str:
-    """The file with only the key's `image:` line edited, found without app.recipes."""
+    """The file with only the key's `image:` line edited, found without app.core.recipes."""
     lines = text.splitlines(keepends=True)
     for i in _entry_lines(lines, key):
         if re.match(r"\s+image:\s", lines[i]):

@@ -24,8 +24,8 @@ PR = 2104
 
 @contextmanager
 def _sim(settings_env: pytest.MonkeyPatch, time_scale: float) -> Iterator[Any]:
-    from app import scheduler
-    from app.permissions import clear_cache
+    from app.adapters.permissions import clear_cache
+    from app.flows import scheduler
     from app.settings import reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=time_scale, seed=11)) as sim:
@@ -44,7 +44,7 @@ def _sim(settings_env: pytest.MonkeyPatch, time_scale: float) -> Iterator[Any]:
 @pytest.fixture
 def rung(settings_env: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
     """Tasks the code under test enqueued (the broker is not part of these tests)."""
-    from app import scheduler
+    from app.flows import scheduler
 
     calls: list[tuple[str, tuple[Any, ...]]] = []
     settings_env.setattr(scheduler, "_enqueue", lambda task, *args: calls.append((task, args)))
@@ -72,7 +72,7 @@ def cli(*args: str) -> Result:
 
 
 def _gw(session: Session) -> Any:
-    from app.github import gateway
+    from app.adapters.github import gateway
     from app.settings import get_settings
 
     return gateway(get_settings(), session)
@@ -136,7 +136,7 @@ def test_create_then_status_lists_points_in_ascending_conc(
 def test_tick_releases_largest_conc_first_and_status_follows(
     slow_world: Any, db_session: Session, rung: list[Any]
 ) -> None:
-    from app import scheduler
+    from app.flows import scheduler
 
     assert _create("--conc", "1,2,4,8,16,32,64,128,256,512").exit_code == 0
     res = scheduler.tick(_factory(), _gw)
@@ -177,7 +177,7 @@ def _sim_open_jobs(world: Any) -> list[Any]:
 def test_cancel_cancels_queued_jobs_and_running_runs(
     slow_world: Any, db_session: Session, rung: list[Any]
 ) -> None:
-    from app import scheduler
+    from app.flows import scheduler
     from app.models.core import AuditEntry
     from app.models.sweeps import SweepJob
 
@@ -210,7 +210,7 @@ def test_cancel_cancels_queued_jobs_and_running_runs(
 def test_queue_shows_busy_free_queued_and_progress(
     slow_world: Any, db_session: Session, rung: list[Any]
 ) -> None:
-    from app import scheduler
+    from app.flows import scheduler
 
     empty = cli("queue")
     assert empty.exit_code == 0 and "No runner label has work." in empty.output
@@ -242,9 +242,9 @@ def test_queue_shows_busy_free_queued_and_progress(
 
 
 def test_report_prints_the_comment_markdown(fast_world: Any, db_session: Session, rung: list[Any]) -> None:
-    from app import scheduler
+    from app.flows import scheduler
+    from app.flows.results import collect_job
     from app.models.sweeps import SweepJob
-    from app.results import collect_job
 
     assert _create("--conc", "32,64").exit_code == 0
     running = cli("report", "1")
@@ -276,7 +276,7 @@ def test_report_prints_the_comment_markdown(fast_world: Any, db_session: Session
 
 
 def test_point_order_is_largest_conc_first_ties_in_repo_order() -> None:
-    from app.scheduler import point_order
+    from app.flows.scheduler import point_order
 
     points = [
         {"conc": 1, "tp": 8},

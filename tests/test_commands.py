@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.commands import GRAMMAR, handle_comment, help_text, is_bot, parse_commands
+from app.flows.commands import GRAMMAR, handle_comment, help_text, is_bot, parse_commands
 
 
 def one(body: str) -> Any:

@@ -1,5 +1,5 @@
 """Every comment command end to end against the simulator (in-process SimServer, SQLite), through
-``app.commands.handle_comment`` and the registered ``issue_comment`` handler.
+``app.flows.commands.handle_comment`` and the registered ``issue_comment`` handler.
 
 tests/test_commands_sim.py covers ``/sweep`` (runs, one report, a second sweep edits it), refusal of
 an outsider, a malformed command, a quoted command and a redelivery. This file covers the rest:
@@ -31,8 +31,8 @@ DEP_A, DEP_B = f"{VLLM_REPO}#47269", f"{VLLM_REPO}#47270"
 @pytest.fixture
 def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """Seed story on a sim whose benchmark jobs take tens of seconds (runs stay in flight)."""
-    from app import scheduler
-    from app.permissions import clear_cache
+    from app.adapters.permissions import clear_cache
+    from app.flows import scheduler
     from app.settings import reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=0.05, seed=5)) as server:
@@ -62,13 +62,15 @@ def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         clear_cache()
         rung: list[str] = []
         settings_env.setattr(scheduler, "_enqueue", lambda task, *args: rung.append(task))
-        settings_env.setattr("app.queue.enqueue", lambda task, *args, **kw: rung.append(task) or True)
+        settings_env.setattr(
+            "app.adapters.queue.enqueue", lambda task, *args, **kw: rung.append(task) or True
+        )
         yield {"world": server.world, "scenario": scenario, "rung": rung}
         clear_cache()
 
 
 def _gw(session: Session) -> Any:
-    from app.github import gateway
+    from app.adapters.github import gateway
     from app.settings import get_settings
 
     return gateway(get_settings(), session)
@@ -96,7 +98,7 @@ def _saw_head(session: Session, pr: int, sha: str, *, seconds_ago: float) -> Non
     """What the bot records from a pull_request opened/synchronize event, dated explicitly."""
     from datetime import UTC, datetime, timedelta
 
-    from app.heads import record_head
+    from app.store.heads import record_head
 
     at = datetime.now(UTC) - timedelta(seconds=seconds_ago)
     record_head(session, repo=BENCH_REPO, pr_number=pr, sha=sha, at=at, source="test")
@@ -104,7 +106,7 @@ def _saw_head(session: Session, pr: int, sha: str, *, seconds_ago: float) -> Non
 
 
 def _comment(session: Session, world: Any, login: str, body: str, pr: int = PR) -> Any:
-    from app.commands import handle_comment
+    from app.flows.commands import handle_comment
 
     payload = _payload(world, login, body, pr)
     out = handle_comment(
@@ -154,8 +156,8 @@ def _job_states(session: Session, sweep_id: int | None = None) -> list[str]:
 
 
 def test_help_through_the_registered_handler(sim: dict[str, Any], db_session: Session) -> None:
-    from app.commands import help_text
-    from app.routing import Event, HandlerContext, router
+    from app.flows.commands import help_text
+    from app.flows.routing import Event, HandlerContext, router
 
     world = sim["world"]
     payload = _payload(world, OUTSIDER, "What can you do?\n/help")
@@ -189,7 +191,7 @@ def test_help_through_the_registered_handler(sim: dict[str, Any], db_session: Se
 
 
 def test_sweep_status_replies_with_progress(sim: dict[str, Any], db_session: Session) -> None:
-    from app import scheduler
+    from app.flows import scheduler
     from app.models.sweeps import SweepJob
 
     world = sim["world"]
@@ -216,7 +218,7 @@ def test_sweep_status_replies_with_progress(sim: dict[str, Any], db_session: Ses
 
 
 def test_sweep_cancel_cancels_queued_jobs_and_running_runs(sim: dict[str, Any], db_session: Session) -> None:
-    from app import scheduler
+    from app.flows import scheduler
 
     world = sim["world"]
     assert _comment(db_session, world, MAINTAINER, "/sweep seq=8k1k").results == [("/sweep", "ok")]
@@ -265,9 +267,9 @@ def _open_fork_pr(world: Any) -> int:
 
 
 def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any], db_session: Session) -> None:
-    from app import scheduler
+    from app.flows import scheduler
+    from app.flows.routing import Event, HandlerContext
     from app.models.sweeps import Sweep
-    from app.routing import Event, HandlerContext
 
     world = sim["world"]
     number = _open_fork_pr(world)
@@ -406,7 +408,7 @@ def test_depends_on_drop_and_bump(sim: dict[str, Any], db_session: Session) -> N
 
 def test_docs_commands_md_holds_the_generated_help() -> None:
     """docs/commands.md embeds help_text() verbatim between markers, so the docs cannot drift."""
-    from app.commands import GRAMMAR, help_text
+    from app.flows.commands import GRAMMAR, help_text
     from tests.conftest import ROOT
 
     text = (ROOT / "docs" / "commands.md").read_text()
@@ -415,7 +417,8 @@ def test_docs_commands_md_holds_the_generated_help() -> None:
     embedded = text.split(begin, 1)[1].split(end, 1)[0]
     assert embedded == help_text(), (
         "docs/commands.md is out of date: paste the output of "
-        '`.venv/bin/python -c "from app.commands import help_text; print(help_text())"` between the markers'
+        '`.venv/bin/python -c "from app.flows.commands import help_text; print(help_text())"` '
+        "between the markers"
     )
     for spec in GRAMMAR:  # every command is also explained below the generated block
         assert f"`{spec.words}`" in text.split(end, 1)[1] or spec.words == "/help", spec.words
@@ -426,8 +429,8 @@ def test_a_push_between_the_approve_comment_and_its_handling_is_not_approved(
 ) -> None:
     """The approval race: the maintainer reviewed head1 and wrote /sweep approve; the fork pushed
     head2 before the bot handled the comment. Binding to the head at handling time approved head2."""
-    from app import scheduler
-    from app.commands import handle_comment
+    from app.flows import scheduler
+    from app.flows.commands import handle_comment
     from app.models.sweeps import Sweep
 
     world = sim["world"]

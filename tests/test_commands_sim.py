@@ -21,7 +21,7 @@ REPORT_MARKER = f"<!-- sweepbot:report key={KEY} -->"
 
 @pytest.fixture
 def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Any]:
-    from app.permissions import clear_cache
+    from app.adapters.permissions import clear_cache
     from app.settings import reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=0.0002, seed=7)) as sim:
@@ -36,14 +36,14 @@ def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Any
 
 
 def _gw(session: Session, caused_by: str = "sweepbot") -> Any:
-    from app.github import gateway
+    from app.adapters.github import gateway
     from app.settings import get_settings
 
     return gateway(get_settings(), session, actor=caused_by)
 
 
 def _comment(session: Session, world: Any, login: str, body: str) -> Any:
-    from app.commands import handle_comment
+    from app.flows.commands import handle_comment
 
     c = world.add_comment(BENCH_REPO, PR, login, body)
     user = {"login": login, "type": "User"}
@@ -71,11 +71,11 @@ def _reports(world: Any) -> list[Any]:
 
 def _run_to_completion(session: Session, world: Any) -> None:
     """Tick the scheduler, let the sim's runners finish, fold the runs in, collect, flush the report."""
-    from app import scheduler
     from app.db import session_factory
+    from app.flows import scheduler
+    from app.flows.reports import flush_reports
+    from app.flows.results import collect_job
     from app.models.sweeps import SweepJob
-    from app.reports import flush_reports
-    from app.results import collect_job
 
     scheduler.tick(session_factory(), _gw)
     deadline = time.monotonic() + 20
@@ -148,7 +148,7 @@ def test_malformed_gets_the_fix_and_quoted_does_nothing(world: Any, db_session: 
     assert quoted.status == "ignored"
     assert len(world.repo(BENCH_REPO).comments) == before + 1  # only the user's own comment
     # A redelivery of the malformed command neither re-runs nor re-posts.
-    from app.commands import handle_comment
+    from app.flows.commands import handle_comment
 
     c = max(
         world.repo(BENCH_REPO).comments.values(), key=lambda c: c.id if c.body.startswith("/sweep") else -1

@@ -31,7 +31,7 @@ def dash(
 
     reset_settings_cache()
     seeded = seed(db_session)
-    from app.main import create_app
+    from app.web.main import create_app
 
     with TestClient(create_app()) as client:
         yield client, db_session, seeded
@@ -381,8 +381,8 @@ def test_tampered_session_cookie_is_ignored(dash: tuple[TestClient, Session, See
 def _rate_limit_row(session: Session, remaining: int) -> None:
     import json
 
-    from app.dashboard.data import RATE_LIMIT_KEY
     from app.models import HttpCacheEntry
+    from app.web.dashboard.data import RATE_LIMIT_KEY
 
     core: dict[str, Any] = {"limit": 5000, "remaining": remaining, "reset": 1_900_000_000}
     session.add(HttpCacheEntry(key=RATE_LIMIT_KEY, etag=None, body=json.dumps({"resources": {"core": core}})))
@@ -400,8 +400,8 @@ def test_rate_limit_comes_from_the_shared_cache(dash: tuple[TestClient, Session,
 def test_results_gap_compares_only_runs_of_the_references_tp(db_session: Session) -> None:
     # tp4 and tp8 runs of one key at conc 4: the tp4 ATOM table's gap must use the tp4 run only,
     # not average it with tp8 and call their spread "noise".
-    from app.dashboard import data
     from app.models.results import Result
+    from app.web.dashboard import data
 
     for tp, tpot in ((8, 5.0), (4, 7.5)):  # tp4 newest: its table is the one chosen
         db_session.add(

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from app.dashboard.charts import Axis, Series, fmt, line_chart, nice_ticks, short_image
+from app.web.dashboard.charts import Axis, Series, fmt, line_chart, nice_ticks, short_image
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.artifacts import eval_artifact_name
+from app.core.artifacts import eval_artifact_name
 from app.models.results import EvalResult, Result
 from tests.evals_helpers import eval_zip, gsm8k_results, meta_env
 from tests.test_results import MEMBER, RESULT_FILENAME, _job, _raw
@@ -55,7 +55,7 @@ def _mark(session: Session, job_id: int, **marks: Any) -> dict[str, Any]:
 
 
 def test_a_run_eval_job_stores_its_result_and_its_scores(db_session: Session, finished: list[Any]) -> None:
-    from app.results import collect_job
+    from app.flows.results import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})
@@ -98,7 +98,7 @@ def test_a_run_eval_job_stores_its_result_and_its_scores(db_session: Session, fi
 def test_a_bad_eval_fails_the_job_and_nothing_is_half_stored(
     db_session: Session, finished: list[Any], eval_blob: bytes | None, reason: str
 ) -> None:
-    from app.results import collect_job
+    from app.flows.results import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})
@@ -115,8 +115,8 @@ def test_in_label_mode_a_run_without_an_eval_artifact_keeps_its_throughput_resul
     db_session: Session, finished: list[Any]
 ) -> None:
     """The repo's run-sweep.yml run picks its own eval points; the bot's marks are not a demand."""
+    from app.flows.results import collect_job
     from app.models.sweeps import Sweep, SweepJob
-    from app.results import collect_job
 
     job_id = _job(db_session)
     _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})
@@ -132,7 +132,7 @@ def test_in_label_mode_a_run_without_an_eval_artifact_keeps_its_throughput_resul
 
 
 def test_an_eval_only_job_needs_no_bmk_artifact(db_session: Session, finished: list[Any]) -> None:
-    from app.results import collect_job
+    from app.flows.results import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": True})
@@ -158,9 +158,9 @@ def test_the_seed_case_end_to_end_in_the_sticky_report(
     db_session: Session, finished: list[Any], results: dict[str, Any], verdict: str, shown: str
 ) -> None:
     """vLLM GSM8K at limit 100 against ATOM's published 0.9363, from the artifact to the comment."""
+    from app.flows.reports import render_report
+    from app.flows.results import collect_job
     from app.models.sweeps import SweepJob
-    from app.reports import render_report
-    from app.results import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})

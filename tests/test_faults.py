@@ -7,7 +7,7 @@ secondary rate limits.
 Afterwards: every delivery the API acknowledged (2xx) is processed exactly once in effect (one
 row, done or ignored, never failed); the story's effects are all there and none doubled (one
 status comment, one bump, one report, one dispatch per point); the simulator's webhooks that
-failed while the database was down are redelivered (app/redelivery.py) and processed; the time
+failed while the database was down are redelivered (app/core/redelivery.py) and processed; the time
 to recover is printed.
 """
 
@@ -168,7 +168,7 @@ def test_routine_faults_during_a_sweep_lose_and_double_nothing(
         scenario = SeedScenario(sim.world)
         repo, pr = "SemiAnalysisAI/InferenceX", 2104
         # Failed webhooks are recovered the way GitHub documents: list the hook's deliveries, ask
-        # for a redelivery of each failed one (app/redelivery.py).
+        # for a redelivery of each failed one (app/core/redelivery.py).
         extra["SWEEPBOT_REDELIVERY_HOOKS"] = f"{repo}:{sim.world.hook_id}"
         with stack(port=free_port(), sim=sim, settings=settings, extra_env=extra) as running:
             secret = sim.world.settings.webhook_secret

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from app.db import session_scope
 from app.models import Delivery
 from app.settings import reset_settings_cache
-from app.webhooks import WebhookRejected, parse_delivery
+from app.web.webhooks import WebhookRejected, parse_delivery
 from tests.helpers.signing import sign
 
 SECRET = "fuzz-secret"
@@ -50,7 +50,7 @@ BODIES = st.builds(
 
 @pytest.fixture
 def client(sqlite_url: str, settings_env: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    from app.main import create_app
+    from app.web.main import create_app
 
     settings_env.setenv("SWEEPBOT_DATABASE_URL", sqlite_url)
     settings_env.setenv("SWEEPBOT_WEBHOOK_SECRETS", SECRET)

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from app.gap import (
+from app.core.gap import (
     NO_REFERENCE,
     NO_RESULT,
     NOT_ENOUGH,
@@ -18,7 +18,7 @@ from app.gap import (
     interpolate,
     tput_gap_at_equal_interactivity,
 )
-from app.references import HERE, load_reference, shipped_reference
+from app.core.references import HERE, load_reference, shipped_reference
 
 SHIPPED = HERE / "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k.yaml"
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.orm import Session
 
-from app.github import Conflict, GitHubGateway, NotFound, gateway
+from app.adapters.github import Conflict, GitHubGateway, NotFound, gateway
+from app.flows.routing import TransientError
 from app.models import AuditEntry
-from app.routing import TransientError
 from app.settings import Settings
 from sim.app import admin_action
 from sim.scenario import SeedScenario
@@ -154,7 +154,7 @@ def test_a_permanent_refusal_raised_by_the_retry_layer_is_not_transient() -> Non
     from github import GithubException
     from github.GithubException import RateLimitExceededExceedsMaxWait
 
-    from app.github import GitHubError
+    from app.adapters.github import GitHubError
 
     # PyGithub's retry layer raises (instead of answering) for a 403 on a GET that is no rate limit.
     refused = GithubException(403, {"message": "Resource not accessible by integration"}, {})
@@ -270,7 +270,7 @@ def test_pr_creation_right_after_the_branch_push_is_retried_briefly() -> None:
 def test_a_wrong_configured_token_is_an_error_not_a_retry() -> None:
     import json
 
-    from app.github import GitHubError
+    from app.adapters.github import GitHubError
 
     bad = (401, {}, json.dumps({"message": "Bad credentials"}))
     gw = GitHubGateway(_StubRequester(bad))  # type: ignore[arg-type]

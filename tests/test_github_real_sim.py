@@ -39,8 +39,8 @@ def _key_pair() -> tuple[str, str]:
 
 def _store(world: World, event: str, pick: Any) -> str:
     """Store the newest sim delivery of ``event`` matching ``pick`` as the bot's ingest would."""
-    from app.ingest import store_delivery
-    from app.webhooks import IncomingDelivery
+    from app.flows.ingest import store_delivery
+    from app.web.webhooks import IncomingDelivery
 
     with world.lock:
         d = next(x for x in reversed(world.deliveries) if x.event == event and pick(x.payload))
@@ -59,7 +59,7 @@ def _replies(world: World, repo: str, comment_id: int) -> list[Any]:
 
 @pytest.fixture
 def two_orgs(db_session: Session, settings_env: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
-    from app.permissions import clear_cache
+    from app.adapters.permissions import clear_cache
     from app.settings import reset_settings_cache
 
     pem, public = _key_pair()
@@ -93,8 +93,8 @@ def two_orgs(db_session: Session, settings_env: pytest.MonkeyPatch, tmp_path: Pa
 def test_two_installations_on_two_organisations_each_use_their_own_token(
     two_orgs: Any, db_session: Session
 ) -> None:
-    from app.github import credentials, session_gateway
-    from app.ingest import process_delivery
+    from app.adapters.github import credentials, session_gateway
+    from app.flows.ingest import process_delivery
     from app.settings import get_settings
 
     sim, installs = two_orgs
@@ -146,7 +146,7 @@ def test_two_installations_on_two_organisations_each_use_their_own_token(
 def test_a_token_is_minted_again_shortly_before_it_expires(
     two_orgs: Any, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.github import session_gateway
+    from app.adapters.github import session_gateway
     from app.settings import reset_settings_cache
 
     sim, installs = two_orgs
@@ -169,7 +169,7 @@ def test_a_token_is_minted_again_shortly_before_it_expires(
 
 @pytest.fixture
 def seeded(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[World]:
-    from app.permissions import clear_cache
+    from app.adapters.permissions import clear_cache
     from app.settings import reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=0.0002, seed=7)) as sim:
@@ -186,8 +186,8 @@ def seeded(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Wo
 
 
 def _command(session: Session, world: World, login: str, body: str) -> Any:
-    from app.commands import handle_comment
-    from app.github import session_gateway
+    from app.adapters.github import session_gateway
+    from app.flows.commands import handle_comment
 
     c = world.add_comment(BENCH_REPO, PR, login, body)
     user = {"login": login, "type": "User"}
@@ -236,7 +236,7 @@ def test_a_403_on_the_permission_call_means_no_permission_with_a_clear_reply(
 def test_a_secondary_limit_without_retry_after_delays_the_delivery_a_minute_and_loses_nothing(
     seeded: World, db_session: Session
 ) -> None:
-    from app import ingest
+    from app.flows import ingest
     from app.models import Delivery
 
     c = seeded.add_comment(BENCH_REPO, PR, "bob-maintainer", "/help")
@@ -268,8 +268,8 @@ def test_a_secondary_limit_without_retry_after_delays_the_delivery_a_minute_and_
 def test_a_revoked_installation_token_is_minted_again_on_the_retry(
     two_orgs: Any, db_session: Session
 ) -> None:
-    from app.github import session_gateway
-    from app.routing import TransientError
+    from app.adapters.github import session_gateway
+    from app.flows.routing import TransientError
 
     sim, installs = two_orgs
     gw = session_gateway(db_session)

@@ -19,8 +19,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from app.github import Conflict, GitHubGateway, request
-from app.installations import parse_expires_at
+from app.adapters.github import Conflict, GitHubGateway, request
+from app.core.installations import parse_expires_at
 from app.settings import Settings
 from tests.conftest import FIXTURES
 
@@ -114,7 +114,7 @@ def replay() -> Iterator[Any]:
             github_seconds_between_requests=0,
             github_seconds_between_writes=0,
         )
-        from app.github import make_requester
+        from app.adapters.github import make_requester
 
         return r, GitHubGateway(make_requester(settings), consistency_delays=(0.0, 0.0, 0.0))
 
@@ -204,7 +204,7 @@ def test_pull_creation_refused_for_invalid_head_and_base(replay: Any) -> None:
 
 
 def test_rate_limit_and_hook_deliveries(replay: Any) -> None:
-    from app.redelivery import judge_page, parse_item
+    from app.core.redelivery import judge_page, parse_item
 
     _, gw = replay("RateLimiting.testGetRateLimit.txt", "Repository.testGetHookDeliveries.txt")
     assert gw.rate_limit()["resources"]["core"]["remaining"] == 4904
@@ -216,7 +216,7 @@ def test_rate_limit_and_hook_deliveries(replay: Any) -> None:
 
 
 def test_installation_lookup_and_tokens_cached_per_installation() -> None:
-    from app.github import AppCredentials
+    from app.adapters.github import AppCredentials
 
     r = Replay("GithubIntegration.testGetRepoInstallation.txt", "GithubIntegration.testGetAccessToken.txt")
     try:

@@ -6,11 +6,17 @@ import json
 
 import pytest
 
-from app import consistency, ratelimit
-from app.installations import InstallationMap, TokenCache, installation_of, parse_expires_at, repo_of_path
-from app.payloads import head_of, mergeable_of, organization_of
-from app.roles import effective_role
-from app.routing import TransientError
+from app.core import consistency, ratelimit
+from app.core.installations import (
+    InstallationMap,
+    TokenCache,
+    installation_of,
+    parse_expires_at,
+    repo_of_path,
+)
+from app.core.payloads import head_of, mergeable_of, organization_of
+from app.core.roles import effective_role
+from app.flows.routing import TransientError
 from tests.conftest import FIXTURES
 
 NOW = 1_800_000_000.0
@@ -191,7 +197,7 @@ def test_concurrent_requests_per_installation_are_capped() -> None:
     import threading
     import time
 
-    from app.github import _Slots
+    from app.adapters.github import _Slots
 
     slots = _Slots(2)
     start = threading.Barrier(6)

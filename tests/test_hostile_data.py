@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.results import ArtifactError, ResultFileError, parse_result, safe_json_members
+from app.flows.results import ArtifactError, ResultFileError, parse_result, safe_json_members
 from tests.test_results import RESULT_NAME, FakeArtifacts, _job, _raw, _zip
 
 MEMBER = f"{RESULT_NAME}.json"
@@ -26,7 +26,7 @@ def finished(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, str | None
     ) -> None:
         calls.append((job_id, state, reason))
 
-    monkeypatch.setattr("app.results._finish", fake_finish)
+    monkeypatch.setattr("app.flows.results._finish", fake_finish)
     return calls
 
 
@@ -110,8 +110,8 @@ def test_nan_written_by_python_json_is_still_read() -> None:
 def test_collect_refuses_hostile_artifacts_and_stores_nothing(
     db_session: Session, finished: list[Any], blob: bytes, reason: str
 ) -> None:
+    from app.flows.results import collect_job
     from app.models.results import Result
-    from app.results import collect_job
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(blob), job_id)
@@ -122,7 +122,7 @@ def test_collect_refuses_hostile_artifacts_and_stores_nothing(
 
 @pytest.mark.parametrize("option", ["conc", "tp"])
 def test_a_conc_of_5000_digits_is_a_syntax_error_not_a_crash(option: str) -> None:
-    from app.commands import parse_commands
+    from app.flows.commands import parse_commands
 
     for value in ("9" * 5000, "1.." + "9" * 5000, "1," + "9" * 5000):
         if option == "tp" and not value.isdigit():

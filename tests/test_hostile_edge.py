@@ -10,11 +10,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app import safejson
+from app.core import safejson
 from app.db import session_scope
 from app.models import Delivery
 from app.settings import reset_settings_cache
-from app.webhooks import WebhookRejected, parse_delivery, verify_signature
+from app.web.webhooks import WebhookRejected, parse_delivery, verify_signature
 from tests.helpers.signing import headers_for, sign
 
 SECRET = "edge-secret"
@@ -22,7 +22,7 @@ BODY = json.dumps({"action": "opened", "repository": {"full_name": "o/r"}}).enco
 
 
 def _app_client(settings_env: pytest.MonkeyPatch, database_url: str) -> TestClient:
-    from app.main import create_app
+    from app.web.main import create_app
 
     settings_env.setenv("SWEEPBOT_DATABASE_URL", database_url)
     settings_env.setenv("SWEEPBOT_WEBHOOK_SECRETS", SECRET)
@@ -65,7 +65,7 @@ def test_non_ascii_digits_in_content_length_are_refused() -> None:
 
     from starlette.requests import Request
 
-    from app.webhooks import read_capped
+    from app.web.webhooks import read_capped
 
     async def receive() -> dict[str, object]:
         return {"type": "http.request", "body": BODY, "more_body": False}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from app.recipes import InvalidImageError, current_image, parse_master, set_image, validate_image
-from app.registry import parse_image
+from app.adapters.registry import parse_image
+from app.core.recipes import InvalidImageError, current_image, parse_master, set_image, validate_image
 from tests.recipe_helpers import MASTER_FILES, fixture_text
 
 ENROOT_KEY = "dsv4-fp4-gb300-dynamo-trt-mtp"
@@ -93,7 +93,7 @@ def test_every_real_pin_parses_and_round_trips() -> None:
 
 
 def test_tags_of_an_enroot_image_are_listed_from_the_registry_before_the_hash() -> None:
-    from app.registry import OciClient, client_for
+    from app.adapters.registry import OciClient, client_for
 
     ref = parse_image(ENROOT_PIN)
     client = client_for(ref)

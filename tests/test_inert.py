@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from app import inert
-from app.approval import HeadSeen, bind_approval
-from app.commands import handle_comment, parse_commands
+from app.core import inert
+from app.core.approval import HeadSeen, bind_approval
+from app.flows.commands import handle_comment, parse_commands
 
 _md = MarkdownIt("commonmark")
 
@@ -202,7 +202,7 @@ COMMENT = st.lists(st.one_of(HOSTILE_WORDS, st.text(max_size=12)), max_size=12).
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=COMMENT)
 def test_fuzzed_comments_get_inert_replies_and_never_crash(db_session: Any, role: str, body: str) -> None:
-    from app.permissions import clear_cache
+    from app.adapters.permissions import clear_cache
 
     clear_cache()
     gw = FakeGitHub(role)

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from app.runmatch import assign_jobs, classify_failure, job_matches_point, match_run, parse_job_name
-from app.sweepcli import CliGrammarError, parse_command, render_test_config
-from app.workflows import (
+from app.core.runmatch import assign_jobs, classify_failure, job_matches_point, match_run, parse_job_name
+from app.core.sweepcli import CliGrammarError, parse_command, render_test_config
+from app.core.workflows import (
     DispatchInputError,
     dispatch_problems,
     dispatch_title,

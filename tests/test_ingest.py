@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.db import session_scope
-from app.ingest import process_delivery, reap
+from app.flows.ingest import process_delivery, reap
 from app.models import Delivery
 from app.settings import reset_settings_cache
 from tests.helpers.signing import fixture_payloads, headers_for
@@ -22,7 +22,7 @@ OLD_SECRET = "rotated-out-soon"
 
 @pytest.fixture
 def client(sqlite_url: str, settings_env: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[TestClient]:
-    from app.main import create_app
+    from app.web.main import create_app
 
     settings_env.setenv("SWEEPBOT_DATABASE_URL", sqlite_url)
     settings_env.setenv("SWEEPBOT_WEBHOOK_SECRETS", f"{SECRET}, {OLD_SECRET}")
@@ -38,11 +38,11 @@ def client(sqlite_url: str, settings_env: pytest.MonkeyPatch, tmp_path: Path) ->
 @pytest.fixture
 def extra_handlers(client: TestClient, settings_env: pytest.MonkeyPatch) -> None:
     """Load tests/slow_handler.py's handlers (test-only events) next to the real ones."""
-    import app.routing
+    import app.flows.routing
 
     settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
     reset_settings_cache()
-    settings_env.setattr(app.routing, "_loaded", False)
+    settings_env.setattr(app.flows.routing, "_loaded", False)
 
 
 def _count() -> int:
@@ -181,7 +181,7 @@ def test_broker_down_delivery_is_stored_then_reaped(
     with session_scope() as s:
         assert s.get(Delivery, "lost-1").status == "received"  # type: ignore[union-attr]
     sent: list[str] = []
-    import app.queue
+    import app.adapters.queue
 
     def fake_enqueue(name: str, *args: object, **kw: object) -> bool:
         if name == "sweepbot.process_deliveries":  # the reaper's batch
@@ -189,7 +189,7 @@ def test_broker_down_delivery_is_stored_then_reaped(
         return True
 
     _wait_unrung("lost-1")  # the doorbell failed (no broker) and said so
-    settings_env.setattr(app.queue, "enqueue", fake_enqueue)
+    settings_env.setattr(app.adapters.queue, "enqueue", fake_enqueue)
     assert reap(grace_seconds=0) == ["lost-1"]
     assert reap(grace_seconds=60) == []  # just re-enqueued: not again within the grace period
     assert sent == ["lost-1"]

@@ -81,8 +81,8 @@ def statuses() -> dict[str, str]:
 def stack(
     request: pytest.FixtureRequest, settings_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> Iterator[Stack]:
-    from app.main import create_app
     from app.settings import reset_settings_cache
+    from app.web.main import create_app
 
     if request.param == "services":
         db_url = request.getfixturevalue("pg_clean_url")
@@ -130,7 +130,7 @@ def test_fixture_payloads_processed_by_a_real_worker(stack: Stack, fixtures_dir:
 
 
 def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
-    from app.ingest import reap
+    from app.flows.ingest import reap
 
     effects = stack.tmp / "effects.txt"
     body = json.dumps({"effects": str(effects), "sleep": 30}).encode()
@@ -156,7 +156,7 @@ def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
 
 
 def test_broker_unreachable_then_reaped(stack: Stack, settings_env: pytest.MonkeyPatch) -> None:
-    from app.ingest import reap
+    from app.flows.ingest import reap
     from app.settings import reset_settings_cache
 
     effects = stack.tmp / "effects.txt"

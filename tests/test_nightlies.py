@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from app.nightlies import label_nightlies, tag_of
+from app.core.nightlies import label_nightlies, tag_of
 from tests.browser.seed import IMAGE_REPO, KEY, NEW_IMAGE, SHAS, seed
 
 NEWER = f"nightly-{SHAS[5]}"
@@ -44,7 +44,7 @@ def newer_nightly(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iter
     watch.chosen_tag = NEWER  # what the evaluation reports: the newest containing every dependency
     assert db_session.scalar(select(ImageTag).where(ImageTag.tag == NEWER)) is not None
     db_session.commit()
-    from app.main import create_app
+    from app.web.main import create_app
 
     with TestClient(create_app()) as client:
         yield client
@@ -74,7 +74,7 @@ def test_deps_status_shows_both_labelled(newer_nightly: TestClient) -> None:
 
 
 def test_the_status_comment_names_the_pinned_nightly_after_a_bump() -> None:
-    from app.tracking import DepView, WatchView, render_status
+    from app.flows.tracking import DepView, WatchView, render_status
 
     def view(pinned: str, chosen: str, bumped: bool, newest: str | None) -> WatchView:
         return WatchView(

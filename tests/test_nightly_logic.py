@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.nightly_logic import (
+from app.core.nightly_logic import (
     IssueView,
     Nightly,
     issue_marker,

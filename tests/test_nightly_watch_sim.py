@@ -18,12 +18,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import scheduler
+from app.flows import scheduler
+from app.flows.scheduler import SweepFilters
 from app.models.core import AuditEntry
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.models.tracking import Watch
-from app.scheduler import SweepFilters
 from sim.nightly_scenario import KEY, PERF_PR, NightlyRegressionStory
 from sim.scenario import BENCH_REPO, IMAGE, VLLM_REPO, SeedScenario
 from sim.server import SimServer
@@ -32,9 +32,9 @@ from sim.world import SimSettings
 
 @pytest.fixture
 def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    from app.botconfig import read_bot_config
+    from app.adapters.github import gateway
     from app.db import session_factory
-    from app.github import gateway
+    from app.flows.botconfig import read_bot_config
     from app.settings import get_settings, reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=0.001, seed=5)) as sim:
@@ -51,9 +51,9 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         reset_settings_cache()
         scheduler.clear_capacity_cache()
         settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
-        import app.queue
+        import app.adapters.queue
 
-        settings_env.setattr(app.queue, "enqueue", lambda task, *args, **kw: None)
+        settings_env.setattr(app.adapters.queue, "enqueue", lambda task, *args, **kw: None)
         factory = session_factory()
 
         def gw(s: Session) -> Any:
@@ -75,7 +75,7 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
 
 def _drive(bot: dict[str, Any], until: float = 60.0) -> None:
     """Tick, repair and collect until no job is open (the worker's and beat's part)."""
-    from app.results import collect_job
+    from app.flows.results import collect_job
 
     factory: sessionmaker[Session] = bot["factory"]
     deadline = time.monotonic() + until
@@ -102,7 +102,7 @@ def _drive(bot: dict[str, Any], until: float = 60.0) -> None:
 
 
 def _watch(bot: dict[str, Any]) -> list[Any]:
-    from app.nightlywatch import watch_nightlies
+    from app.flows.nightlywatch import watch_nightlies
 
     reports = watch_nightlies(bot["factory"], bot["gw"])
     assert all(r.error is None for r in reports), [r.error for r in reports]
@@ -228,7 +228,7 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
     # 6. the dashboard's nightly-series page: the chart, the regression, the budget
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
+    from app.web.main import create_app
 
     with TestClient(create_app()) as client:
         index = client.get("/nightlies")

@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from app import scheduler
-from app.canary_budget import canary_budget, week_start
+from app.core.recipes import expand_points, parse_master
+from app.flows import scheduler
+from app.flows.canary_budget import canary_budget, week_start
+from app.flows.nightlywatch import _canaries, _series
 from app.models.nightly import CanaryState, NightlyCanary
 from app.models.results import Result
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
-from app.nightlywatch import _canaries, _series
-from app.recipes import expand_points, parse_master
 from tests.sweep_fakes import KEY, REPO, FakeGateway, bench_files
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday

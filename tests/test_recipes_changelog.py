@@ -7,7 +7,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.recipes import (
+from app.core.recipes import (
     ChangelogError,
     RecipeError,
     append_changelog,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.recipes import (
+from app.core.recipes import (
     PENDING_PR_LINK,
     ChangelogError,
     EntryFlags,
@@ -183,8 +183,8 @@ def test_cli_takes_each_field_as_an_option_of_the_same_name(tmp_path: Path) -> N
 
 
 def test_a_bump_of_an_agentic_key_writes_scenario_type_as_the_repo_does() -> None:
-    from app.bump import changelog_flags_for
-    from app.recipes import NO_FLAGS, parse_master
+    from app.core.recipes import NO_FLAGS, parse_master
+    from app.flows.bump import changelog_flags_for
 
     text = fixture_text("amd-master.head.yaml")
     real = yaml.safe_load(fixture_text("perf-changelog.head-tail.yaml"))

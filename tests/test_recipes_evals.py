@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.recipes import EmptyPlanError, expand_points, parse_master
-from app.recipes.evals import (
+from app.core.recipes import EmptyPlanError, expand_points, parse_master
+from app.core.recipes.evals import (
     EvalMode,
     EvalModeError,
     cli_flags,
@@ -122,7 +122,7 @@ def test_modes_from_flags_changelog_and_command() -> None:
     with pytest.raises(EvalModeError, match="true or false"):
         eval_mode_from_changelog({"evals-only": "yes"})
     # every entry of the real perf-changelog tail is a default-mode entry (none sets a flag)
-    from app.recipes.yamlutil import load_yaml
+    from app.core.recipes.yamlutil import load_yaml
 
     entries = load_yaml(fixture_text("perf-changelog.tail.yaml"), "perf-changelog")
     assert len(entries) == 35 and {eval_mode_from_changelog(e) for e in entries} == {EvalMode.DEFAULT}
@@ -167,7 +167,7 @@ def test_plan_dicts_round_trip_through_the_selection_unchanged() -> None:
 
 @pytest.mark.parametrize("name", AMD_FILES)
 def test_multinode_and_agentic_keys_of_the_fixtures_follow_the_documented_rules(name: str) -> None:
-    """Rows planned for multi-node and agentic keys (app.recipes.topology) get their evals too."""
+    """Rows planned for multi-node and agentic keys (app.core.recipes.topology) get their evals too."""
     master = parse_master(fixture_text(name))
     seen = 0
     for key, entry in master.items():

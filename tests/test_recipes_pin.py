@@ -9,7 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.recipes import (
+from app.core.recipes import (
     EditError,
     InvalidImageError,
     InvalidRecipeError,

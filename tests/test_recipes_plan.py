@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.recipes import (
+from app.core.recipes import (
     AmbiguousKeyError,
     EmptyPlanError,
     InvalidRecipeError,

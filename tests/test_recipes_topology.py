@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from app.recipes import EmptyPlanError, UnsupportedScenarioError, expand_points, parse_master
-from app.recipes.evals import plan_with_evals
-from app.recipes.master import is_single_node_fixed
+from app.core.recipes import EmptyPlanError, UnsupportedScenarioError, expand_points, parse_master
+from app.core.recipes.evals import plan_with_evals
+from app.core.recipes.master import is_single_node_fixed
 from tests.recipe_helpers import MASTER_FILES, fixture_path, fixture_text, reference_rows, summarize_rows
 
 

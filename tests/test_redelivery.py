@@ -1,5 +1,5 @@
-"""Deliveries GitHub failed to send are asked for again, exactly once each (app/redelivery.py,
-app/recovery.py), against the simulator's hook-deliveries API."""
+"""Deliveries GitHub failed to send are asked for again, exactly once each (app/core/redelivery.py,
+app/flows/recovery.py), against the simulator's hook-deliveries API."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.redelivery import Item, judge_page, next_cursor, parse_item
+from app.core.redelivery import Item, judge_page, next_cursor, parse_item
 from sim.scenario import BENCH_REPO, SeedScenario
 from sim.server import SimServer, free_port
 from sim.world import SimSettings
@@ -81,7 +81,7 @@ class _Api:
     def __init__(self, port: int) -> None:
         import uvicorn
 
-        from app.main import create_app
+        from app.web.main import create_app
 
         config = uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning")
         self.server = uvicorn.Server(config)
@@ -138,11 +138,11 @@ def _wait(cond: Any, what: str, timeout: float = 15.0) -> None:
 def test_webhooks_dropped_while_the_bot_is_down_are_recovered_once_each(
     app_world: Any, db_session: Session
 ) -> None:
-    from app import ingest
-    from app.github import session_gateway
+    from app.adapters.github import session_gateway
+    from app.flows import ingest
+    from app.flows.recovery import counts, recover_hook
     from app.models import Delivery
     from app.models.redelivery import RedeliveryRequest
-    from app.recovery import counts, recover_hook
     from app.settings import get_settings
 
     sim, port = app_world
@@ -197,9 +197,9 @@ def test_webhooks_dropped_while_the_bot_is_down_are_recovered_once_each(
 
 
 def test_a_bounded_cycle_resumes_where_it_stopped(app_world: Any, db_session: Session) -> None:
-    from app.github import session_gateway
+    from app.adapters.github import session_gateway
+    from app.flows.recovery import recover_hook
     from app.models.redelivery import RedeliveryScan
-    from app.recovery import recover_hook
 
     sim, _port = app_world
     world = sim.world

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.registry import (
+from app.adapters.registry import (
     DockerHubClient,
     GhcrClient,
     MemoryEtagCache,
@@ -167,7 +167,7 @@ def test_etag_conditional_requests_reuse_the_cache() -> None:
 
 @pytest.mark.parametrize("declared", [True, False])
 def test_oversize_answers_are_refused_before_being_read_whole(declared: bool) -> None:
-    from app.registry import MAX_RESPONSE_BYTES, RegistryError
+    from app.adapters.registry import MAX_RESPONSE_BYTES, RegistryError
 
     huge = b'{"count": 1, "results": [' + b" " * (MAX_RESPONSE_BYTES + 1) + b"]}"
 
@@ -212,7 +212,7 @@ def test_clients_against_the_sim(sim_world: Any, make: Callable[[str], Any]) -> 
 
 
 def test_an_answer_that_is_not_json_is_a_registry_error() -> None:
-    from app.registry import RegistryError
+    from app.adapters.registry import RegistryError
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=b"<html>Docker Hub is down for maintenance</html>")
@@ -226,8 +226,8 @@ def test_an_answer_that_is_not_json_is_a_registry_error() -> None:
 def test_refresh_tags_closes_the_http_client_it_made(
     db_session: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.registry
-    from app.tracking import refresh_tags
+    import app.adapters.registry
+    from app.flows.tracking import refresh_tags
 
     made: list[DockerHubClient] = []
 
@@ -240,7 +240,7 @@ def test_refresh_tags_closes_the_http_client_it_made(
         made.append(client)
         return client
 
-    monkeypatch.setattr(app.registry, "client_for", client_for)
+    monkeypatch.setattr(app.adapters.registry, "client_for", client_for)
     state = refresh_tags(db_session, "vllm/x", pattern=r"nightly-(?P<sha>[0-9a-f]{40})")
     assert not state.ok and made and made[0]._http.is_closed
     handed_in = httpx.Client(transport=httpx.MockTransport(handler))
@@ -249,7 +249,7 @@ def test_refresh_tags_closes_the_http_client_it_made(
 
 
 def test_a_next_page_on_another_origin_is_refused() -> None:
-    from app.registry import RegistryError
+    from app.adapters.registry import RegistryError
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.release_policy import CanaryRun, Candidate, LabelView, pick_preemptions, release_decision
+from app.core.release_policy import CanaryRun, Candidate, LabelView, pick_preemptions, release_decision
 
 L = "mi355x"
 

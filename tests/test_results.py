@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.results import (
+from app.flows.results import (
     ArtifactError,
     ResultFileError,
     parse_result,
@@ -311,7 +311,7 @@ def finished(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, str | None
         assert job is not None
         job.state, job.reason = state, reason
 
-    monkeypatch.setattr("app.results._finish", fake_finish)
+    monkeypatch.setattr("app.flows.results._finish", fake_finish)
     return calls
 
 
@@ -331,7 +331,7 @@ def _raw(conc: int = 32, tpot: float = 17.21) -> bytes:
 def test_collect_stores_one_row_with_identity_and_provenance(
     db_session: Session, finished: list[Any]
 ) -> None:
-    from app.results import collect_job, find_reusable
+    from app.flows.results import collect_job, find_reusable
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(_zip({MEMBER: _raw()})), job_id)
@@ -368,8 +368,8 @@ def test_collect_stores_one_row_with_identity_and_provenance(
 def test_collect_fails_the_job_cleanly(
     db_session: Session, finished: list[Any], blob: bytes, reason: str
 ) -> None:
+    from app.flows.results import collect_job
     from app.models.results import Result
-    from app.results import collect_job
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(blob), job_id)
@@ -379,7 +379,7 @@ def test_collect_fails_the_job_cleanly(
 
 
 def test_collect_fails_when_the_artifact_is_missing(db_session: Session, finished: list[Any]) -> None:
-    from app.results import collect_job
+    from app.flows.results import collect_job
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(b"", name="logs"), job_id)
@@ -425,7 +425,7 @@ def test_two_marks_racing_both_count(db_session: Session) -> None:
     # mark must add to worker 2's, or a flush that saw worker 2's version would settle the report
     # without worker 1's change.
     from app.db import session_factory
-    from app.reports import mark_report_dirty
+    from app.flows.reports import mark_report_dirty
 
     sweep_id = _sweep_for_pr(db_session, 8)
     mark_report_dirty(db_session, sweep_id)
@@ -445,10 +445,10 @@ def test_two_marks_racing_both_count(db_session: Session) -> None:
 def test_one_report_that_cannot_land_does_not_block_the_others(db_session: Session) -> None:
     from sqlalchemy import select
 
+    from app.adapters.github import GitHubError
     from app.db import session_factory
-    from app.github import GitHubError
+    from app.flows.reports import flush_reports, mark_report_dirty
     from app.models.results import ReportState
-    from app.reports import flush_reports, mark_report_dirty
 
     for pr in (8, 9):
         mark_report_dirty(db_session, _sweep_for_pr(db_session, pr))

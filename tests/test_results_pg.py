@@ -26,8 +26,8 @@ class SlowArtifacts(FakeArtifacts):
 @pytest.mark.services
 def test_concurrent_collects_store_one_result(pg_clean_url: str, settings_env: pytest.MonkeyPatch) -> None:
     from app.db import session_factory
+    from app.flows.results import collect_job
     from app.models.results import Result
-    from app.results import collect_job
     from app.settings import reset_settings_cache
 
     settings_env.setenv("SWEEPBOT_DATABASE_URL", pg_clean_url)

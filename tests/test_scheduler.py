@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import scheduler
+from app.core.recipes import expand_points, parse_master
+from app.flows import scheduler
+from app.flows.routing import Event, HandlerContext
+from app.flows.scheduler import SweepError, SweepFilters
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
-from app.recipes import expand_points, parse_master
-from app.routing import Event, HandlerContext
-from app.scheduler import SweepError, SweepFilters
 from tests.sweep_fakes import KEY, REPO, SHA2, FakeGateway, bench_files
 
 

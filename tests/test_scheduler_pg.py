@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 from sqlalchemy import select
 
-from app import scheduler
+from app.flows import scheduler
+from app.flows.scheduler import SweepFilters
 from app.models.sweeps import JobState, SweepJob
-from app.scheduler import SweepFilters
 from tests.sweep_fakes import KEY, REPO, FakeGateway
 
 
@@ -128,7 +128,7 @@ def test_sticky_comment_upserts_at_once_create_one_comment(
     from sqlalchemy import create_engine
     from sqlalchemy.orm import sessionmaker
 
-    from app.github import GitHubGateway
+    from app.adapters.github import GitHubGateway
     from sim.server import SimServer
     from sim.world import SimSettings
 

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import scheduler
+from app.flows import scheduler
+from app.flows.scheduler import SweepFilters
 from app.models.sweeps import JobState, SweepJob
-from app.scheduler import SweepFilters
 from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -22,8 +22,8 @@ KEY = "minimaxm3-fp4-mi355x-vllm"
 
 @pytest.fixture
 def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    from app.adapters.github import gateway
     from app.db import session_factory
-    from app.github import gateway
     from app.settings import get_settings, reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=0.0002, seed=3)) as sim:

@@ -13,7 +13,7 @@ from app.settings import reset_settings_cache
 
 @pytest.fixture
 def client(sqlite_url: str, settings_env: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    from app.main import create_app
+    from app.web.main import create_app
 
     settings_env.setenv("SWEEPBOT_DATABASE_URL", sqlite_url)
     settings_env.setenv("SWEEPBOT_WEBHOOK_SECRETS", "s")

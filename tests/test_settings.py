@@ -70,8 +70,8 @@ def test_logs_never_carry_secrets_or_signatures(
 ) -> None:
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
     from app.settings import reset_settings_cache
+    from app.web.main import create_app
     from tests.helpers.signing import headers_for
 
     secret = "very-secret-webhook-key"

@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import scheduler
-from app.botconfig import BotConfig, BotConfigError, parse_bot_config
-from app.bump import commit_message
+from app.flows import scheduler
+from app.flows.botconfig import BotConfig, BotConfigError, parse_bot_config
+from app.flows.bump import commit_message
+from app.flows.routing import Event, HandlerContext
+from app.flows.scheduler import SweepError, SweepFilters
 from app.models.sweeps import JobState, SweepJob
-from app.routing import Event, HandlerContext
-from app.scheduler import SweepError, SweepFilters
 from sim.runs import changelog_keys, sweep_run_wanted
 from tests.sweep_fakes import KEY, REPO, SHA1, FakeGateway
 

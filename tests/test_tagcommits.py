@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.registry import TagPattern
-from app.tagcommits import is_full_sha, needs_resolution, resolve_tag_commits
+from app.adapters.registry import TagPattern
+from app.core.tagcommits import is_full_sha, needs_resolution, resolve_tag_commits
 
 FULL = "75c2eef" + "0" * 33
 PATTERN = TagPattern(r"nightly-(?:dev-arm64-cu13\.0\.1-)?(?P<sha>[0-9a-f]{7,40})")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from app.tracking import (
+from app.flows.tracking import (
     DepRef,
     DepView,
     WatchView,

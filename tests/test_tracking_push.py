@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-import app.tracking as tracking
-from app.routing import HandlerSkipped
+import app.flows.tracking as tracking
+from app.flows.routing import HandlerSkipped
 
 
 def _push(ref: str, files: list[list[str]]) -> dict[str, Any]:

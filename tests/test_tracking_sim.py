@@ -52,9 +52,9 @@ def _gw(session: Session) -> Any:
     """The real gateway, minus PyGithub's client-side throttle (0.25 s per read, 1 s per write)."""
     from github import Auth, Github
 
-    from app.audit import record
-    from app.github import GitHubGateway
+    from app.adapters.github import GitHubGateway
     from app.settings import get_settings
+    from app.store.audit import record
 
     settings = get_settings()
     gh = Github(
@@ -71,7 +71,7 @@ def _gw(session: Session) -> Any:
 
 
 def _open_pr(session: Session) -> None:
-    from app.tracking import handle_pull_request
+    from app.flows.tracking import handle_pull_request
 
     gw = _gw(session)
     handle_pull_request(session, gw, BENCH_REPO, "opened", gw.get_pull(BENCH_REPO, 2104), "carol-writer")
@@ -79,7 +79,7 @@ def _open_pr(session: Session) -> None:
 
 
 def _poll(session: Session) -> dict[str, int]:
-    from app.tracking import poll_watches
+    from app.flows.tracking import poll_watches
 
     out = poll_watches(session, _gw(session))
     session.commit()
@@ -98,8 +98,8 @@ def _branch_commits(world: Any) -> list[str]:
 
 
 def test_seed_story_bumps_once_after_the_drop(story: dict[str, Any], db_session: Session) -> None:
+    from app.flows.tracking import DepRef, drop_dependencies, handle_pull_request
     from app.models.tracking import Bump, Watch
-    from app.tracking import DepRef, drop_dependencies, handle_pull_request
 
     world, scenario = story["world"], story["scenario"]
     master_before = world.read_file(BENCH_REPO, MASTER_PATH, RECIPE_BRANCH).decode()
@@ -231,6 +231,6 @@ def test_deleted_pinned_nightly_is_flagged(story: dict[str, Any], db_session: Se
     assert watch.pinned_missing_since is not None
     body = _status_comments(world)[0].body
     assert "deleted from the registry" in body and "nightly-4559c43a" in body
-    from app.tracking import deps_status
+    from app.flows.tracking import deps_status
 
     assert deps_status(db_session)[0]["pinned_deleted"] is True

@@ -6,8 +6,8 @@ import structlog
 from celery import Task
 from celery.signals import worker_process_init, worker_ready
 
-from app import ingest
 from app.db import dispose_engines, session_scope
+from app.flows import ingest
 from workers.celery_app import celery_app
 
 log = structlog.get_logger(__name__)
@@ -61,8 +61,8 @@ def beat_heartbeat() -> None:
 @celery_app.task(name="sweepbot.recover_deliveries")
 def recover_deliveries() -> dict[str, int]:
     """Beat: ask GitHub again for deliveries it failed to send that the bot never stored."""
-    from app.github import session_gateway
-    from app.recovery import recover
+    from app.adapters.github import session_gateway
+    from app.flows.recovery import recover
     from app.settings import get_settings
 
     settings = get_settings()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.github import session_gateway
+from app.adapters.github import session_gateway
 from workers.celery_app import celery_app
 
 
@@ -12,10 +12,10 @@ from workers.celery_app import celery_app
 def collect_job(self: Any, job_id: int) -> dict[str, Any]:
     from dataclasses import asdict
 
+    from app.adapters.queue import enqueue
     from app.db import session_scope
-    from app.queue import enqueue
-    from app.results import collect_job as collect
-    from app.routing import TransientError
+    from app.flows.results import collect_job as collect
+    from app.flows.routing import TransientError
 
     try:
         with session_scope() as session:
@@ -33,6 +33,6 @@ def collect_job(self: Any, job_id: int) -> dict[str, Any]:
 @celery_app.task(name="sweepbot.flush_reports")
 def flush_reports() -> int:
     from app.db import session_factory
-    from app.reports import flush_reports as flush
+    from app.flows.reports import flush_reports as flush
 
     return flush(session_factory(), session_gateway)

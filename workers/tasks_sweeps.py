@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.github import session_gateway
+from app.adapters.github import session_gateway
 from workers.celery_app import celery_app
 
 
@@ -13,7 +13,7 @@ def scheduler_tick() -> dict[str, Any]:
     from dataclasses import asdict
 
     from app.db import session_factory
-    from app.scheduler import tick
+    from app.flows.scheduler import tick
 
     return asdict(tick(session_factory(), session_gateway))
 
@@ -23,7 +23,7 @@ def repair_jobs() -> dict[str, Any]:
     from dataclasses import asdict
 
     from app.db import session_factory
-    from app.scheduler import repair_jobs as repair
+    from app.flows.scheduler import repair_jobs as repair
 
     return asdict(repair(session_factory(), session_gateway))
 
@@ -32,8 +32,8 @@ def repair_jobs() -> dict[str, Any]:
 def watch_nightlies(self: Any) -> list[dict[str, Any]]:
     """Beat: canaries of new nightlies, change points, bisection, regression issues."""
     from app.db import session_factory
-    from app.nightlywatch import watch_nightlies as run
-    from app.routing import TransientError
+    from app.flows.nightlywatch import watch_nightlies as run
+    from app.flows.routing import TransientError
 
     try:
         return [r.to_json() for r in run(session_factory(), session_gateway)]

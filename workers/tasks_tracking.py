@@ -11,7 +11,7 @@ from workers.celery_app import celery_app
 def poll_watches() -> dict[str, int]:
     """Beat: one poll cycle over every active watch (each watch committed on its own)."""
     from app.db import session_scope
-    from app.tracking import poll_watches as run
+    from app.flows.tracking import poll_watches as run
 
     with session_scope() as session:
         return run(session, commit=True)
@@ -21,8 +21,8 @@ def poll_watches() -> dict[str, int]:
 def check_watch(self: Any, watch_id: int) -> str | None:
     """Re-evaluate one watch now (after a command, or a redelivered event)."""
     from app.db import session_scope
-    from app.routing import TransientError
-    from app.tracking import check_watch as run
+    from app.flows.routing import TransientError
+    from app.flows.tracking import check_watch as run
 
     try:
         with session_scope() as session:

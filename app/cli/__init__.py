@@ -78,7 +78,7 @@ def api(host: str = "127.0.0.1", port: int = 8000, migrate: bool = True) -> None
 
         upgrade(settings.database_url)
     uvicorn.run(
-        "app.main:create_app", factory=True, host=host, port=port, log_level="warning", access_log=False
+        "app.web.main:create_app", factory=True, host=host, port=port, log_level="warning", access_log=False
     )
 
 
@@ -302,7 +302,7 @@ def deliveries_replay(
     """Process a stored delivery again (handlers converge, so this is safe)."""
     _settings()
     from app.db import session_scope
-    from app.ingest import replay
+    from app.flows.ingest import replay
 
     with session_scope() as session:
         full = _resolve_delivery(session, delivery_id)

@@ -23,7 +23,7 @@ def status(
 ) -> None:
     """Every watch: its config key, dependencies (state, merge commit), chosen nightly, and next step."""
     from app.db import session_scope
-    from app.tracking import deps_status
+    from app.flows.tracking import deps_status
 
     with session_scope() as session:
         rows = deps_status(session)

@@ -1,6 +1,6 @@
 """`sweepbot recipe ...`: plan a sweep, bump an image pin, append a perf-changelog entry.
 
-Thin wrappers over app.recipes: read the file as bytes (so CRLF, a BOM or a missing final
+Thin wrappers over app.core.recipes: read the file as bytes (so CRLF, a BOM or a missing final
 newline survive), call the pure function, write bytes. Every failure is exit status 2 with one
 line on stderr saying what was wrong.
 """
@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.recipes import (
+from app.core.recipes import (
     EntryFlags,
     RecipeError,
     append_changelog,
@@ -26,8 +26,8 @@ from app.recipes import (
     seq_name,
     set_image,
 )
-from app.recipes.evals import eval_mode_from_flags, plan_with_evals
-from app.recipes.topology import point_summary
+from app.core.recipes.evals import eval_mode_from_flags, plan_with_evals
+from app.core.recipes.topology import point_summary
 
 recipe_app = typer.Typer(
     help="Benchmark-repo files: plan a config key's sweep, bump its image pin, append to the perf-changelog.",
@@ -145,7 +145,7 @@ def plan(
                 f"{p['pp']}/{p['dcp-size']}/{p['pcp-size']}",
                 str(p["conc"]),
             ]
-        else:  # multi-node rows and agentic points (app/recipes/topology.py)
+        else:  # multi-node rows and agentic points (app/core/recipes/topology.py)
             s = point_summary(p)
             seq = seq_name(p["isl"], p["osl"]) if "isl" in p else s["seq"]
             row = [seq, s["topology"], "", "", s["spec"], "", s["conc"]]
@@ -185,10 +185,10 @@ def dispatch(
     ] = False,
 ) -> None:
     """The workflow, ref and inputs of every dispatch the bot would make for a sweep of KEY."""
-    from app.dispatchplan import PLACEHOLDER_SHA, plan_dispatches
-    from app.scheduler import SweepError
+    from app.core.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
+    from app.flows.dispatchplan import PLACEHOLDER_SHA, plan_dispatches
+    from app.flows.scheduler import SweepError
     from app.settings import SettingsError, get_settings
-    from app.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
 
     conc_filter = _parse_conc(conc)
     text = _read(file)

@@ -11,7 +11,7 @@ import typer
 def report_command(sweep_id: Annotated[int, typer.Argument(help="The sweep's id.")]) -> None:
     """Print the markdown of the sweep's report comment, as the bot would post it."""
     from app.db import session_scope
-    from app.reports import render_report
+    from app.flows.reports import render_report
 
     with session_scope() as session:
         try:
@@ -32,8 +32,8 @@ def _is_lm_eval(path: Path, body: bytes) -> bool:
 
 def _eval_scores_from_zip(path: Path) -> list[Any]:
     """Scores of an eval artifact zip (``eval_*.zip`` as downloaded), tagged with meta_env's conc."""
-    from app.evals import parse_lm_eval, parse_meta_env, results_member
-    from app.results import safe_json_members
+    from app.core.evals import parse_lm_eval, parse_meta_env, results_member
+    from app.flows.results import safe_json_members
 
     members = safe_json_members(path.read_bytes())
     metas = [n for n in members if n.rsplit("/", 1)[-1] == "meta_env.json"]
@@ -61,11 +61,16 @@ def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
     zips (``bmk_*.zip``, ``eval_*.zip``); latency files give the latency table, eval files the
     accuracy table, and the last line is the verdict over both.
     """
-    from app.accuracy import accuracy_notes, compare_accuracy, overall_verdict_line, render_accuracy_table
-    from app.evals import parse_lm_eval, parse_meta_env
-    from app.gap import compute_gap, render_gap_table, render_tput_table, tput_gap_at_equal_interactivity
-    from app.references import load_reference, metric_field
-    from app.results import parse_result, safe_json_members
+    from app.core.accuracy import (
+        accuracy_notes,
+        compare_accuracy,
+        overall_verdict_line,
+        render_accuracy_table,
+    )
+    from app.core.evals import parse_lm_eval, parse_meta_env
+    from app.core.gap import compute_gap, render_gap_table, render_tput_table, tput_gap_at_equal_interactivity
+    from app.core.references import load_reference, metric_field
+    from app.flows.results import parse_result, safe_json_members
 
     ref = load_reference(reference_file)
     field = metric_field(metric)
@@ -175,7 +180,10 @@ def gap_command(
     reference: Annotated[
         Path,
         typer.Option(
-            "--reference", help="Reference table (YAML, as app/references/).", exists=True, dir_okay=False
+            "--reference",
+            help="Reference table (YAML, as app/core/references/).",
+            exists=True,
+            dir_okay=False,
         ),
     ],
     metric: Annotated[
@@ -183,9 +191,9 @@ def gap_command(
     ] = "mean_tpot",
 ) -> None:
     """Print the per-concurrency gap and the accuracy table of a folder of results, offline."""
-    from app.evals import EvalFileError
-    from app.references import ReferenceError
-    from app.results import ArtifactError, ResultFileError
+    from app.core.evals import EvalFileError
+    from app.core.references import ReferenceError
+    from app.flows.results import ArtifactError, ResultFileError
 
     try:
         typer.echo(gap_table_for_dir(results, reference, metric))

@@ -33,7 +33,7 @@ def _parse_conc(value: str | None) -> tuple[tuple[int, ...] | None, tuple[int, i
 
 
 def _gateway(session: Any) -> Any:
-    from app.github import session_gateway
+    from app.adapters.github import session_gateway
 
     return session_gateway(session, actor=OPERATOR)
 
@@ -45,7 +45,7 @@ def _fail(message: str) -> NoReturn:
 
 def _ring_tick() -> None:
     """Ask a worker for a scheduler tick now, after the commit (beat would get there too, later)."""
-    from app import scheduler
+    from app.flows import scheduler
 
     scheduler._enqueue("sweepbot.scheduler_tick")
 
@@ -61,9 +61,9 @@ def create(
     priority: Annotated[str, typer.Option(help="high, normal or low")] = "normal",
 ) -> None:
     """Queue one job per point of KEY at the PR's head."""
+    from app.adapters.github import GitHubError, NotFound
     from app.db import session_scope
-    from app.github import GitHubError, NotFound
-    from app.scheduler import REPO_RE, SweepError, SweepFilters, request_sweep
+    from app.flows.scheduler import REPO_RE, SweepError, SweepFilters, request_sweep
 
     if not REPO_RE.match(repo):
         _fail(f"--repo {repo!r}: write it as OWNER/NAME, e.g. SemiAnalysisAI/InferenceX")
@@ -98,7 +98,7 @@ def status(
 ) -> None:
     """Show a sweep and its jobs."""
     from app.db import session_scope
-    from app.scheduler import SweepError, sweep_summary
+    from app.flows.scheduler import SweepError, sweep_summary
 
     try:
         with session_scope() as session:
@@ -140,7 +140,7 @@ def cancel(
 ) -> None:
     """Cancel queued jobs and running runs of a sweep."""
     from app.db import session_scope
-    from app.scheduler import SweepError, cancel_sweep
+    from app.flows.scheduler import SweepError, cancel_sweep
 
     try:
         with session_scope() as session:
@@ -155,7 +155,7 @@ def cancel(
 def queue_command(as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False) -> None:
     """Per runner label: busy / free / queued, with each open sweep's progress."""
     from app.db import session_scope
-    from app.scheduler import queue_snapshot
+    from app.flows.scheduler import queue_snapshot
 
     with session_scope() as session:
         snapshot = queue_snapshot(session, _gateway(session))

@@ -1,6 +1,6 @@
 """What the bot saw of pull-request heads: one row per head SHA a PR was seen at, and when.
 
-``/sweep approve`` binds to the head current when the comment was written (see app/approval.py);
+``/sweep approve`` binds to the head current when the comment was written (see app/core/approval.py);
 these rows are the record it binds against. Keep in step with migrations/versions/0006_pr_heads.py.
 """
 

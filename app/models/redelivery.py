@@ -1,4 +1,4 @@
-"""Redelivery of webhook deliveries GitHub failed to send (owned by app/recovery.py)."""
+"""Redelivery of webhook deliveries GitHub failed to send (owned by app/flows/recovery.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class RedeliveryRequest(Base):
 
 
 class RedeliveryScan(Base):
-    """Where each hook's scan of GitHub's delivery list stands (see app/redelivery.py)."""
+    """Where each hook's scan of GitHub's delivery list stands (see app/core/redelivery.py)."""
 
     __tablename__ = "redelivery_scans"
 

@@ -50,8 +50,8 @@ class JobState:
 
 
 PRIORITIES = {"high": 0, "normal": 1, "low": 2}
-# Nightly canaries (app.nightlywatch): below every class a user can ask for, released only onto
-# idle runners (app.release_policy). Not in PRIORITIES, so no command or API can request it.
+# Nightly canaries (app.flows.nightlywatch): below every class a user can ask for, released only onto
+# idle runners (app.core.release_policy). Not in PRIORITIES, so no command or API can request it.
 CANARY_PRIORITY = 9
 CANARY_REASON = "canary"
 

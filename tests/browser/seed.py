@@ -1,6 +1,6 @@
 """Dashboard test data shaped like the sim's seed scenario (the MiniMax-M3 MI355X recipe PR).
 
-Results go through the real parser and store (``app.results.parse_result``/``store_result``) with
+Results go through the real parser and store (``app.flows.results.parse_result``/``store_result``) with
 benchmark files from the sim's performance model (``sim.perf.benchmark_result``); the other rows
 are written through the ORM, as the capabilities that own them would leave them.
 """
@@ -13,11 +13,11 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from app.audit import record
+from app.flows.results import parse_result, store_result
 from app.models import Delivery, DeliveryStatus
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
 from app.models.tracking import Bump, Dependency, DepState, ImageTag, Watch, WatchState
-from app.results import parse_result, store_result
+from app.store.audit import record
 from sim.perf import PerfInput, benchmark_result
 
 REPO = "SemiAnalysisAI/InferenceX"

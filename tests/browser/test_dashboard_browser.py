@@ -78,7 +78,7 @@ def served(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Se
         settings_env.setenv("SWEEPBOT_OAUTH_ALLOWED_ORG", "SemiAnalysisAI")
         reset_settings_cache()
         seeded = seed(db_session)
-        from app.main import create_app
+        from app.web.main import create_app
 
         port = free_port()
         server = uvicorn.Server(

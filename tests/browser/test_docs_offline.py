@@ -21,7 +21,7 @@ def api_url(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[s
     _need_chromium()
     import uvicorn
 
-    from app.main import create_app
+    from app.web.main import create_app
     from sim.server import free_port
 
     port = free_port()

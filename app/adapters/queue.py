@@ -1,0 +1,77 @@
+"""Ring the broker's doorbell. The database already holds the work, so a broker that is down
+only delays it: the beat reaper (deliveries) and the periodic ticks (jobs, watches) catch up."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> bool:
+    """Send ``task_name``; return False (and log) instead of raising when the broker is unreachable."""
+    from workers.celery_app import current_celery
+
+    try:
+        current_celery().send_task(task_name, args=list(args), countdown=countdown)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        log.warning("enqueue_failed", task=task_name, error=f"{exc.__class__.__name__}: {exc}")
+        return False
+    return True
+
+
+class Doorbell:
+    """Rings for stored deliveries off the request path, many ids per message.
+
+    A background thread drains what accumulated and sends one ``sweepbot.process_deliveries``
+    task per chunk, so publishing costs the API a fraction of a millisecond per delivery. If the
+    broker is down the ids are only logged: they are already in the database, and the reaper
+    re-enqueues them once it is back.
+    """
+
+    def __init__(self, chunk: int = 50) -> None:
+        self._chunk = chunk
+        self._ids: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def ring(self, delivery_id: str) -> None:
+        self._ids.put(delivery_id)
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="doorbell", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._ids.get()]
+            while len(batch) < self._chunk:
+                try:
+                    batch.append(self._ids.get_nowait())
+                except queue.Empty:
+                    break
+            # The send time rides along: workers record it as how far the queue has moved.
+            if not enqueue("sweepbot.process_deliveries", batch, time.time()):
+                _not_enqueued(batch)
+
+
+def _not_enqueued(delivery_ids: list[str]) -> None:
+    """The doorbell could not ring: say so in the database, so the reaper rings these at once
+    instead of taking them for messages still waiting in the queue."""
+    from app.flows.ingest import mark_not_enqueued
+
+    try:
+        mark_not_enqueued(delivery_ids)
+    except Exception as exc:  # the database is down too: the reaper's stall rule catches them later
+        log.warning(
+            "mark_not_enqueued_failed", count=len(delivery_ids), error=f"{exc.__class__.__name__}: {exc}"
+        )
+
+
+doorbell = Doorbell()

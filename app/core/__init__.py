@@ -1,0 +1,1 @@
+"""Pure decisions and parsing: no database session, no gateway, no I/O beyond package data files."""

@@ -1,0 +1,1 @@
+"""One module per capability: load facts, ask the core for a decision, apply it through adapters."""

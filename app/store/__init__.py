@@ -1,0 +1,1 @@
+"""Queries over the database, one aggregate per module."""

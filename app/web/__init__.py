@@ -1,0 +1,1 @@
+"""HTTP: the webhook route, the dashboard and the JSON API."""
