@@ -52,6 +52,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.release_policy import CanaryRun, Candidate, LabelView, pick_preemptions, release_decision
+from app.flows import runpoll
 from app.flows.routing import HandlerContext, HandlerSkipped, TransientError, router
 from app.models.sweeps import (
     CANARY_REASON,
@@ -2300,34 +2301,69 @@ def on_pull_request_closed(ctx: HandlerContext) -> None:
 # repair poll
 
 
+def _poll_targets(session_factory: sessionmaker[Session]) -> list[runpoll.Target]:
+    """In-flight jobs of dispatched (not label-mode) sweeps whose run may still say something new."""
+    with session_factory() as session:
+        rows = session.execute(
+            select(SweepJob, Sweep)
+            .join(Sweep, Sweep.id == SweepJob.sweep_id)
+            .where(SweepJob.state.in_(JobState.IN_FLIGHT))
+            .order_by(SweepJob.id)
+        ).all()
+        return [
+            runpoll.Target(
+                job.id,
+                sweep.repo,
+                job.run_id,
+                job.run_name,
+                job.state,
+                job.run_conclusion,
+                _aware(job.dispatched_at),
+            )
+            for job, sweep in rows
+            if sweep_mode(sweep) != "label" and job.run_conclusion != "success"
+        ]
+
+
 def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFactory) -> RepairResult:
-    """Poll fallback for missed deliveries: adopt runs by name, apply run states, fail timeouts."""
+    """Poll fallback for missed deliveries: apply run states, adopt runs by name, fail timeouts.
+
+    Run states come from ``runpoll.poll_runs``: one conditional listing per repository (free when
+    nothing changed), not one read per job; the budget may hold it back (webhooks only).
+    """
     settings = get_settings()
     result = RepairResult()
+    polled = runpoll.poll_runs(
+        session_factory,
+        gw_factory,
+        _poll_targets(session_factory),
+        workflow=_workflow_name(settings),
+        apply_run=apply_workflow_run,
+        settings=settings,
+    )
+    result.updated += polled.applied
     with session_factory() as session:
         ids = list(
             session.scalars(
                 select(SweepJob.id).where(SweepJob.state.in_(JobState.IN_FLIGHT)).order_by(SweepJob.id)
             ).all()
         )
-    done_runs: set[int] = set()
+    label_runs: set[int | None] = set()
     for job_id in ids:
         after: list[Callable[[], None]] = []
         with session_factory() as session:
             job = session.get(SweepJob, job_id)
             if job is None or job.state not in JobState.IN_FLIGHT:
                 continue
-            if job.run_id is not None and job.run_id in done_runs:
-                continue
             sweep = session.get(Sweep, job.sweep_id)
             if sweep is None:
                 continue
-            gw = gw_factory(session)
             result.checked += 1
             now = _now()
             age = (now - (_aware(job.dispatched_at) or now)).total_seconds()
             try:
                 if age > settings.job_timeout_seconds:
+                    gw = gw_factory(session)
                     if job.run_id is not None:
                         _cancel_runs(gw, sweep.repo, [job.run_id])
                     finish_job(
@@ -2349,16 +2385,15 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
                 elif job.run_id is None and sweep_mode(sweep) == "label":
                     # The repo starts this run itself (label + changelog change): find it, never
                     # re-queue (that would dispatch the same sweep a second way).
+                    gw = gw_factory(session)
                     found = _find_label_run(session, gw, sweep)
                     if found is not None and _adopt_label_run(session, sweep, found):
                         apply_workflow_run(session, gw, found, after_commit=after, settings=settings)
                         result.updated += 1
                 elif job.run_id is None:
-                    found = _find_job_run(gw, sweep, job, settings, session)
-                    if found is not None:
-                        if apply_workflow_run(session, gw, found, after_commit=after, settings=settings):
-                            result.updated += 1
-                    elif age > settings.dispatch_lost_grace_seconds:
+                    # The poll's listing adopts the run by name; a complete listing without it,
+                    # past the grace period: the dispatch left no run.
+                    if job.id in polled.unseen and age > settings.dispatch_lost_grace_seconds:
                         _requeue(job, "dispatch left no run; re-queued")
                         job.attempts = max(0, job.attempts - 1)
                         result.requeued += 1
@@ -2366,12 +2401,14 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
                     # Collected results finish the job; re-ring in case the collect task was lost.
                     after.append(_collect_later(job.id))
                     result.collect_enqueued += 1
-                else:
+                elif sweep_mode(sweep) == "label" and job.run_id not in label_runs:
+                    # The repo's own (pull_request) run is not in the dispatch listing: read it,
+                    # once per run and poll (its jobs share it).
+                    label_runs.add(job.run_id)
+                    gw = gw_factory(session)
                     run = gw.get_run(sweep.repo, job.run_id)
                     if apply_workflow_run(session, gw, run, after_commit=after, settings=settings):
                         result.updated += 1
-                    if run.get("status") == "completed":
-                        done_runs.add(job.run_id)
                 session.commit()
             except TransientError as exc:
                 session.rollback()
