@@ -61,7 +61,8 @@ def main() -> int:
     survivors = 0
     for name, (needle, mutant) in MUTANTS.items():
         failed = run_mutant(original, needle, mutant)
-        print(f"mutant: {name}: {len(failed)} tests failed (killed)" if failed else f"mutant: {name}: SURVIVED")
+        verdict = f"{len(failed)} tests failed (killed)" if failed else "SURVIVED"
+        print(f"mutant: {name}: {verdict}")
         for test in failed:
             print(f"    {test}")
         survivors += not failed
