@@ -48,8 +48,9 @@ class Driver:
         self.job_events = 0
         self.injected: Counter[str] = Counter()
         self.violations = 0
+        self.violation_log: list[tuple[float, int, int]] = []
         self.loops = 0
-        self.starts = 0
+        self.next_lost = cfg.runner_lost_every
         self.runs_seen: set[int] = set()
         self.cancel_at: list[tuple[float, int]] = []  # (time, sim run id) system cancellations
         self.sweeps: dict[int, int] = {}  # pr index -> sweep id
@@ -65,12 +66,18 @@ class Driver:
     def setup(self) -> None:
         import sys
 
+        import time
+
         import sim.world
         from sim.scenario import SeedScenario
         from sim.server import SimServer
         from sim.world import SimSettings, World
 
-        self._patch(sim.world, "time", self.clock)
+        # the world's modules read the virtual clock (the server and engine threads keep real time)
+        for name, module in list(sys.modules.items()):
+            if name.startswith(("sim.world", "sim.models")) and getattr(module, "time", None) is time:
+                self._patch(module, "time", self.clock)
+        assert sim.world is not None
         world = World(SimSettings(time_scale=1.0, seed=self.cfg.seed))
         self.server = SimServer(world=world).start()
         self.world = world
@@ -201,7 +208,7 @@ class Driver:
             callback()
 
     def _run_tasks(self) -> bool:
-        from app.flows import results
+        from app.flows import collect as results
 
         ran = False
         while self.tasks:
@@ -236,6 +243,7 @@ class Driver:
         runners = len(self.world.runners.get(LABEL, []))
         if held > runners or busy > runners:
             self.violations += 1
+            self.violation_log.append((self.clock.now - self.t0, held, busy))
 
     def _repair(self) -> None:
         if self.cfg.strategy == "baseline":
@@ -301,8 +309,9 @@ class Driver:
             started = sum(
                 1 for j in self.world.jobs.values() if j.label == LABEL and j.started_at is not None
             )
-            if (started + 1) % every == 0 and self.world.faults.runner_lost_next == 0:
-                self.world.faults.runner_lost_next = 1
+            if started + 1 >= self.next_lost and self.world.faults.runner_lost_next == 0:
+                self.world.faults.runner_lost_next = 1  # the next job to start loses its runner
+                self.next_lost += every
                 self.injected["runner_lost"] += 1
 
     def _inject_after_tick(self) -> None:
