@@ -989,10 +989,10 @@ def gateway(
     """
     audit: AuditHook | None = None
     if session is not None:
-        from app.store.audit import record
+        from app.store.audit import record_outside
 
         def audit(action: str, target: str, detail: dict[str, Any]) -> None:
-            record(
+            record_outside(
                 session,
                 actor=BOT_ACTOR,
                 caused_by=actor,
