@@ -154,7 +154,8 @@ def _key_context(gw: Any, repo: str, cfg: BotConfig, nk: NightlyKey) -> _KeyCont
     from app.adapters.registry import parse_image
     from app.core.recipes import parse_master
     from app.core.recipes.master import get_entry
-    from app.flows.scheduler import _locate, _master_files
+    from app.flows.scheduler import locate as _locate
+    from app.flows.scheduler import master_files as _master_files
     from app.flows.tracking import _image_source
 
     default_branch = str(gw.get_repo(repo).get("default_branch") or "main")
@@ -300,7 +301,8 @@ def _launch(session: Session, gw: Any, ctx: _KeyContext, row: NightlyCanary, rep
     from app.core.recipes import expand_points, parse_master, recipe_fingerprint, set_image
     from app.core.recipes.errors import RecipeError
     from app.core.recipes.master import get_entry, script_candidates
-    from app.flows.scheduler import SweepError, _group_key, create_sweep, group_fields
+    from app.flows.scheduler import SweepError, create_sweep, group_fields
+    from app.flows.scheduler import group_key as _group_key
     from app.settings import get_settings
 
     key = ctx.key.config_key

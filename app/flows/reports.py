@@ -16,10 +16,12 @@ from typing import Any
 
 import structlog
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.sweepspec import display_key
 from app.models.results import EvalResult, ReportState, Result
+from app.store.reportstate import mark_report_dirty as mark_report_dirty  # re-exported: moved there
+from app.store.reuse import find_reusable
 
 log = structlog.get_logger(__name__)
 
@@ -41,41 +43,6 @@ def _aware(dt: datetime | None) -> datetime | None:
 
 
 # ------------------------------------------------------------------------------------ dirty / flush
-
-
-def mark_report_dirty(session: Session, sweep_id: int) -> None:
-    from app.models.sweeps import Sweep
-
-    sweep = session.get(Sweep, sweep_id)
-    if sweep is None or sweep.reason == "canary":  # canaries have no PR: the nightly watch reports them
-        return
-    stmt = select(ReportState).where(
-        ReportState.repo == sweep.repo,
-        ReportState.pr_number == sweep.pr_number,
-        ReportState.config_key == sweep.config_key,
-    )
-    state = session.scalars(stmt).first()
-    if state is None:
-        try:
-            with session.begin_nested():
-                state = ReportState(
-                    repo=sweep.repo,
-                    pr_number=sweep.pr_number,
-                    config_key=sweep.config_key,
-                    sweep_id=sweep_id,
-                    version=0,
-                    flushed_version=0,
-                )
-                session.add(state)
-        except IntegrityError:  # another worker created it first
-            state = session.scalars(stmt).one()
-    if sweep_id > state.sweep_id:
-        state.sweep_id = sweep_id  # the newest sweep is the one shown
-    # Incremented in SQL, not read-modify-write: two workers marking at once must both count, or a
-    # flush that saw the first mark would settle the report without the second change.
-    state.version = ReportState.version + 1
-    state.marked_at = _now()
-    session.flush()
 
 
 def flush_reports(
@@ -177,13 +144,11 @@ class ReportData:
 
 def load_report_data(session: Session, sweep_id: int) -> ReportData:
     from app.core.references import ReferenceError, choose_reference
-    from app.flows.results import find_reusable
     from app.models.sweeps import Sweep, SweepJob
 
     sweep = session.get(Sweep, sweep_id)
     if sweep is None:
         raise LookupError(f"sweep {sweep_id} does not exist (see `sweepbot queue` for open sweeps)")
-    from app.flows.scheduler import display_key
 
     # Points as a curve is read (ascending conc per seq-len and tp), not in release order.
     jobs = sorted(session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id)), key=display_key)

@@ -36,7 +36,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core import safejson
+from app.flows.jobfinish import finish_job
 from app.models.results import EvalResult, Result
+from app.store.reportstate import mark_report_dirty
+from app.store.reuse import find_reusable as find_reusable  # re-exported: moved there
+from app.store.reuse import find_reusable_eval as find_reusable_eval  # re-exported: moved there
 
 log = structlog.get_logger(__name__)
 
@@ -383,34 +387,6 @@ def _int(value: Any, default: int) -> int:
 # ---------------------------------------------------------------------------------------- storage
 
 
-def find_reusable(session: Session, *, image: str, fingerprint: str, result_name: str) -> Result | None:
-    """The newest stored result of the same point on the same image and recipe fingerprint."""
-    stmt = (
-        select(Result)
-        .where(Result.image == image, Result.fingerprint == fingerprint, Result.result_name == result_name)
-        .order_by(Result.id.desc())
-        .limit(1)
-    )
-    return session.scalars(stmt).first()
-
-
-def find_reusable_eval(
-    session: Session, *, image: str, fingerprint: str, result_name: str
-) -> EvalResult | None:
-    """The newest stored eval score of the same point on the same image and recipe fingerprint."""
-    stmt = (
-        select(EvalResult)
-        .where(
-            EvalResult.image == image,
-            EvalResult.fingerprint == fingerprint,
-            EvalResult.result_name == result_name,
-        )
-        .order_by(EvalResult.id.desc())
-        .limit(1)
-    )
-    return session.scalars(stmt).first()
-
-
 def stored_point_columns(point: Mapping[str, Any], *, image: str, fingerprint: str) -> dict[str, Any]:
     """The columns a stored throughput result and a stored eval score share: which point they measure."""
     return {
@@ -485,8 +461,6 @@ def _job_and_sweep(session: Session, job_id: int) -> tuple[Any, Any]:
 def _finish(
     session: Session, job_id: int, state: str, *, reason: str | None = None, result_url: str | None = None
 ) -> None:
-    from app.flows.scheduler import finish_job
-
     finish_job(session, job_id, state, reason=reason, result_url=result_url)
 
 
@@ -731,15 +705,3 @@ def store_eval(
     session.add_all(rows)
     session.flush()
     return rows
-
-
-def mark_report_dirty(session: Session, sweep_id: int) -> None:
-    from app.flows.reports import mark_report_dirty as _mark
-
-    _mark(session, sweep_id)
-
-
-def flush_reports(session_factory: Any, gw_factory: Any) -> int:
-    from app.flows.reports import flush_reports as _flush
-
-    return _flush(session_factory, gw_factory)

@@ -1,0 +1,75 @@
+"""Stored results a sweep point can reuse instead of running: same image, recipe fingerprint and point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.models.results import EvalResult, Result
+
+
+def find_reusable(session: Session, *, image: str, fingerprint: str, result_name: str) -> Result | None:
+    """The newest stored result of the same point on the same image and recipe fingerprint."""
+    stmt = (
+        select(Result)
+        .where(Result.image == image, Result.fingerprint == fingerprint, Result.result_name == result_name)
+        .order_by(Result.id.desc())
+        .limit(1)
+    )
+    return session.scalars(stmt).first()
+
+
+def find_reusable_eval(
+    session: Session, *, image: str, fingerprint: str, result_name: str
+) -> EvalResult | None:
+    """The newest stored eval score of the same point on the same image and recipe fingerprint."""
+    stmt = (
+        select(EvalResult)
+        .where(
+            EvalResult.image == image,
+            EvalResult.fingerprint == fingerprint,
+            EvalResult.result_name == result_name,
+        )
+        .order_by(EvalResult.id.desc())
+        .limit(1)
+    )
+    return session.scalars(stmt).first()
+
+
+def reusable_for_point(
+    session: Session,
+    *,
+    image: str,
+    fingerprint: str,
+    result_name: str,
+    point: Mapping[str, Any] | None = None,
+) -> Any:
+    """A stored result that serves this point: its throughput result, and its eval when it runs one."""
+    marks = point or {}
+    eval_only = bool(marks.get("eval-only"))
+    hit = (
+        None
+        if eval_only
+        else find_reusable(session, image=image, fingerprint=fingerprint, result_name=result_name)
+    )
+    if hit is None and not eval_only:
+        return None
+    if marks.get("run-eval") or eval_only:
+        # A throughput result alone does not answer an eval point (nor the reverse).
+        evaluated = find_reusable_eval(session, image=image, fingerprint=fingerprint, result_name=result_name)
+        if evaluated is None:
+            return None
+        return hit or evaluated
+    return hit
+
+
+def result_link(result: Any) -> str | None:
+    for attr in ("run_url", "url", "html_url"):
+        value = getattr(result, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    rid = getattr(result, "id", None)
+    return f"result:{rid}" if rid is not None else None
