@@ -34,7 +34,7 @@ from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, SettingsError
 from app.store.audit import record
 from app.store.jobs import requeue
-from app.store.reportstate import mark_report_dirty
+from app.store.reports import mark_report_dirty
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from app.core.clock import utcnow
 from app.models.sweeps import Sweep, SweepJob, SweepState
 from app.store.audit import record
 from app.store.jobs import requeue
-from app.store.reportstate import mark_report_dirty
+from app.store.reports import mark_report_dirty
 
 log = structlog.get_logger(__name__)
 BOT = "sweepbot"

@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 from app.core.clock import utcnow
 from app.core.sweepspec import SweepError
 from app.models.sweeps import JobState, Sweep, SweepJob
-from app.store.reportstate import mark_report_dirty
+from app.store.reports import mark_report_dirty
 from app.store.sweeps import maybe_finish_sweep
 
 

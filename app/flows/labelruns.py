@@ -13,7 +13,7 @@ from app.core.runmatch import match_label_run
 from app.flows.botconfig import BotConfig, stored_config
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
 from app.store.audit import record
-from app.store.reportstate import mark_report_dirty
+from app.store.reports import mark_report_dirty
 from app.store.sweeps import sweep_mode
 
 log = structlog.get_logger(__name__)

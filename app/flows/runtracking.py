@@ -26,7 +26,7 @@ from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
 from app.store.jobs import match_jobs, requeue
-from app.store.reportstate import mark_report_dirty
+from app.store.reports import mark_report_dirty
 from app.store.sweeps import sweep_mode
 
 log = structlog.get_logger(__name__)

@@ -19,7 +19,7 @@ from app.flows.routing import HandlerContext, HandlerSkipped, router
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
 from app.store.audit import record
 from app.store.jobs import requeue
-from app.store.reportstate import mark_report_dirty
+from app.store.reports import mark_report_dirty
 from app.store.sweeps import get_sweep, reopen
 
 log = structlog.get_logger(__name__)

@@ -25,7 +25,7 @@ from app.models.sweeps import PRIORITIES, JobState, Sweep, SweepJob, SweepState
 from app.settings import get_settings
 from app.store import reuse
 from app.store.audit import record
-from app.store.reportstate import mark_report_dirty
+from app.store.reports import mark_report_dirty
 from app.store.reuse import result_link
 from app.store.sweeps import maybe_finish_sweep, open_sweeps
 

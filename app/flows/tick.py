@@ -34,7 +34,7 @@ from app.store.jobs import (
     requeue,
     running_canaries,
 )
-from app.store.reportstate import mark_report_dirty
+from app.store.reports import mark_report_dirty
 from app.store.reuse import result_link
 from app.store.runnerlabels import ensure_label, lock_label
 from app.store.sweeps import maybe_finish_sweep

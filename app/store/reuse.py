@@ -1,42 +1,14 @@
-"""Stored results a sweep point can reuse instead of running: same image, recipe fingerprint and point."""
+"""Whether a sweep point can reuse a stored result instead of running (same image, recipe fingerprint
+and point; the lookups are app.store.results'), and the link a reused job shows."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.models.results import EvalResult, Result
-
-
-def find_reusable(session: Session, *, image: str, fingerprint: str, result_name: str) -> Result | None:
-    """The newest stored result of the same point on the same image and recipe fingerprint."""
-    stmt = (
-        select(Result)
-        .where(Result.image == image, Result.fingerprint == fingerprint, Result.result_name == result_name)
-        .order_by(Result.id.desc())
-        .limit(1)
-    )
-    return session.scalars(stmt).first()
-
-
-def find_reusable_eval(
-    session: Session, *, image: str, fingerprint: str, result_name: str
-) -> EvalResult | None:
-    """The newest stored eval score of the same point on the same image and recipe fingerprint."""
-    stmt = (
-        select(EvalResult)
-        .where(
-            EvalResult.image == image,
-            EvalResult.fingerprint == fingerprint,
-            EvalResult.result_name == result_name,
-        )
-        .order_by(EvalResult.id.desc())
-        .limit(1)
-    )
-    return session.scalars(stmt).first()
+from app.store.results import find_reusable, find_reusable_eval
 
 
 def reusable_for_point(
