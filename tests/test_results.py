@@ -295,7 +295,8 @@ def _job(session: Session) -> int:
 def recorded(session: Session, job_id: int) -> tuple[str, str | None, str | None, str]:
     """What the database says after collection: the job's (state, reason, result_url) and its
     sweep's state. Collection finishes jobs through the scheduler's real ``finish_job``; only the
-    gateway is fake, so a collect that records a failure as a success fails these checks."""
+    gateway is fake, so a collect that records a failure as a success fails these checks
+    (``tests/mutation_collect.py`` applies such mutants and lists the tests that catch them)."""
     from app.models.sweeps import Sweep, SweepJob
 
     session.expire_all()
@@ -482,3 +483,76 @@ def test_one_report_that_cannot_land_does_not_block_the_others(db_session: Sessi
     assert rows[9].flushed_version == rows[9].version and rows[9].last_error is None
     assert rows[8].flushed_version < rows[8].version, "stays dirty: the next flush tries again"
     assert "403" in (rows[8].last_error or "")
+
+
+# ------------------------------------------------------------------------------------ one gap table
+
+
+def test_the_report_and_the_dashboard_show_the_same_gap(db_session: Session) -> None:
+    """Both come from app.core.gap.gap_table: same concs, same figures, same verdicts."""
+    from app.core.gap import fmt_pct
+    from app.flows.collect import collect_job
+    from app.flows.reports import load_report_data, render_report_data
+    from app.models.sweeps import SweepJob
+    from app.web.dashboard.data import results_for_key
+
+    job_id = _job(db_session)
+    assert (
+        collect_job(db_session, FakeArtifacts(_zip({MEMBER: _raw(tpot=17.21)})), job_id).state == "succeeded"
+    )
+    job = db_session.get(SweepJob, job_id)
+    assert job is not None
+    data = load_report_data(db_session, job.sweep_id)
+    assert data.reference is not None and data.reference.name == "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k"
+    report = {
+        int(cells[0]): (cells[3], cells[4].lstrip("🔴🟢🔵 "))
+        for line in render_report_data(data).splitlines()
+        if line.startswith("| ")
+        and (cells := [c.strip() for c in line.strip("|").split("|")])[0].isdigit()
+        and len(cells) == 5
+    }
+    dashboard = results_for_key(db_session, "minimaxm3-fp4-mi355x-vllm")
+    shown = {
+        g.conc: (fmt_pct(None if g.gap_pct is None else g.gap_pct / 100), g.verdict) for g in dashboard.gap
+    }
+    assert sorted(report) == sorted(shown) == [4, 8, 16, 32, 64]
+    assert report == shown
+    assert report[32] == ("+2.8%", "behind")
+
+
+def test_the_sibling_reference_reads_the_sibling_keys_stored_rows(db_session: Session) -> None:
+    from app.core.resultfile import parse_result
+    from app.store.references import choose_reference
+    from app.store.results import store_result
+
+    point = {
+        "result-name": "r",
+        "config-key": "q-fp4-mi355x-atom",
+        "conc": 32,
+        "tp": 4,
+        "isl": 1024,
+        "osl": 1024,
+    }
+    for tpot, run in ((18.0, 1), (16.5, 2)):
+        store_result(
+            db_session,
+            parse_result(_raw(tpot=tpot), "r.json"),
+            point=point,
+            image="img",
+            fingerprint="f",
+            provenance={"run_url": f"https://gh/run/{run}"},
+        )
+    store_result(
+        db_session,
+        parse_result(_raw(tpot=9.0), "r.json"),
+        point={**point, "tp": 8},
+        image="img",
+        fingerprint="f",
+        provenance={},
+    )
+    key = dict(model="q", hardware="mi355x", isl=1024, osl=1024)
+    ref = choose_reference(db_session, config_key="q-fp4-mi355x-vllm", tp=4, **key)
+    assert ref is not None and ref.name == "q-fp4-mi355x-atom"
+    assert ref.points[32]["mean_tpot_ms"] == 16.5 and ref.runs == {32: ["https://gh/run/2"]}
+    assert choose_reference(db_session, config_key="q-fp4-mi355x-vllm", tp=2, **key) is None
+    assert choose_reference(None, config_key="q-fp4-mi355x-vllm", tp=4, **key) is None
