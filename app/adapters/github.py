@@ -44,7 +44,7 @@ from app.flows.routing import TransientError
 from app.metrics import GITHUB_CALLS
 from app.models import HttpCacheEntry
 from app.settings import Settings, get_settings
-from app.store.audit import record
+from app.store.audit import record_outside
 
 log = structlog.get_logger(__name__)
 
@@ -1019,7 +1019,7 @@ def gateway(
     if session is not None:
 
         def audit(action: str, target: str, detail: dict[str, Any]) -> None:
-            record(
+            record_outside(
                 session,
                 actor=BOT_ACTOR,
                 caused_by=actor,
