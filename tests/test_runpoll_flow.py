@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.budget import RateSnapshot
-from app.flows import runpoll, scheduler
+from app.flows import ring, runpoll, scheduler
 from app.flows.scheduler import SweepFilters
 from app.models.sweeps import JobState, SweepJob
 from tests.sweep_fakes import KEY, REPO, FakeGateway
@@ -26,7 +26,7 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
     reset_settings_cache()
     scheduler.clear_capacity_cache()
     enqueued: list[tuple[str, tuple[Any, ...]]] = []
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: enqueued.append((task, args)))
+    settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
     yield {"factory": session_factory(), "enqueued": enqueued}
 
 

@@ -3,9 +3,8 @@
 For each repository with in-flight dispatched jobs: one conditional listing of the dispatch
 workflow's runs created since the oldest in-flight dispatch (``app.core.runpoll.created_cutoff``;
 a 304 is free), then ``app.core.runpoll.plan_poll`` says which listed runs are ahead of our jobs;
-only those are folded in (with ``apply_run``, the tracking code's ``apply_workflow_run``, passed
-in so this module does not import the scheduler that calls it). Tracked runs the listing did not
-show are fetched one by one or paged, whichever is cheaper.
+only those are folded in (``app.flows.runtracking.apply_workflow_run``, as a delivery would be).
+Tracked runs the listing did not show are fetched one by one or paged, whichever is cheaper.
 
 Before polling, ``app.core.budget.decide`` reads the last rate-limit headers (stored in the shared
 HTTP cache under ``BUDGET_KEY``, so every worker and the dashboard see the same reading): polls
@@ -20,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote
 
 import structlog
@@ -30,24 +29,13 @@ from app.core import budget
 from app.core.runmatch import run_name_in_title
 from app.core.runpoll import JobView, PollPlan, created_cutoff, plan_poll, run_is_ahead
 from app.flows.routing import TransientError
+from app.flows.runtracking import apply_workflow_run
 from app.models import HttpCacheEntry
 from app.settings import Settings
 
 log = structlog.get_logger(__name__)
 
 BUDGET_KEY = "sweepbot:github-budget"  # a row of the shared HTTP cache (no ETag): budget state
-
-
-class ApplyRun(Protocol):
-    def __call__(
-        self,
-        session: Session,
-        gw: Any,
-        run: dict[str, Any],
-        *,
-        after_commit: list[Callable[[], None]],
-        settings: Settings | None = None,
-    ) -> bool: ...
 
 
 GatewayFactory = Callable[[Session], Any]
@@ -143,7 +131,6 @@ def poll_runs(
     targets: Sequence[Target],
     *,
     workflow: str | None,
-    apply_run: ApplyRun,
     settings: Settings,
     now: float | None = None,
 ) -> RunPollResult:
@@ -175,7 +162,7 @@ def poll_runs(
         by_repo.setdefault(target.repo, []).append(target)
     for repo, group in sorted(by_repo.items()):
         try:
-            _poll_repo(session_factory, gw_factory, repo, group, workflow, apply_run, settings, result)
+            _poll_repo(session_factory, gw_factory, repo, group, workflow, settings, result)
         except TransientError as exc:
             log.warning("run_poll_transient", repo=repo, error=str(exc))
             result.errors.append(f"{repo}: {exc}")
@@ -215,7 +202,6 @@ def _poll_repo(
     repo: str,
     group: Sequence[Target],
     workflow: str | None,
-    apply_run: ApplyRun,
     settings: Settings,
     result: RunPollResult,
 ) -> None:
@@ -262,7 +248,9 @@ def _poll_repo(
         after: list[Callable[[], None]] = []
         with session_factory() as session:
             try:
-                if apply_run(session, gw_factory(session), dict(run), after_commit=after, settings=settings):
+                if apply_workflow_run(
+                    session, gw_factory(session), dict(run), after_commit=after, settings=settings
+                ):
                     result.applied += 1
                 session.commit()
             except TransientError as exc:
