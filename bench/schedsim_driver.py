@@ -65,7 +65,6 @@ class Driver:
 
     def setup(self) -> None:
         import sys
-
         import time
 
         import sim.world
@@ -99,25 +98,27 @@ class Driver:
         self.settings = get_settings()
         upgrade(self.settings.database_url)
         self.factory = db.session_factory()
+        import app.flows.collect
+        import app.flows.reports
+        import app.flows.scheduler
+        from app.flows.routing import load_handlers
+
+        load_handlers()  # every module that binds enqueue is imported before it is replaced
+        assert app.flows.collect and app.flows.reports and app.flows.scheduler
         original = queue.enqueue
-        for module in list(sys.modules.values()):
-            if getattr(module, "__name__", "").startswith(("app.", "workers.")):
-                for attr in ("enqueue", "_enqueue"):
-                    if getattr(module, attr, None) is original or (
-                        attr == "_enqueue" and callable(getattr(module, attr, None))
-                    ):
-                        self._patch(module, attr, self._enqueue)
+        for module in list(sys.modules.values()):  # every `from app.adapters.queue import enqueue`
+            if getattr(module, "__name__", "").startswith(("app.", "workers.")) and (
+                getattr(module, "enqueue", None) is original
+            ):
+                self._patch(module, "enqueue", self._enqueue)
         self._patch(queue, "enqueue", self._enqueue)
         import app.flows.runpoll as runpoll
 
         self._patch(runpoll, "time", self.clock)
-        from app.flows import scheduler
+        from app.flows import dispatch, scheduler
 
-        for fn in ("clear_capacity_cache",):
-            getattr(scheduler, fn, lambda: None)()
-        cache = getattr(scheduler, "_workflow_cache", None)
-        if isinstance(cache, dict):
-            cache.clear()
+        scheduler.clear_capacity_cache()
+        dispatch._workflow_cache.clear()  # a second run in this process starts cold too
         self.world.reset_calls()  # count the bot's calls only, not the scenario's setup
 
     def _make_prs(self) -> None:

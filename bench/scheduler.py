@@ -70,7 +70,9 @@ def table(figures: list[Figures]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prs", type=int, default=50)
-    parser.add_argument("--conc-end", type=int, default=512, help="concs 1..N (powers of 2) x 4 spaces per PR")
+    parser.add_argument(
+        "--conc-end", type=int, default=512, help="concs 1..N (powers of 2) x 4 spaces per PR"
+    )
     parser.add_argument("--strategies", default="baseline,runpoll")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -84,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{strategy}: {got.jobs} jobs in {time.monotonic() - started:.0f} s of wall time", flush=True)
     print(table(figures))
     for f in figures:
-        print(f"{f.strategy}: states {f.states}; injected {f.injected}; dropped deliveries {f.dropped_deliveries}")
+        print(
+            f"{f.strategy}: states {f.states}; injected {f.injected}; "
+            f"dropped deliveries {f.dropped_deliveries}"
+        )
         print(f"{f.strategy}: by operation " + json.dumps(f.by_operation, sort_keys=True))
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(f) for f in figures], indent=2))

@@ -17,7 +17,10 @@ def test_figure_helpers() -> None:
 
 
 def test_pr_master_rewrites_only_the_key() -> None:
-    master = "other:\n  image: x\n\nminimaxm3-fp4-mi355x-vllm:\n  image: a:b\n  scenarios:\n    old\n\nlast:\n  image: y\n"
+    master = (
+        "other:\n  image: x\n\nminimaxm3-fp4-mi355x-vllm:\n  image: a:b\n  scenarios:\n    old\n\n"
+        "last:\n  image: y\n"
+    )
     got = pr_master(master, "nightly-1", 8)
     assert "vllm/vllm-openai-rocm:nightly-1" in got and "old" not in got
     assert got.startswith("other:\n  image: x\n") and got.endswith("last:\n  image: y\n")

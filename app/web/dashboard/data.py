@@ -22,11 +22,11 @@ from app.core import budget
 from app.core.gap import gap_table
 from app.core.nightlies import NightlyLabels, label_nightlies
 from app.core.references import ReferenceError
+from app.flows.runpoll import load_budget
 from app.models import AuditEntry, Delivery, DeliveryStatus, HttpCacheEntry
 from app.models.results import ReportState, Result
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
 from app.models.tracking import BotConfigRecord, Bump, Dependency, DepState, ImageTag, Watch, WatchState
-from app.flows.runpoll import load_budget
 from app.settings import Settings
 from app.store.references import choose_reference
 from app.web.dashboard import schemas as S
