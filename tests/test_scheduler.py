@@ -11,8 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.recipes import expand_points, parse_master
+from app.core.routing import Event, HandlerContext
 from app.flows import scheduler
-from app.flows.routing import Event, HandlerContext
 from app.flows.scheduler import SweepError, SweepFilters
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
 from tests.sweep_fakes import KEY, REPO, SHA2, FakeGateway, bench_files

@@ -35,7 +35,7 @@ from urllib3.util.retry import Retry
 
 from app.core import consistency, ratelimit
 from app.core.installations import InstallationMap, TokenCache, parse_expires_at, repo_of_path
-from app.flows.routing import TransientError
+from app.core.routing import TransientError
 from app.metrics import GITHUB_CALLS
 from app.settings import Settings
 

@@ -52,6 +52,7 @@ from app.core.nightly_logic import (
     watch_note,
     within,
 )
+from app.core.routing import TransientError
 from app.flows.botconfig import BotConfig, NightlyKey, NightlyWatch, stored_config
 from app.flows.canary_budget import canary_budget
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
@@ -128,8 +129,6 @@ def watch_nightlies(
                     session.rollback()
                     log.exception("nightly_watch_failed", repo=repo, key=nk.config_key)
                     report.error = f"{exc.__class__.__name__}: {exc}"
-                    from app.flows.routing import TransientError
-
                     if isinstance(exc, TransientError):
                         raise
                 reports.append(report)

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.routing import TransientError
 from app.models.results import EvalResult, ReportState, Result
 
 log = structlog.get_logger(__name__)
@@ -86,8 +87,6 @@ def flush_reports(
     now: datetime | None = None,
 ) -> int:
     """Upsert every dirty report not flushed within the debounce interval; return how many landed."""
-    from app.flows.routing import TransientError
-
     if debounce_seconds is None:
         from app.settings import get_settings
 

@@ -52,7 +52,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.release_policy import CanaryRun, Candidate, LabelView, pick_preemptions, release_decision
-from app.flows.routing import HandlerContext, HandlerSkipped, TransientError, router
+from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
 from app.models.sweeps import (
     CANARY_REASON,
     PRIORITIES,
@@ -66,6 +66,8 @@ from app.settings import Settings, SettingsError, get_settings
 from app.store.audit import record
 
 log = structlog.get_logger(__name__)
+
+router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
 
 BOT = "sweepbot"
 DEFAULT_CAPACITY = 1  # unknown label: one job at a time never oversubscribes a scarce fleet
