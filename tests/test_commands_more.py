@@ -156,8 +156,8 @@ def _job_states(session: Session, sweep_id: int | None = None) -> list[str]:
 
 
 def test_help_through_the_registered_handler(sim: dict[str, Any], db_session: Session) -> None:
-    from app.flows.commands import help_text
     from app.core.routing import Event, HandlerContext
+    from app.flows.commands import help_text
     from app.flows.handlers import composed
     from app.flows.ingest import delivery_gateways
 
@@ -271,8 +271,8 @@ def _open_fork_pr(world: Any) -> int:
 
 
 def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any], db_session: Session) -> None:
-    from app.flows import scheduler
     from app.core.routing import Event, HandlerContext
+    from app.flows import scheduler
     from app.flows.ingest import delivery_gateways
     from app.models.sweeps import Sweep
 

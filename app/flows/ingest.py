@@ -20,10 +20,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from app.adapters import queue  # called as queue.enqueue: tests replace it there
 from app.adapters.broker import broker_health
 from app.adapters.github import GitHubGateway, session_gateway
-from app.adapters import queue  # called as queue.enqueue: tests replace it there
 from app.core.backlog import QueueProgress, queue_position, readiness, ring_cutoff
+from app.core.delivery import IncomingDelivery
 from app.core.installations import installation_of
 from app.core.routing import Event, GatewayFactory, HandlerContext, HandlerSkipped, TransientError
 from app.db import get_engine, session_factory, session_scope
@@ -32,7 +33,6 @@ from app.metrics import DELIVERIES, INGEST_TO_DONE, TASK_FAILURES
 from app.models import Delivery, DeliveryStatus, Heartbeat
 from app.settings import get_settings
 from app.store.audit import record
-from app.web.webhooks import IncomingDelivery
 
 log = structlog.get_logger(__name__)
 

@@ -24,8 +24,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.adapters.github import session_gateway
-from app.flows.botconfig import DEFAULT_TAG_PATTERN, BotConfig, read_bot_config, stored_config
 from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
+from app.flows.botconfig import DEFAULT_TAG_PATTERN, BotConfig, read_bot_config, stored_config
 from app.models.tracking import (
     Bump,
     CompareResult,
