@@ -191,6 +191,14 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
         assert [c["sha"] for c in reg.commits or []][-1] == burst[2]
         assert bad_commit in {c["sha"] for c in reg.commits or []}
         assert PERF_PR in (reg.pulls or []) and 50101 not in (reg.pulls or [])
+        # the PRs come from the commits' associated-pulls answers, the whole range read (paged)
+        assert reg.commits_total == len(reg.commits or [])
+        looked_up = sum(
+            n
+            for (op, status, _), n in world.calls.items()
+            if op == "repos/list-pull-requests-associated-with-commit" and status == 200
+        )
+        assert looked_up >= len(reg.commits or [])
         assert {f["metric"] for f in reg.series} >= {"mean_tpot_ms"}
         issue_number = reg.issue_number
         bisected = s.scalars(select(NightlyCanary).where(NightlyCanary.purpose == "bisect")).all()

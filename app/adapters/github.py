@@ -15,6 +15,7 @@ make them idempotent by looking before creating, and the task is retried.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn, Protocol
 
+import httpx
 import structlog
 from github import Auth, Github, GithubException
 from github.GithubException import RateLimitExceededExceedsMaxWait
@@ -35,9 +37,14 @@ from urllib3.util.retry import Retry
 
 from app.core import consistency, ratelimit
 from app.core.installations import InstallationMap, TokenCache, parse_expires_at, repo_of_path
+from app.core.redelivery import next_cursor
+from app.core.roles import effective_role
 from app.core.routing import TransientError
+from app.db import serialized
 from app.metrics import GITHUB_CALLS
-from app.settings import Settings
+from app.models import HttpCacheEntry
+from app.settings import Settings, get_settings
+from app.store.audit import record_outside
 
 log = structlog.get_logger(__name__)
 
@@ -400,8 +407,6 @@ class GitHubGateway:
 
     def get_conditional(self, op: str, path: str, params: dict[str, Any] | None = None) -> Conditional:
         """GET with ``If-None-Match`` from the persistent cache; a 304 is free of rate limit."""
-        from app.models import HttpCacheEntry
-
         key = f"GET {path}?{urllib.parse.urlencode(sorted((params or {}).items()))}"[:500]
         cached = self._cache_session.get(HttpCacheEntry, key) if self._cache_session is not None else None
         headers = {"If-None-Match": cached.etag} if cached is not None and cached.etag else {}
@@ -425,8 +430,6 @@ class GitHubGateway:
 
     def get_file(self, repo: str, path: str, ref: str | None = None) -> tuple[str, str] | None:
         """Text and blob sha of a file at ``ref``, or ``None`` when it does not exist."""
-        import base64
-
         params = {"ref": ref} if ref else None
         try:
             data = self._get(
@@ -459,7 +462,42 @@ class GitHubGateway:
         return data if isinstance(data, list) else []
 
     def compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
+        """One unpaged compare: its status and counts; ``commits`` holds at most 250 of them."""
         return self._get("repos/compare-commits", f"/repos/{repo}/compare/{_quote(base)}...{_quote(head)}")
+
+    def compare_range(self, repo: str, base: str, head: str, *, max_commits: int = 1000) -> dict[str, Any]:
+        """The compare answer with every commit of the range (oldest first), read page by page.
+
+        Unpaged, GitHub lists at most 250 commits of a comparison; paged (``per_page``/``page``)
+        it lists them all, the files on the first page only. At most ``max_commits`` are read:
+        ``total_commits`` greater than ``len(commits)`` means the list was cut short."""
+        path = f"/repos/{repo}/compare/{_quote(base)}...{_quote(head)}"
+        per_page = min(100, max(1, max_commits))
+        first: dict[str, Any] = {}
+        commits: list[dict[str, Any]] = []
+        page = 1
+        while len(commits) < max_commits:
+            data = self._get("repos/compare-commits", path, {"per_page": per_page, "page": page})
+            if not isinstance(data, dict):
+                break
+            first = first or data
+            got = [c for c in data.get("commits") or [] if isinstance(c, dict)]
+            commits += got[: max_commits - len(commits)]
+            total = int(data.get("total_commits") or 0)
+            if len(got) < per_page or len(commits) >= total:
+                break
+            page += 1
+        return {**first, "commits": commits}
+
+    def commit_pulls(self, repo: str, sha: str) -> list[dict[str, Any]]:
+        """PRs associated with a commit: on the default branch, the merged PR that introduced it;
+        elsewhere, open and merged PRs that contain it."""
+        data = self._get(
+            "repos/list-pull-requests-associated-with-commit",
+            f"/repos/{repo}/commits/{_quote(sha)}/pulls",
+            {"per_page": 100},
+        )
+        return [p for p in data if isinstance(p, dict)] if isinstance(data, list) else []
 
     # ------------------------------------------------------------------ git data
 
@@ -643,8 +681,6 @@ class GitHubGateway:
         self, repo: str, marker: str, *, title: str, body: str, number: int | None = None
     ) -> dict[str, Any]:
         """Create the issue holding ``marker`` once, then edit it in place (look before create)."""
-        from app.db import serialized
-
         if marker not in body:
             body = f"{marker}\n{body}"
         with serialized(self._cache_session, f"issue:{repo}:{marker}"):
@@ -689,8 +725,6 @@ class GitHubGateway:
 
     def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> dict[str, Any]:
         """Create the sticky comment once, then edit it in place; no edit when nothing changed."""
-        from app.db import serialized
-
         if marker not in body:
             body = f"{body}\n\n{marker}"
         # Two workers handling events of the same PR must not both find nothing and both create.
@@ -716,8 +750,6 @@ class GitHubGateway:
 
     def permission(self, repo: str, username: str) -> str:
         """``admin``, ``maintain``, ``write``, ``triage``, ``read`` or ``none``."""
-        from app.core.roles import effective_role
-
         try:
             data = self._get(
                 "repos/get-collaborator-permission-level",
@@ -814,8 +846,6 @@ class GitHubGateway:
 
     def download_artifact(self, repo: str, artifact_id: int, max_bytes: int = MAX_ARTIFACT_BYTES) -> bytes:
         """The artifact's zip, refusing anything larger than ``max_bytes`` before reading it whole."""
-        import httpx
-
         # PyGithub's requestJson does not follow redirects, which is what we want: the archive URL
         # is short-lived and must be fetched without our token. ``_call`` classifies errors (a
         # dropped connection is transient, like every other GitHub call).
@@ -867,8 +897,6 @@ class GitHubGateway:
         """One page of a hook's deliveries, newest first, and the next page's cursor (or None).
 
         The App's list needs the App's JWT (the credentials route ``/app/...`` calls to it)."""
-        from app.core.redelivery import next_cursor
-
         kind, path = self._hook_path(hook)
         params: dict[str, Any] = {"per_page": per_page}
         if cursor:
@@ -989,10 +1017,9 @@ def gateway(
     """
     audit: AuditHook | None = None
     if session is not None:
-        from app.store.audit import record
 
         def audit(action: str, target: str, detail: dict[str, Any]) -> None:
-            record(
+            record_outside(
                 session,
                 actor=BOT_ACTOR,
                 caused_by=actor,
@@ -1024,8 +1051,6 @@ def session_gateway(
     repo: str | None = None,
 ) -> GitHubGateway:
     """``gateway`` with the settings in force: what handlers, tasks and the CLI use."""
-    from app.settings import get_settings
-
     return gateway(
         get_settings(),
         session,

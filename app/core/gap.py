@@ -21,7 +21,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from app.core.references import Reference
 
@@ -113,6 +113,17 @@ def reference_applies(reference: Reference | None, *, tp: int | None, seq: str |
     return seq in names
 
 
+class Run(Protocol):
+    """One measured run as the gap reads it: a stored result or a parsed result file. The compared
+    metric is read by its field name (``mean_tpot_ms`` ...)."""
+
+    @property
+    def interactivity(self) -> float | None: ...
+
+    @property
+    def tput_per_gpu(self) -> float | None: ...
+
+
 @dataclass(frozen=True)
 class GapTable:
     metric: str  # the result field compared (by default the reference's headline metric)
@@ -124,7 +135,7 @@ class GapTable:
 
 
 def gap_table(
-    runs: Iterable[tuple[int, Any]],
+    runs: Iterable[tuple[int, Run]],
     reference: Reference | None,
     *,
     tp: int | None,

@@ -9,9 +9,9 @@ the runs. The hidden marker makes the comment findable for edits in place.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from app.core.accuracy import (
     AccuracyRow,
@@ -23,6 +23,7 @@ from app.core.accuracy import (
 from app.core.gap import (
     GapRow,
     GapTable,
+    Run,
     gap_table,
     render_gap_table,
     render_tput_table,
@@ -36,6 +37,13 @@ _ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "atom": "ATOM", "trt": "TR
 
 def report_marker(config_key: str) -> str:
     return f"<!-- sweepbot:report key={config_key} -->"
+
+
+class StoredRun(Run, Protocol):
+    """A stored result as the report reads it (``app.models.results.Result``)."""
+
+    @property
+    def framework(self) -> str | None: ...
 
 
 @dataclass
@@ -63,7 +71,7 @@ class ReportData:
     requested_by: str
     sweep_state: str
     jobs: list[JobView]
-    results: dict[str, list[Any]]  # result_name -> stored rows (app.models.results.Result)
+    results: Mapping[str, Sequence[StoredRun]]  # result_name -> stored rows
     reference: Reference | None
     superseded_by: int | None = None
     notes: list[str] = field(default_factory=list)

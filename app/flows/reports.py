@@ -187,7 +187,7 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
         sweep.requested_by,
         sweep.state,
         views,
-        dict(results),
+        results,
         reference,
         superseded,
         notes,
