@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.flows import scheduler
+from app.flows import ring, scheduler
 from app.flows.scheduler import SweepFilters
 from app.models.core import AuditEntry
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
@@ -50,7 +50,7 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
             settings_env.setenv(name, value)
         reset_settings_cache()
         scheduler.clear_capacity_cache()
-        settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+        settings_env.setattr(ring, "enqueue", lambda task, *args: None)
         import app.adapters.queue
 
         settings_env.setattr(app.adapters.queue, "enqueue", lambda task, *args, **kw: None)

@@ -11,9 +11,15 @@ import importlib
 from functools import lru_cache
 
 from app.core.routing import Router
-from app.flows import commands, heads, scheduler, tracking
+from app.flows import commands, heads, runtracking, sweepcancel, tracking
 
-CAPABILITIES: tuple[Router, ...] = (tracking.router, scheduler.router, commands.router, heads.router)
+CAPABILITIES: tuple[Router, ...] = (
+    tracking.router,
+    runtracking.router,
+    sweepcancel.router,
+    commands.router,
+    heads.router,
+)
 
 
 @lru_cache(maxsize=8)
