@@ -35,6 +35,7 @@ from github.Requester import Requester
 from sqlalchemy.orm import Session
 from urllib3.util.retry import Retry
 
+from app.adapters.ghslots import LocalSlots, Slots, SlotTimeout, make_slots
 from app.core import consistency, ratelimit
 from app.core.installations import InstallationMap, TokenCache, parse_expires_at, repo_of_path
 from app.core.redelivery import next_cursor
@@ -166,41 +167,12 @@ class Credentials(Protocol):
     def refused(self, key: str) -> None: ...
 
 
-class _Slots:
-    """At most ``limit`` requests in flight per credential key in this process.
-
-    GitHub's secondary limits punish concurrent requests by one installation; the cap keeps a
-    burst (several handlers, the dashboard) from tripping them.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
-        self._slots: dict[str, threading.BoundedSemaphore] = {}
-        self._guard = threading.Lock()
-        self.peak: dict[str, int] = {}
-        self._active: dict[str, int] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, key: str) -> Iterator[None]:
-        with self._guard:
-            sem = self._slots.setdefault(key, threading.BoundedSemaphore(self.limit))
-        with sem:
-            with self._guard:
-                self._active[key] = self._active.get(key, 0) + 1
-                self.peak[key] = max(self.peak.get(key, 0), self._active[key])
-            try:
-                yield
-            finally:
-                with self._guard:
-                    self._active[key] -= 1
-
-
 class FixedCredentials:
     """One requester for every call (a token, or a requester a test built)."""
 
-    def __init__(self, requester: Any, slots: _Slots | None = None) -> None:
+    def __init__(self, requester: Any, slots: Slots | None = None) -> None:
         self._requester = requester
-        self._slots = slots or _Slots(1_000_000)
+        self._slots = slots or LocalSlots(1_000_000)
 
     def route(self, path: str, installation_hint: int | None) -> tuple[str, Any]:
         return "token", self._requester
@@ -229,7 +201,7 @@ class AppCredentials:
         self._requesters: dict[int, tuple[str, Any]] = {}
         self._default: int | None = settings.github_installation_id
         self._guard = threading.Lock()
-        self._slots = _Slots(settings.github_max_concurrency_per_installation)
+        self._slots = make_slots(settings, f"app:{settings.github_app_id}")
 
     # -- which installation
     def default_installation(self) -> int:
@@ -334,17 +306,22 @@ class GitHubGateway:
         body: Any = None,
         headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any], Any]:
-        key, requester = self._credentials.route(path, self._installation_hint)
-        with self._credentials.slot(key):
-            try:
+        try:
+            key, requester = self._credentials.route(path, self._installation_hint)
+        except SlotTimeout as exc:  # the App's own calls (installation look-up, minting) queued too long
+            raise TransientError(f"{op}: {exc}") from exc
+        try:
+            with self._credentials.slot(key):
                 return request(requester, op, verb, path, params=params, body=body, headers=headers)
-            except Unauthorized as exc:
-                if not key.startswith("inst:"):
-                    raise  # a configured token that is wrong stays wrong: say so, do not retry
-                # An installation token GitHub no longer accepts (revoked, clock skew): mint anew
-                # on the retry instead of failing the work.
-                self._credentials.refused(key)
-                raise TransientError(f"{op}: credentials refused (401); retrying with a new token") from exc
+        except SlotTimeout as exc:
+            raise TransientError(f"{op}: {exc}") from exc
+        except Unauthorized as exc:
+            if not key.startswith("inst:"):
+                raise  # a configured token that is wrong stays wrong: say so, do not retry
+            # An installation token GitHub no longer accepts (revoked, clock skew): mint anew
+            # on the retry instead of failing the work.
+            self._credentials.refused(key)
+            raise TransientError(f"{op}: credentials refused (401); retrying with a new token") from exc
 
     @staticmethod
     def _raise(op: str, status: int, headers: dict[str, Any], data: Any) -> NoReturn:
@@ -971,6 +948,7 @@ def credentials(settings: Settings) -> Credentials:
         settings.github_seconds_between_writes,
         settings.github_max_concurrency_per_installation,
         settings.github_token_refresh_margin_seconds,
+        settings.broker_url,  # Redis as the broker: the concurrency cap is shared through it
     )
     with _credentials_lock:
         found = _credentials_by_settings.get(cache_key)
@@ -980,8 +958,7 @@ def credentials(settings: Settings) -> Credentials:
             else:
                 token = Auth.Token(secret) if secret else None
                 found = FixedCredentials(
-                    _github(settings, token).requester,
-                    _Slots(settings.github_max_concurrency_per_installation),
+                    _github(settings, token).requester, make_slots(settings, f"token:{cache_key[3]}")
                 )
             _credentials_by_settings[cache_key] = found
         return found
@@ -992,6 +969,8 @@ def make_requester(settings: Settings) -> Requester:
     token = settings.github_token.get_secret_value() if settings.github_token is not None else None
     return _github(settings, Auth.Token(token) if token else None).requester
 
+
+_Slots = LocalSlots  # the per-process cap under its old name
 
 # The audit actor of every GitHub write: the bot's own credentials make it.
 BOT_ACTOR = "sweepbot"
