@@ -26,9 +26,9 @@ import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core import budget
+from app.core.routing import TransientError
 from app.core.runmatch import run_name_in_title
 from app.core.runpoll import JobView, PollPlan, created_cutoff, plan_poll, run_is_ahead
-from app.flows.routing import TransientError
 from app.flows.runtracking import apply_workflow_run
 from app.models import HttpCacheEntry
 from app.settings import Settings
