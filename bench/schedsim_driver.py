@@ -101,9 +101,9 @@ class Driver:
         import app.flows.collect
         import app.flows.reports
         import app.flows.scheduler
-        from app.flows.routing import load_handlers
+        from app.flows.handlers import composed
 
-        load_handlers()  # every module that binds enqueue is imported before it is replaced
+        composed()  # every module that binds enqueue is imported before it is replaced
         assert app.flows.collect and app.flows.reports and app.flows.scheduler
         original = queue.enqueue
         for module in list(sys.modules.values()):  # every `from app.adapters.queue import enqueue`
@@ -191,11 +191,15 @@ class Driver:
             s.commit()
 
     def _deliver(self, d: Any) -> None:
-        from app.flows.routing import Event, HandlerContext, HandlerSkipped, TransientError, load_handlers
+        """What a worker does with a stored delivery (app.flows.ingest): its handlers, one session."""
+        from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
+        from app.flows.handlers import composed
+        from app.flows.ingest import delivery_gateways
 
-        router = load_handlers()
+        router = composed()
         with self.factory() as session:
-            ctx = HandlerContext(session, Event(d.guid, d.event, d.action, d.payload))
+            event = Event(d.guid, d.event, d.action, d.payload)
+            ctx = HandlerContext(session=session, event=event, gateways=delivery_gateways(session, event))
             try:
                 for handler in router.handlers_for(d.event, d.action):
                     with contextlib.suppress(HandlerSkipped):
