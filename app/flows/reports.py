@@ -25,8 +25,8 @@ from app.core.report import (
     render_report_data,
     report_marker,
 )
+from app.core.routing import TransientError
 from app.flows.botconfig import stored_config
-from app.flows.routing import TransientError
 from app.flows.scheduler import display_key
 from app.models.results import EvalResult, ReportState, Result
 from app.models.sweeps import Sweep
