@@ -193,10 +193,13 @@ class Driver:
     def _deliver(self, d: Any) -> None:
         """What a worker does with a stored delivery (app.flows.ingest): its handlers, one session."""
         from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
+        from app.flows import runtracking
         from app.flows.handlers import composed
         from app.flows.ingest import delivery_gateways
 
         router = composed()
+        if self.cfg.strategy == "baseline":
+            runtracking.clear_run_jobs_cache()  # main read the run's jobs on every ambiguous event
         with self.factory() as session:
             event = Event(d.guid, d.event, d.action, d.payload)
             ctx = HandlerContext(session=session, event=event, gateways=delivery_gateways(session, event))
