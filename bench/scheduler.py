@@ -76,11 +76,20 @@ def main(argv: list[str] | None = None) -> int:
         "--conc-end", type=int, default=512, help="concs 1..N (powers of 2) x 4 spaces per PR"
     )
     parser.add_argument("--strategies", default="baseline,runpoll")
+    parser.add_argument("--burst", type=int, default=10, help="PRs that arrive at t=0")
+    parser.add_argument("--mean-gap", type=float, default=1800.0, help="mean seconds between later PRs")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     configs = [
-        Config(prs=args.prs, conc_end=args.conc_end, strategy=name.strip(), seed=args.seed)
+        Config(
+            prs=args.prs,
+            conc_end=args.conc_end,
+            burst=args.burst,
+            mean_gap_s=args.mean_gap,
+            strategy=name.strip(),
+            seed=args.seed,
+        )
         for name in args.strategies.split(",")
     ]
     started = time.monotonic()
