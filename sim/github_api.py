@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from sim import render
+from sim import render, render_actions, render_git
 from sim.gitgraph import GitError
 from sim.world import REACTIONS, Repo, SimError, TokenInfo, World, iso
 
@@ -282,8 +282,8 @@ def get_content(ctx: Ctx, p: dict[str, str]) -> Resp:
     if entry is None:
         raise SimError(404, "Not Found")
     if entry.type == "tree":
-        return Resp(200, render.content_dir(ctx.world, repo, path, entry.sha, ref))
-    return Resp(200, render.content_file(ctx.world, repo, path, entry.sha, ref))
+        return Resp(200, render_git.content_dir(ctx.world, repo, path, entry.sha, ref))
+    return Resp(200, render_git.content_file(ctx.world, repo, path, entry.sha, ref))
 
 
 @route("GET", "/repos/{owner}/{repo}/contents", "repos/get-content")
@@ -291,7 +291,7 @@ def get_root_content(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
     ref = ctx.query.get("ref") or repo.default_branch
     sha = ctx.world.resolve(repo, ref)
-    return Resp(200, render.content_dir(ctx.world, repo, "", repo.objects.commits[sha].tree, ref))
+    return Resp(200, render_git.content_dir(ctx.world, repo, "", repo.objects.commits[sha].tree, ref))
 
 
 @route("PUT", "/repos/{owner}/{repo}/contents/{path}", "repos/create-or-update-file-contents")
@@ -317,12 +317,12 @@ def put_content(ctx: Ctx, p: dict[str, str]) -> Resp:
     sha = ctx.world.commit_files(repo.full_name, branch, {path: data}, b["message"], author=author)
     entry = repo.objects.lookup(repo.objects.commits[sha].tree, path)
     assert entry is not None
-    content = render.content_file(ctx.world, repo, path, entry.sha, branch)
+    content = render_git.content_file(ctx.world, repo, path, entry.sha, branch)
     content.pop("encoding")
     content.pop("content")
     return Resp(
         201 if existing is None else 200,
-        {"content": content, "commit": render.git_commit(ctx.world, repo, sha)},
+        {"content": content, "commit": render_git.git_commit(ctx.world, repo, sha)},
     )
 
 
@@ -348,13 +348,13 @@ def compare_commits(ctx: Ctx, p: dict[str, str]) -> Resp:
         "permalink_url": f"{u}/compare/{b[:7]}...{h[:7]}",
         "diff_url": f"{u}/compare/{base}...{head}.diff",
         "patch_url": f"{u}/compare/{base}...{head}.patch",
-        "base_commit": render.rest_commit(ctx.world, repo, b),
-        "merge_base_commit": render.rest_commit(ctx.world, repo, cmp.merge_base or b),
+        "base_commit": render_git.rest_commit(ctx.world, repo, b),
+        "merge_base_commit": render_git.rest_commit(ctx.world, repo, cmp.merge_base or b),
         "status": cmp.status,
         "ahead_by": cmp.ahead_by,
         "behind_by": cmp.behind_by,
         "total_commits": len(cmp.commits),
-        "commits": [render.rest_commit(ctx.world, repo, c) for c in shown],
+        "commits": [render_git.rest_commit(ctx.world, repo, c) for c in shown],
         "files": files[:300],
     }
     return Resp(200, body)
@@ -684,7 +684,7 @@ def create_tree(ctx: Ctx, p: dict[str, str]) -> Resp:
         sha = repo.objects.build_tree(files)
     except GitError as exc:
         raise SimError(422, str(exc)) from exc
-    return Resp(201, render.git_tree(ctx.world, repo, sha))
+    return Resp(201, render_git.git_tree(ctx.world, repo, sha))
 
 
 @route("GET", "/repos/{owner}/{repo}/git/trees/{tree_sha}", "git/get-tree")
@@ -698,7 +698,7 @@ def get_tree(ctx: Ctx, p: dict[str, str]) -> Resp:
             raise SimError(404, "Not Found") from exc
         sha = repo.objects.commits[commit].tree
     recursive = ctx.query.get("recursive") not in (None, "", "0", "false")
-    return Resp(200, render.git_tree(ctx.world, repo, sha, recursive))
+    return Resp(200, render_git.git_tree(ctx.world, repo, sha, recursive))
 
 
 @route("POST", "/repos/{owner}/{repo}/git/commits", "git/create-commit")
@@ -720,7 +720,7 @@ def create_commit(ctx: Ctx, p: dict[str, str]) -> Resp:
         sha = repo.objects.put_commit(b["tree"], list(parents), sig, sig, b["message"])
     except GitError as exc:
         raise SimError(422, str(exc)) from exc
-    return Resp(201, render.git_commit(ctx.world, repo, sha))
+    return Resp(201, render_git.git_commit(ctx.world, repo, sha))
 
 
 @route("GET", "/repos/{owner}/{repo}/git/commits/{commit_sha}", "git/get-commit")
@@ -728,14 +728,14 @@ def get_commit(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
     if p["commit_sha"] not in repo.objects.commits:
         raise SimError(404, "Not Found")
-    return Resp(200, render.git_commit(ctx.world, repo, p["commit_sha"]))
+    return Resp(200, render_git.git_commit(ctx.world, repo, p["commit_sha"]))
 
 
 @route("GET", "/repos/{owner}/{repo}/commits/{ref}", "repos/get-commit")
 def get_repo_commit(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
     sha = ctx.world.resolve(repo, p["ref"])
-    d = render.rest_commit(ctx.world, repo, sha)
+    d = render_git.rest_commit(ctx.world, repo, sha)
     parents = repo.objects.commits[sha].parents
     d["files"] = render.diff_files(ctx.world, repo, repo.objects, parents[0], sha) if parents else []
     return Resp(200, d)
@@ -747,7 +747,7 @@ def get_ref(ctx: Ctx, p: dict[str, str]) -> Resp:
     ref = "refs/" + p["ref"]
     if ref not in repo.refs or not ctx.world.ref_visible(repo, ref):
         raise SimError(404, "Not Found")
-    return Resp(200, render.git_ref(ctx.world, repo, ref))
+    return Resp(200, render_git.git_ref(ctx.world, repo, ref))
 
 
 @route("GET", "/repos/{owner}/{repo}/git/refs/{ref}", "git/get-ref")
@@ -761,13 +761,13 @@ def matching_refs(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
     prefix = "refs/" + p["ref"]
     refs = sorted(r for r in repo.refs if r.startswith(prefix))
-    return paginate(ctx, [render.git_ref(ctx.world, repo, r) for r in refs])
+    return paginate(ctx, [render_git.git_ref(ctx.world, repo, r) for r in refs])
 
 
 @route("GET", "/repos/{owner}/{repo}/git/matching-refs", "git/list-matching-refs")
 def all_refs(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
-    return paginate(ctx, [render.git_ref(ctx.world, repo, r) for r in sorted(repo.refs)])
+    return paginate(ctx, [render_git.git_ref(ctx.world, repo, r) for r in sorted(repo.refs)])
 
 
 @route("GET", "/repos/{owner}/{repo}/git/refs", "git/list-matching-refs")
@@ -791,7 +791,7 @@ def create_ref(ctx: Ctx, p: dict[str, str]) -> Resp:
         import time as _time
 
         repo.ref_visible_at[ref] = _time.monotonic() + lag * ctx.world.settings.time_scale
-    return Resp(201, render.git_ref(ctx.world, repo, ref))
+    return Resp(201, render_git.git_ref(ctx.world, repo, ref))
 
 
 @route("PATCH", "/repos/{owner}/{repo}/git/refs/{ref}", "git/update-ref")
@@ -807,7 +807,7 @@ def update_ref(ctx: Ctx, p: dict[str, str]) -> Resp:
     ctx.world.set_ref(
         repo.full_name, ref, b["sha"], force=bool(b.get("force")), pusher=ctx.identity.actor(ctx.world)
     )
-    return Resp(200, render.git_ref(ctx.world, repo, ref))
+    return Resp(200, render_git.git_ref(ctx.world, repo, ref))
 
 
 @route("DELETE", "/repos/{owner}/{repo}/git/refs/{ref}", "git/delete-ref")
@@ -1092,7 +1092,9 @@ def create_reaction(ctx: Ctx, p: dict[str, str]) -> Resp:
 def list_workflows(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
     return paginate(
-        ctx, [render.workflow_obj(ctx.world, repo, w.id) for w in repo.workflows.values()], wrap="workflows"
+        ctx,
+        [render_actions.workflow_obj(ctx.world, repo, w.id) for w in repo.workflows.values()],
+        wrap="workflows",
     )
 
 
@@ -1100,7 +1102,7 @@ def list_workflows(ctx: Ctx, p: dict[str, str]) -> Resp:
 def get_workflow(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
     wf = ctx.world.workflow(repo.full_name, p["workflow_id"])
-    return Resp(200, render.workflow_obj(ctx.world, repo, wf.id))
+    return Resp(200, render_actions.workflow_obj(ctx.world, repo, wf.id))
 
 
 @route(
@@ -1157,7 +1159,7 @@ def _filter_runs(ctx: Ctx, runs: list[Any]) -> list[Any]:
 def list_runs(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
     runs = _filter_runs(ctx, [r for r in ctx.world.runs.values() if r.repo == repo.full_name])
-    return paginate(ctx, [render.rest_workflow_run(ctx.world, r) for r in runs], wrap="workflow_runs")
+    return paginate(ctx, [render_actions.rest_workflow_run(ctx.world, r) for r in runs], wrap="workflow_runs")
 
 
 @route("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/runs", "actions/list-workflow-runs")
@@ -1167,7 +1169,7 @@ def list_workflow_runs(ctx: Ctx, p: dict[str, str]) -> Resp:
     runs = _filter_runs(
         ctx, [r for r in ctx.world.runs.values() if r.repo == repo.full_name and r.workflow_id == wf.id]
     )
-    return paginate(ctx, [render.rest_workflow_run(ctx.world, r) for r in runs], wrap="workflow_runs")
+    return paginate(ctx, [render_actions.rest_workflow_run(ctx.world, r) for r in runs], wrap="workflow_runs")
 
 
 def _run(ctx: Ctx, p: dict[str, str]) -> Any:
@@ -1180,7 +1182,7 @@ def _run(ctx: Ctx, p: dict[str, str]) -> Any:
 
 @route("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}", "actions/get-workflow-run")
 def get_run(ctx: Ctx, p: dict[str, str]) -> Resp:
-    return Resp(200, render.rest_workflow_run(ctx.world, _run(ctx, p)))
+    return Resp(200, render_actions.rest_workflow_run(ctx.world, _run(ctx, p)))
 
 
 @route("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs", "actions/list-jobs-for-workflow-run")
@@ -1189,7 +1191,7 @@ def list_jobs(ctx: Ctx, p: dict[str, str]) -> Resp:
     jobs = [ctx.world.jobs[j] for j in run.jobs]
     if ctx.query.get("filter", "latest") not in ("latest", "all"):
         raise SimError(422, "filter must be latest or all")
-    return paginate(ctx, [render.rest_job(ctx.world, j) for j in jobs], wrap="jobs")
+    return paginate(ctx, [render_actions.rest_job(ctx.world, j) for j in jobs], wrap="jobs")
 
 
 @route("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels", "issues/add-labels")
@@ -1236,7 +1238,7 @@ def run_artifacts(ctx: Ctx, p: dict[str, str]) -> Resp:
     run = _run(ctx, p)
     name = ctx.query.get("name")
     arts = [a for a in ctx.world.artifacts.values() if a.run_id == run.id and (not name or a.name == name)]
-    return paginate(ctx, [render.artifact(ctx.world, a) for a in arts], wrap="artifacts")
+    return paginate(ctx, [render_actions.artifact(ctx.world, a) for a in arts], wrap="artifacts")
 
 
 @route("GET", "/repos/{owner}/{repo}/actions/artifacts", "actions/list-artifacts-for-repo")
@@ -1249,7 +1251,7 @@ def repo_artifacts(ctx: Ctx, p: dict[str, str]) -> Resp:
         if ctx.world.runs[a.run_id].repo == repo.full_name and (not name or a.name == name)
     ]
     arts.sort(key=lambda a: a.id, reverse=True)
-    return paginate(ctx, [render.artifact(ctx.world, a) for a in arts], wrap="artifacts")
+    return paginate(ctx, [render_actions.artifact(ctx.world, a) for a in arts], wrap="artifacts")
 
 
 def _artifact(ctx: Ctx, p: dict[str, str]) -> Any:
@@ -1262,7 +1264,7 @@ def _artifact(ctx: Ctx, p: dict[str, str]) -> Any:
 
 @route("GET", "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}", "actions/get-artifact")
 def get_artifact(ctx: Ctx, p: dict[str, str]) -> Resp:
-    return Resp(200, render.artifact(ctx.world, _artifact(ctx, p)))
+    return Resp(200, render_actions.artifact(ctx.world, _artifact(ctx, p)))
 
 
 @route(

@@ -21,12 +21,17 @@ import dataclasses
 import fnmatch
 import functools
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-if TYPE_CHECKING:
-    from sim.world import Run, World
+from app.core.artifacts import result_stem
+from app.core.recipes import expand_points, parse_master
+from app.core.recipes.errors import RecipeError
+from app.core.recipes.evals import EvalMode, plan_evals
+from app.core.sweepcli import CliGrammarError, parse_command
+from sim.models import Run
+from sim.world_git import GitData as World
 
 WORKFLOWS_DIR = ".github/workflows"
 RUN_SWEEP = "run-sweep.yml"
@@ -139,14 +144,7 @@ def _flag(value: Any) -> str:
 def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = "") -> str:
     """`RESULT_FILENAME` as benchmark-tmpl.yml's "Launch job script" step exports it on `node`."""
     if "tp" not in point or isinstance(point.get("conc"), list):
-        from app.core.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
-
-        base = f"{result_stem(point)}_{node}"
-        return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
-    if "tp" not in point or isinstance(point.get("conc"), list):
-        from app.core.artifacts import result_stem  # multi-node / agentic rows: the bot's own naming
-
-        base = f"{result_stem(point)}_{node}"
+        base = f"{result_stem(point)}_{node}"  # multi-node / agentic rows: the bot's own naming
         return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
     base = (
         f"{point['exp-name']}_{point['precision']}_{point['framework']}_tp{point['tp']}"
@@ -199,9 +197,6 @@ def point_dict(point: Any) -> dict[str, Any]:
 
 def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
     """The single-node throughput matrix e2e-tests.yml's get-jobs emits for the run's command."""
-    from app.core.recipes import expand_points, parse_master
-    from app.core.recipes.errors import RecipeError
-    from app.core.sweepcli import CliGrammarError, parse_command
 
     cmd = str(run.inputs.get("generate-cli-command") or "")
     if not cmd:
@@ -244,8 +239,6 @@ def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
         raise CommandError(str(exc)) from exc
     # The generator's eval selection runs on the rows it generated (the dispatched slice), in the
     # command's eval mode; those rows' jobs also run the eval (`| eval`) and upload its artifact.
-    from app.core.recipes.evals import EvalMode, plan_evals
-
     return plan_evals(points, EvalMode.ALL if parsed.all_evals else EvalMode(parsed.evals))
 
 
@@ -320,8 +313,6 @@ def sweep_points(world: World, run: Run) -> list[dict[str, Any]]:
     `sweep-enabled` trims each configuration to its minimum concurrency (TRIM_CONC); the full-sweep
     labels run everything (the canary-first ordering of `full-sweep-enabled` is not modelled).
     """
-    from app.core.recipes import expand_points, parse_master
-    from app.core.recipes.errors import RecipeError
 
     masters = [p for p in find_master_files(world, run.repo, run.head_sha)]
     points: list[dict[str, Any]] = []

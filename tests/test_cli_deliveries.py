@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
+from app.core.delivery import IncomingDelivery
 from app.flows.ingest import process_delivery, store_delivery
-from app.web.webhooks import IncomingDelivery
 
 
 @pytest.fixture

@@ -83,7 +83,7 @@ def deliveries(db_session: object, settings_env: pytest.MonkeyPatch) -> list[str
     from app.flows.ingest import store_delivery
 
     settings_env.setattr(app.adapters.queue, "enqueue", lambda *a, **k: True)  # no broker in this test
-    from app.web.webhooks import IncomingDelivery
+    from app.core.delivery import IncomingDelivery
 
     ids = ["7a1f0c2e-0000-4000-8000-000000000001", "7a1f0c2e-0000-4000-8000-000000000002", "c0ffee00-aaaa"]
     for delivery_id in ids:

@@ -243,7 +243,7 @@ def test_queue_shows_busy_free_queued_and_progress(
 
 def test_report_prints_the_comment_markdown(fast_world: Any, db_session: Session, rung: list[Any]) -> None:
     from app.flows import scheduler
-    from app.flows.results import collect_job
+    from app.flows.collect import collect_job
     from app.models.sweeps import SweepJob
 
     assert _create("--conc", "32,64").exit_code == 0

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
+from app.core.delivery import WebhookRejected, parse_delivery
 from app.db import session_scope
 from app.models import Delivery
 from app.settings import reset_settings_cache
-from app.web.webhooks import WebhookRejected, parse_delivery
 from tests.helpers.signing import sign
 
 SECRET = "fuzz-secret"

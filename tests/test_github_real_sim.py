@@ -39,8 +39,8 @@ def _key_pair() -> tuple[str, str]:
 
 def _store(world: World, event: str, pick: Any) -> str:
     """Store the newest sim delivery of ``event`` matching ``pick`` as the bot's ingest would."""
+    from app.core.delivery import IncomingDelivery
     from app.flows.ingest import store_delivery
-    from app.web.webhooks import IncomingDelivery
 
     with world.lock:
         d = next(x for x in reversed(world.deliveries) if x.event == event and pick(x.payload))

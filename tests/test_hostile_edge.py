@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.core import safejson
+from app.core.delivery import WebhookRejected, parse_delivery, verify_signature
 from app.db import session_scope
 from app.models import Delivery
 from app.settings import reset_settings_cache
-from app.web.webhooks import WebhookRejected, parse_delivery, verify_signature
 from tests.helpers.signing import headers_for, sign
 
 SECRET = "edge-secret"

@@ -75,7 +75,7 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
 
 def _drive(bot: dict[str, Any], until: float = 60.0) -> None:
     """Tick, repair and collect until no job is open (the worker's and beat's part)."""
-    from app.flows.results import collect_job
+    from app.flows.collect import collect_job
 
     factory: sessionmaker[Session] = bot["factory"]
     deadline = time.monotonic() + until

@@ -7,7 +7,7 @@ import urllib.parse
 
 import pytest
 
-from app.web.webhooks import WebhookRejected, parse_delivery, verify_signature
+from app.core.delivery import WebhookRejected, parse_delivery, verify_signature
 from tests.helpers.signing import headers_for, sign
 
 BODY = json.dumps({"action": "opened", "repository": {"full_name": "o/r"}}).encode()

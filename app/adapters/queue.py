@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -30,11 +31,13 @@ class Doorbell:
 
     A background thread drains what accumulated and sends one ``sweepbot.process_deliveries``
     task per chunk, so publishing costs the API a fraction of a millisecond per delivery. If the
-    broker is down the ids are only logged: they are already in the database, and the reaper
-    re-enqueues them once it is back.
+    broker is down the ids are handed to ``on_unsent`` (the API records them in the database, so
+    the reaper rings them at once instead of taking them for messages still waiting in the queue);
+    they are already stored, and the reaper re-enqueues them once the broker is back.
     """
 
-    def __init__(self, chunk: int = 50) -> None:
+    def __init__(self, on_unsent: Callable[[list[str]], None] | None = None, chunk: int = 50) -> None:
+        self._on_unsent = on_unsent
         self._chunk = chunk
         self._ids: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -58,20 +61,15 @@ class Doorbell:
                     break
             # The send time rides along: workers record it as how far the queue has moved.
             if not enqueue("sweepbot.process_deliveries", batch, time.time()):
-                _not_enqueued(batch)
+                self._not_enqueued(batch)
 
-
-def _not_enqueued(delivery_ids: list[str]) -> None:
-    """The doorbell could not ring: say so in the database, so the reaper rings these at once
-    instead of taking them for messages still waiting in the queue."""
-    from app.flows.ingest import mark_not_enqueued
-
-    try:
-        mark_not_enqueued(delivery_ids)
-    except Exception as exc:  # the database is down too: the reaper's stall rule catches them later
-        log.warning(
-            "mark_not_enqueued_failed", count=len(delivery_ids), error=f"{exc.__class__.__name__}: {exc}"
-        )
-
-
-doorbell = Doorbell()
+    def _not_enqueued(self, delivery_ids: list[str]) -> None:
+        if self._on_unsent is None:
+            log.warning("doorbell_not_rung", count=len(delivery_ids))
+            return
+        try:
+            self._on_unsent(delivery_ids)
+        except Exception as exc:  # the database is down too: the reaper's stall rule catches them later
+            log.warning(
+                "mark_not_enqueued_failed", count=len(delivery_ids), error=f"{exc.__class__.__name__}: {exc}"
+            )

@@ -20,11 +20,11 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from app.core.backlog import QueueProgress, queue_position, readiness, ring_cutoff
+from app.core.delivery import IncomingDelivery
 from app.db import session_scope
 from app.flows.routing import Event, HandlerContext, HandlerSkipped, TransientError, load_handlers
 from app.metrics import DELIVERIES, INGEST_TO_DONE, TASK_FAILURES
 from app.models import Delivery, DeliveryStatus, Heartbeat
-from app.web.webhooks import IncomingDelivery
 
 log = structlog.get_logger(__name__)
 

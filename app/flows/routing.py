@@ -131,7 +131,7 @@ HANDLER_MODULES = (
     "app.flows.tracking",
     "app.flows.scheduler",
     "app.flows.commands",
-    "app.flows.results",
+    "app.flows.collect",
     "app.store.heads",
 )
 

@@ -64,6 +64,8 @@ from app.models.sweeps import (
 )
 from app.settings import Settings, SettingsError, get_settings
 from app.store.audit import record
+from app.store.reports import mark_report_dirty
+from app.store.results import find_reusable, find_reusable_eval
 
 log = structlog.get_logger(__name__)
 
@@ -183,8 +185,6 @@ def _aware(value: datetime | None) -> datetime | None:
 
 
 def _mark_dirty(session: Session, sweep_id: int) -> None:
-    from app.flows.results import mark_report_dirty
-
     mark_report_dirty(session, sweep_id)
 
 
@@ -197,8 +197,6 @@ def _find_reusable(
     point: Mapping[str, Any] | None = None,
 ) -> Any:
     """A stored result that serves this point: its throughput result, and its eval when it runs one."""
-    from app.flows.results import find_reusable, find_reusable_eval
-
     marks = point or {}
     eval_only = bool(marks.get("eval-only"))
     hit = (

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from starlette.concurrency import run_in_threadpool
 
+from app.core.delivery import IncomingDelivery
 from app.flows.ingest import Stored, store_batch
-from app.web.webhooks import IncomingDelivery
 
 MAX_BATCH = 200
 

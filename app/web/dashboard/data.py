@@ -18,12 +18,15 @@ import structlog
 from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session
 
+from app.core.gap import gap_table
 from app.core.nightlies import NightlyLabels, label_nightlies
+from app.core.references import ReferenceError
 from app.models import AuditEntry, Delivery, DeliveryStatus, HttpCacheEntry
 from app.models.results import ReportState, Result
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
 from app.models.tracking import BotConfigRecord, Bump, Dependency, DepState, ImageTag, Watch, WatchState
 from app.settings import Settings
+from app.store.references import choose_reference
 from app.web.dashboard import schemas as S
 
 log = structlog.get_logger(__name__)
@@ -751,9 +754,6 @@ def results_for_key(
     seq: str | None = None,
     max_images: int = 10,
 ) -> S.ResultsKeyOut:
-    from app.core.gap import compute_gap
-    from app.core.references import ReferenceError, choose_reference
-
     cols = (
         Result.id,
         Result.image,
@@ -833,15 +833,14 @@ def results_for_key(
     ref_points: list[S.ResultPoint] = []
     metric = ref.metric if ref is not None else None
     if ref is not None:
-        metric_runs: dict[int, list[float]] = defaultdict(list)
-        for r in rows:
-            if ref.tp is not None and r.tp != ref.tp:
-                continue  # a tp4 table says nothing about tp8 runs; mixing them fakes noise
-            value = getattr(r, ref.metric, None)
-            if isinstance(value, float | int):
-                metric_runs[r.conc].append(float(value))
-        ref_values = {c: v[ref.metric] for c, v in ref.points.items() if ref.metric in v}
-        for g in compute_gap(metric_runs, ref_values, metric=ref.metric):
+        # A tp4 table says nothing about tp8 runs: only runs at the reference's tp are compared.
+        table = gap_table(
+            [(r.conc, r) for r in rows if ref.tp is None or r.tp == ref.tp],
+            ref,
+            tp=ref.tp,
+            seq=f"{isl}_{osl}" if isl is not None and osl is not None else None,
+        )
+        for g in table.rows:
             gap_rows.append(
                 S.GapRow(
                     conc=g.conc,
