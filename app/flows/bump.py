@@ -295,7 +295,7 @@ def apply_plan(session: Session, gw: BumpGateway, ctx: _Ctx, facts: BumpFacts, p
             state="already",
         )
         if ctx.config.bump.request_sweep:
-            request_bump_sweep(session, gw, ctx.watch, None, bump=row)
+            request_bump_sweep(session, gw, ctx.watch, None, bump=row, changelog=ctx.config.bump.changelog)
         return BumpOutcome(
             "already", f"`{key}` already pins {ctx.image} on `{branch}`", facts.start_sha, branch
         )
@@ -375,7 +375,14 @@ def _land(
         fix_entry_link(session, gw, watch, ctx.config, bump)
     close_superseded(session, gw, watch, keep=bump)
     if ctx.config.bump.request_sweep:
-        request_bump_sweep(session, gw, watch, int(number) if number else None, bump=bump)
+        request_bump_sweep(
+            session,
+            gw,
+            watch,
+            int(number) if number else None,
+            bump=bump,
+            changelog=ctx.config.bump.changelog,
+        )
     session.flush()
     where = f"bump PR #{number}" if mode == "bump_pr" else f"`{branch}`"
     return BumpOutcome(

@@ -54,6 +54,7 @@ __all__ = [
     "_image_source",
     "add_dependencies",
     "apply_config_watches",
+    "bot_config",
     "check_watch",
     "decide_readiness",
     "deps_status",
