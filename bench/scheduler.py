@@ -59,7 +59,7 @@ def main() -> int:
 
         from app.adapters.github import gateway
         from app.db import session_factory
-        from app.flows import scheduler
+        from app.flows import ring, scheduler
         from app.migrate import upgrade
         from app.models.sweeps import JobState, SweepJob
         from app.settings import get_settings, reset_settings_cache
@@ -67,7 +67,7 @@ def main() -> int:
         reset_settings_cache()
         settings = get_settings()
         upgrade(settings.database_url)
-        scheduler._enqueue = lambda task, *a: None  # type: ignore[assignment]  # no broker in the bench
+        ring.enqueue = lambda task, *a, **kw: True  # type: ignore[assignment]  # no broker in the bench
         factory = session_factory()
 
         def gw(session: Any) -> Any:

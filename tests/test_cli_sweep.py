@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner, Result
 
+from app.flows import ring
 from sim.scenario import BENCH_REPO, RECIPE_BRANCH, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -44,10 +45,9 @@ def _sim(settings_env: pytest.MonkeyPatch, time_scale: float) -> Iterator[Any]:
 @pytest.fixture
 def rung(settings_env: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
     """Tasks the code under test enqueued (the broker is not part of these tests)."""
-    from app.flows import scheduler
 
     calls: list[tuple[str, tuple[Any, ...]]] = []
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: calls.append((task, args)))
+    settings_env.setattr(ring, "enqueue", lambda task, *args: calls.append((task, args)))
     return calls
 
 

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.flows import ring
 from sim.scenario import BENCH_REPO, BOT, IMAGE, MASTER_PATH, OUTSIDER, RECIPE_BRANCH, VLLM_REPO, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings, iso
@@ -61,7 +62,7 @@ def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         scheduler.clear_capacity_cache()
         clear_cache()
         rung: list[str] = []
-        settings_env.setattr(scheduler, "_enqueue", lambda task, *args: rung.append(task))
+        settings_env.setattr(ring, "enqueue", lambda task, *args: rung.append(task))
         settings_env.setattr(
             "app.adapters.queue.enqueue", lambda task, *args, **kw: rung.append(task) or True
         )

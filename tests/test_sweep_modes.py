@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.flows import scheduler
+from app.flows import labelruns, ring, scheduler
 from app.flows.botconfig import BotConfig, BotConfigError, parse_bot_config
 from app.flows.bump import commit_message
 from app.flows.routing import Event, HandlerContext
 from app.flows.scheduler import SweepError, SweepFilters
-from app.models.sweeps import JobState, SweepJob
+from app.models.sweeps import JobState, Sweep, SweepJob
 from sim.runs import changelog_keys, sweep_run_wanted
 from tests.sweep_fakes import KEY, REPO, SHA1, FakeGateway
 
@@ -88,7 +88,7 @@ def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator
     reset_settings_cache()
     scheduler.clear_capacity_cache()
     enqueued: list[tuple[str, tuple[Any, ...]]] = []
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: enqueued.append((task, args)))
+    settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
     factory = session_factory()
     with factory() as s:
         cfg = parse_bot_config("sweep:\n  mode: label\n")
@@ -99,7 +99,7 @@ def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator
         )
         s.commit()
     gw = LabelGateway()
-    settings_env.setattr(scheduler, "_handler_gateway", lambda ctx: gw)
+    settings_env.setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
     yield {"factory": factory, "gw": gw, "enqueued": enqueued}
 
 
@@ -204,7 +204,7 @@ def test_label_mode_infra_failure_is_reported_not_redispatched(label_env: dict[s
         }
     ]
     with label_env["factory"]() as s:
-        found = scheduler._find_label_run(s, gw, s.get(scheduler.Sweep, job.sweep_id))
+        found = labelruns.find_label_run(s, gw, s.get(Sweep, job.sweep_id))
         assert found is not None and found["id"] == 9002
         s.commit()
     scheduler.repair_jobs(label_env["factory"], lambda s: gw)
@@ -310,7 +310,7 @@ def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
         settings_env.setenv("SWEEPBOT_DISPATCH_INPUTS", inputs)
     reset_settings_cache()
     scheduler.clear_capacity_cache()
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     factory = session_factory()
     gw = FakeGateway()
     gw.files[".github/workflows/run-sweep.yml"] = (

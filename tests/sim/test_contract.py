@@ -126,6 +126,7 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         app_h = {"Authorization": f"Bearer {token}"}
         call("GET", f"{B}/installation", 200, headers=app_h)
         call("POST", f"/app/installations/{inst.id}/access_tokens", 201, headers=app_h)
+        assert [i["id"] for i in call("GET", "/app/installations", 200, headers=app_h).json()] == [inst.id]
         call("GET", "/rate_limit", 200)
         call("GET", f"{B}/contents/.github/configs/amd-master.yaml", 200)
         call("GET", f"{B}/contents/.github/configs", 200)
@@ -178,7 +179,9 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
             "POST", f"{B}/pulls", 201, json={"head": "bump", "base": "main", "title": "t", "body": "b"}
         ).json()
         call("POST", f"{B}/pulls", 422, json={"head": "bump", "base": "main", "title": "t"})
-        call("PUT", f"{B}/pulls/{pr['number']}/merge", 200, json={})
+        merged = call("PUT", f"{B}/pulls/{pr['number']}/merge", 200, json={}).json()["sha"]
+        assert [p["number"] for p in call("GET", f"{B}/commits/{merged}/pulls", 200).json()] == [pr["number"]]
+        assert call("GET", f"{B}/commits/{main}/pulls", 200).json() == []  # on main before any PR
         call("PUT", f"{B}/pulls/{pr['number']}/merge", 405, json={})
         call("GET", f"{B}/pulls/{pr['number']}/merge", 204)
         com = call("POST", f"{B}/issues/2104/comments", 201, json={"body": "hi"}).json()
