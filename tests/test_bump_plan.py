@@ -205,6 +205,7 @@ def test_blocked_plans_record_unless_the_same_refusal_still_holds() -> None:
     assert plan_bump(replace(BASE, refusal=replace(refused, branch="other"))).kind == "commit"
     missing = plan_bump(replace(BASE, config=ConfigAt(None, None, "gone")))
     assert missing == Blocked("gone")
+    assert plan_bump(replace(BASE, image=OLD_IMAGE)) == AlreadyPinned(MASTER_PATH)
 
 
 def test_the_predicates_the_flow_loads_facts_by() -> None:

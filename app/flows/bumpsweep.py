@@ -9,9 +9,10 @@ from __future__ import annotations
 import structlog
 from sqlalchemy.orm import Session
 
+from app.core.sweepspec import SweepFilters
 from app.flows.changelogmode import changelog_eval_mode
-from app.flows.scheduler import SweepFilters, request_sweep
-from app.flows.trackports import BumpGateway
+from app.flows.sweeprequest import request_sweep
+from app.flows.trackports import BumpSweepGateway
 from app.models.tracking import Bump, Watch
 
 log = structlog.get_logger(__name__)
@@ -19,7 +20,7 @@ log = structlog.get_logger(__name__)
 
 def request_bump_sweep(
     session: Session,
-    gw: BumpGateway,
+    gw: BumpSweepGateway,
     watch: Watch,
     pr_number: int | None,
     bump: Bump | None = None,

@@ -7,10 +7,12 @@ from typing import Any, Protocol
 
 from app.adapters.github import Conditional
 from app.flows.botconfig import ConfigReader
+from app.flows.sweeprequest import RequestGateway
 
 __all__ = [
     "BumpGateway",
     "BumpPrGateway",
+    "BumpSweepGateway",
     "CompareGateway",
     "ConfigReader",
     "GitWriter",
@@ -89,7 +91,11 @@ class BumpPrGateway(StatusGateway, Protocol):
     def get_repo(self, repo: str) -> dict[str, Any]: ...
 
 
-class BumpGateway(GitWriter, BumpPrGateway, RecipeReader, Protocol):
+class BumpSweepGateway(RequestGateway, ConfigReader, Protocol):
+    """Queueing the bump's sweep: the scheduler's request, and the PR's changelog at base and head."""
+
+
+class BumpGateway(GitWriter, BumpPrGateway, RecipeReader, BumpSweepGateway, Protocol):
     """Everything a bump touches (it also requests the sweep, which reads the PR and its files)."""
 
 
