@@ -51,6 +51,7 @@ from app.core.bumpplan import (
     without_skip_sweep,
 )
 from app.core.recipes import changelog_description_for_bump
+from app.core.routing import TransientError
 from app.flows.bumppr import (
     close_superseded,
     ensure_bump_pr,
@@ -60,7 +61,6 @@ from app.flows.bumppr import (
 )
 from app.flows.bumpsweep import request_bump_sweep
 from app.flows.recipefiles import locate_config, read_master_configs
-from app.flows.routing import TransientError
 from app.flows.trackports import BumpGateway
 from app.models.tracking import Bump, Dependency, Watch
 from app.store.bumps import blocked_bump, bump_for, last_own_bump, record_bump

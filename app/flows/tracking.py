@@ -4,7 +4,7 @@ The pieces live apart: references and readiness are pure (``app.core.deprefs``,
 ``app.core.readiness``, ``app.core.watchstatus``), queries are in ``app.store.watches`` /
 ``bumps`` / ``tags``, evaluating a watch is ``app.flows.evaluate``, the bump ``app.flows.bump``.
 This module is the entry points: the ``pull_request`` and ``push`` handlers (registered on
-``app.flows.routing.router`` at import), the beat's poll, the ``/depends-on`` and ``/bump``
+this module's ``router``, composed by ``app/flows/handlers.py``), the beat's poll, the ``/depends-on`` and ``/bump``
 commands, and ``deps_status`` for the CLI.
 
 Cost rule: a poll cycle in which nothing changed makes no rate-limited GitHub call. Dependency
@@ -25,11 +25,11 @@ from app.core.botconfig import CONFIG_PATH, BotConfig
 from app.core.deprefs import DepRef, parse_config_keys, parse_dependency_refs, parse_refs_list
 from app.core.nightlies import label_nightlies
 from app.core.readiness import DepView, Readiness, decide_readiness, search_containing
+from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
 from app.core.watchstatus import STATUS_MARKER, WatchView, render_status
 from app.flows.botconfig import bot_config, read_bot_config
 from app.flows.evaluate import Evaluation, evaluate_watch
 from app.flows.recipefiles import target_keys
-from app.flows.routing import HandlerContext, HandlerSkipped, TransientError, router
 from app.flows.statuscomment import publish_status
 from app.flows.tags import TagState, _image_source, refresh_tags
 from app.flows.trackports import TrackingGateway
@@ -75,6 +75,8 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
+
+router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
 
 # ================================================================================= PR / push flows
 
