@@ -3,9 +3,9 @@
 The pieces live apart: references and readiness are pure (``app.core.deprefs``,
 ``app.core.readiness``, ``app.core.watchstatus``), queries are in ``app.store.watches`` /
 ``bumps`` / ``tags``, evaluating a watch is ``app.flows.evaluate``, the bump ``app.flows.bump``.
-This module is the entry points: the ``pull_request`` and ``push`` handlers (registered on
-this module's ``router``, composed by ``app/flows/handlers.py``), the beat's poll, the ``/depends-on`` and ``/bump``
-commands, and ``deps_status`` for the CLI.
+This module is the entry points: the ``pull_request`` and ``push`` handlers (on this module's
+``router``, composed by ``app/flows/handlers.py``), the beat's poll, the ``/depends-on`` and
+``/bump`` commands, and ``deps_status`` for the CLI.
 
 Cost rule: a poll cycle in which nothing changed makes no rate-limited GitHub call. Dependency
 and recipe PRs are read with ``If-None-Match``; compare answers are cached forever; the status
