@@ -20,7 +20,7 @@ import redis
 
 from app.adapters.ghslots import LocalSlots, RedisSlots, SlotTimeout, lease_seconds, make_slots
 from app.adapters.github import FixedCredentials, GitHubGateway
-from app.flows.routing import TransientError
+from app.core.routing import TransientError
 from app.settings import Settings
 
 pytestmark = pytest.mark.services

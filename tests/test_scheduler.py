@@ -11,9 +11,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.recipes import expand_points, parse_master
+from app.core.routing import Event, HandlerContext
 from app.flows import dispatch, ring, scheduler
 from app.flows import tick as tick_flow
-from app.flows.routing import Event, HandlerContext
 from app.flows.scheduler import SweepError, SweepFilters
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
 from app.store import reuse, runnerlabels

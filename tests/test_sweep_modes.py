@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.routing import Event, HandlerContext
 from app.flows import labelruns, ring, scheduler
 from app.flows.botconfig import BotConfig, BotConfigError, parse_bot_config
 from app.flows.bump import commit_message
-from app.flows.routing import Event, HandlerContext
 from app.flows.scheduler import SweepError, SweepFilters
 from app.models.sweeps import JobState, Sweep, SweepJob
 from sim.runs import changelog_keys, sweep_run_wanted

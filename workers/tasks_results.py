@@ -7,10 +7,10 @@ from typing import Any
 
 from app.adapters.github import session_gateway
 from app.adapters.queue import enqueue
+from app.core.routing import TransientError
 from app.db import session_factory, session_scope
 from app.flows.collect import collect_job as collect
 from app.flows.reports import flush_reports as flush
-from app.flows.routing import TransientError
 from workers.celery_app import celery_app
 
 

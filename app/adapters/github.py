@@ -41,8 +41,8 @@ from app.core import consistency, ratelimit
 from app.core.installations import InstallationMap, TokenCache, parse_expires_at, repo_of_path
 from app.core.redelivery import next_cursor
 from app.core.roles import effective_role
+from app.core.routing import TransientError
 from app.db import serialized
-from app.flows.routing import TransientError
 from app.metrics import GITHUB_CALLS
 from app.models import HttpCacheEntry
 from app.settings import Settings, get_settings

@@ -9,8 +9,8 @@ from typing import Any, Protocol
 import structlog
 
 from app.core.recipes import locate_key, runner_capacity
+from app.core.routing import TransientError
 from app.core.sweepspec import SweepError
-from app.flows.routing import TransientError
 from app.settings import Settings, get_settings
 
 log = structlog.get_logger(__name__)

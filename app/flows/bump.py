@@ -17,6 +17,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.routing import TransientError
 from app.flows.botconfig import BotConfig
 from app.models.tracking import Bump, Dependency, Watch
 
@@ -247,7 +248,6 @@ def _bump_onto(
         changelog_description_for_bump,
         set_image,
     )
-    from app.flows.routing import TransientError
 
     repo, key = watch.repo, watch.config_key
     exists = head is not None

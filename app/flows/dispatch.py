@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.adapters.github import GitHubError
 from app.core.clock import utcnow
+from app.core.routing import TransientError
 from app.core.runmatch import match_run, run_name_in_title
 from app.core.sweepspec import (
     SweepError,
@@ -29,7 +30,6 @@ from app.core.workflows import (
 )
 from app.flows.forkapproval import ApprovalGateway, void_stale_approval
 from app.flows.jobfinish import finish_job
-from app.flows.routing import TransientError
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, SettingsError
 from app.store.audit import record

@@ -46,6 +46,7 @@ from app.core.nightly_logic import (
     refresh_findings,
     within,
 )
+from app.core.routing import TransientError
 from app.flows.botconfig import BotConfig, NightlyKey, NightlyWatch, stored_config
 from app.flows.canary_budget import canary_budget
 from app.flows.nightly_canary import (
@@ -60,7 +61,6 @@ from app.flows.nightly_canary import (
     now,
 )
 from app.flows.nightly_issue import Series, check_recovery, name_range, tell
-from app.flows.routing import TransientError
 from app.flows.tracking import _image_source, refresh_tags
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.results import Result

@@ -11,11 +11,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.clock import aware, utcnow
+from app.core.routing import TransientError
 from app.flows.dispatch import find_job_run
 from app.flows.jobfinish import finish_job
 from app.flows.labelruns import adopt_label_run, find_label_run
 from app.flows.ring import collect_later, tick_later
-from app.flows.routing import TransientError
 from app.flows.runtracking import apply_workflow_run
 from app.flows.sweepcancel import cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob

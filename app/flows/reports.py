@@ -25,9 +25,9 @@ from app.core.report import (
     render_report_data,
     report_marker,
 )
+from app.core.routing import TransientError
+from app.core.sweepspec import display_key
 from app.flows.botconfig import stored_config
-from app.flows.routing import TransientError
-from app.flows.scheduler import display_key
 from app.models.results import EvalResult, ReportState, Result
 from app.models.sweeps import Sweep
 from app.settings import get_settings

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
+from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
 from app.core.runmatch import (
     assign_jobs,
     classify_failure,
@@ -20,7 +21,6 @@ from app.core.runmatch import (
 from app.flows.jobfinish import finish_job
 from app.flows.labelruns import adopt_label_run, label_sweeps_for_run
 from app.flows.ring import collect_later, tick_later
-from app.flows.routing import HandlerContext, HandlerSkipped, TransientError, router
 from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
@@ -30,6 +30,8 @@ from app.store.reports import mark_report_dirty
 from app.store.sweeps import sweep_mode
 
 log = structlog.get_logger(__name__)
+
+router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
 
 BOT = "sweepbot"
 

@@ -40,7 +40,7 @@ queries in ``app.store.sweeps`` / ``jobs`` / ``runnerlabels`` / ``reuse``; one f
 capability: ``sweeprequest`` + ``sweepcreate`` (requesting, storing), ``sweepcancel`` (cancel,
 supersede, retry, pause), ``forkapproval``, ``tick`` + ``dispatch`` (release, send), ``runtracking``
 + ``labelruns`` (following runs), ``repair`` (the poll), ``jobfinish``, ``sweepviews``. This module
-only re-exports them (and, imported by the router, registers their event handlers).
+only re-exports them (their event handlers are on ``runtracking.router`` and ``sweepcancel.router``).
 """
 
 from __future__ import annotations

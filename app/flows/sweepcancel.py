@@ -10,12 +10,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
+from app.core.routing import HandlerContext, HandlerSkipped, Router
 from app.core.sweepspec import (
     LABEL_RE,
     SweepError,
 )
 from app.flows.ring import tick_later
-from app.flows.routing import HandlerContext, HandlerSkipped, router
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
 from app.store.audit import record
 from app.store.jobs import requeue
@@ -23,6 +23,8 @@ from app.store.reports import mark_report_dirty
 from app.store.sweeps import get_sweep, reopen
 
 log = structlog.get_logger(__name__)
+
+router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
 
 BOT = "sweepbot"
 

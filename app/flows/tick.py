@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.clock import aware, utcnow
 from app.core.release import CanaryHours, QueuedJob, Release, SweepQueue, plan_release
 from app.core.release_policy import CanaryRun, LabelView, pick_preemptions
+from app.core.routing import TransientError
 from app.flows.benchrepo import RepoFiles, label_capacity
 from app.flows.canary_budget import canary_budget, note_preempted_hours
 from app.flows.dispatch import Claimed, TickResult, dispatch_claim
-from app.flows.routing import TransientError
 from app.flows.sweepcancel import cancel_runs
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.settings import get_settings

@@ -2,8 +2,8 @@
 
 Pure pieces first (reference parsing, the containment search, the readiness decision, the status
 comment), then the glue that loads state, asks GitHub (conditionally: a 304 is free) and the
-registry, and applies decisions. Handlers for ``pull_request`` and ``push`` are registered on
-``app.flows.routing.router`` at import.
+registry, and applies decisions. Handlers for ``pull_request`` and ``push`` are registered on this
+module's ``router`` (composed by app/flows/handlers.py).
 
 Cost rule: a poll cycle in which nothing changed makes no rate-limited GitHub call. Dependency
 and recipe PRs are read with ``If-None-Match``; compare answers are cached forever; the status
@@ -24,8 +24,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.adapters.github import session_gateway
+from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
 from app.flows.botconfig import DEFAULT_TAG_PATTERN, BotConfig, read_bot_config, stored_config
-from app.flows.routing import HandlerContext, HandlerSkipped, router
 from app.models.tracking import (
     Bump,
     CompareResult,
@@ -38,6 +38,8 @@ from app.models.tracking import (
 )
 
 log = structlog.get_logger(__name__)
+
+router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
 
 STATUS_MARKER = "<!-- sweepbot:status -->"
 CONTAINED = ("ahead", "identical")
@@ -1034,8 +1036,6 @@ def poll_watches(
             if commit:
                 session.commit()
         except Exception as exc:
-            from app.flows.routing import TransientError
-
             counts["errors"] += 1
             log.exception("watch_check_failed", watch=watch.id, error=str(exc))
             if commit:
