@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from sim import render, render_actions, render_git
 from sim.gitgraph import GitError
@@ -1216,6 +1216,19 @@ def add_labels(ctx: Ctx, p: dict[str, str]) -> Resp:
         raise SimError(422, "Invalid request.\n\nFor 'labels', an array of label names is required.")
     names = ctx.world.add_labels(
         repo.full_name, _int(p["issue_number"], "issue_number"), labels, ctx.identity.actor(ctx.world)
+    )
+    return Resp(200, [render.label(ctx.world, repo, n) for n in names])
+
+
+@route("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", "issues/remove-label")
+def remove_label(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    _require_write(ctx, repo)
+    names = ctx.world.remove_label(
+        repo.full_name,
+        _int(p["issue_number"], "issue_number"),
+        unquote(p["name"]),
+        ctx.identity.actor(ctx.world),
     )
     return Resp(200, [render.label(ctx.world, repo, n) for n in names])
 

@@ -808,6 +808,16 @@ class GitHubGateway:
         )
         return list(data) if isinstance(data, list) else []
 
+    def remove_label(self, repo: str, number: int, label: str) -> None:
+        """Take a label off an issue or PR (idempotent: a 404, label not there, is the state we want)."""
+        with contextlib.suppress(NotFound):
+            self._write(
+                "issues/remove-label",
+                "DELETE",
+                f"/repos/{repo}/issues/{number}/labels/{_quote(label)}",
+                target=f"{repo}#{number}",
+            )
+
     def cancel_run(self, repo: str, run_id: int) -> None:
         # 409: the run already finished — the state we wanted anyway.
         with contextlib.suppress(Conflict):
