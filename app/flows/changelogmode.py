@@ -40,11 +40,11 @@ def changelog_eval_mode(
 def changelog_filters(
     session: Session,
     gw: ChangelogGateway,
-    *,
     repo: str,
     pr_number: int,
     key: str,
     filters: SweepFilters | None,
+    *,
     explicit: bool,
 ) -> SweepFilters | None:
     """The filters a sweep of ``key`` on a PR runs with: an explicit ``evals=`` wins; otherwise the

@@ -481,13 +481,7 @@ def _run_command(
                 requested_by=login,
                 reason="command",
                 filters=changelog_filters(
-                    session,
-                    gw,
-                    repo=repo,
-                    pr_number=number,
-                    key=key,
-                    filters=sweep_filters(cmd),
-                    explicit="evals" in cmd.options,
+                    session, gw, repo, number, key, sweep_filters(cmd), explicit="evals" in cmd.options
                 ),
                 priority=cmd.options.get("priority", "normal"),
             )
