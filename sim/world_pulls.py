@@ -234,6 +234,19 @@ class Pulls(Issues):
                         r, pr, "synchronize", sender=self.settings.default_token_user, before=old, after=new
                     )
 
+    def remove_label(self, full_name: str, number: int, label: str, sender: str) -> list[str]:
+        """Take a label off a PR: a `pull_request.unlabeled` event (404 when not there, as on GitHub)."""
+        with self.lock:
+            repo = self.repo(full_name)
+            pr = repo.pulls.get(number)
+            if pr is None or label not in pr.labels:
+                raise SimError(404, "Label does not exist")
+            pr.labels.remove(label)
+            pr.updated_at = self.now()
+            self._pull_event(repo, pr, "unlabeled", sender=sender, label=label)
+            self._wake()
+            return list(pr.labels)
+
     def add_labels(self, full_name: str, number: int, labels: list[str], sender: str) -> list[str]:
         """Label a PR; each newly added label is a `pull_request.labeled` event (as on GitHub)."""
         with self.lock:

@@ -65,7 +65,7 @@ def test_one_job_per_point_and_groups(env: dict[str, Any]) -> None:
     jobs = _jobs(env["factory"], req.sweep.id)
     assert [j.result_name for j in jobs] == [p.result_name for p in expected]
     assert req.created and req.plan.capacity == 4 and req.plan.capacity_source == "settings"
-    assert "28 point(s)" in req.reply or f"{len(expected)} point(s)" in req.reply
+    assert len(expected) == 28 and ": 28 point(s), conc " in req.reply
     # conc 1 at 8k1k: three points (tp8, tp8 ep8, tp4) share one dispatch; test-config selects
     # by key and conc only, so that dispatch also runs the key's three 1k1k points: six slots
     conc1 = [j for j in jobs if j.conc == 1]

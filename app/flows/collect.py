@@ -3,9 +3,9 @@
 The flow: list the run's artifacts through the gateway, pick the point's ``bmk_`` artifact
 (``app.core.artifacts``), download it under a size cap, read it defensively
 (``app.core.artifactzip``), parse it (``app.core.resultfile``; an eval artifact with
-``app.core.evals``), store the rows (``app.store.results``) and finish the job through the
-scheduler's ``finish_job``. A file that cannot be understood fails *that job* with the reason;
-GitHub outages raise ``TransientError`` so the task is retried.
+``app.core.evals``), store the rows (``app.store.results``) and finish the job through
+``app.flows.jobfinish.finish_job``. A file that cannot be understood fails *that job* with the
+reason; GitHub outages raise ``TransientError`` so the task is retried.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from app.core.artifacts import select_bmk_artifact, select_eval_artifact
 from app.core.artifactzip import MAX_ARTIFACT_BYTES, ArtifactError, pick_result_member, safe_json_members
 from app.core.evals import EvalArtifact, EvalFileError, parse_eval_artifact
 from app.core.resultfile import ParsedResult, ResultFileError, as_int, parse_result, point_identity
-from app.flows.scheduler import finish_job
+from app.flows.jobfinish import finish_job
 from app.models.sweeps import Sweep, SweepJob
 from app.store.reports import mark_report_dirty
 from app.store.results import collected_for_job, store_eval, store_result

@@ -14,12 +14,13 @@ from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientEr
 from app.core.runmatch import (
     assign_jobs,
     classify_failure,
+    has_benchmark_jobs,
     job_matches_point,
     parse_job_name,
     run_name_in_title,
 )
 from app.flows.jobfinish import finish_job
-from app.flows.labelruns import adopt_label_run, label_sweeps_for_run
+from app.flows.labelruns import adopt_label_run, drop_label_run, label_sweeps_for_run
 from app.flows.ring import collect_later, tick_later
 from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
@@ -203,25 +204,63 @@ def apply_workflow_run(
                     mark_report_dirty(session, job.sweep_id)
                     changed = True
         return changed
-    conclusion = run.get("conclusion")
     if not live:
         return changed
+    wf_jobs: list[dict[str, Any]] | None = None
     label_jobs = [j for j in live if is_label_job(session, j)]
-    if conclusion == "cancelled" and label_jobs:
+    if label_jobs:
+        wf_jobs = _label_run_jobs(session, gw, run, label_jobs)
+        if wf_jobs is None:  # not the run that runs this sweep: dropped, the next one is followed
+            return True
+    return _run_completed(session, gw, run, live, wf_jobs, after_commit, settings) or changed
+
+
+def _label_run_jobs(
+    session: Session, gw: TrackingGateway | None, run: dict[str, Any], label_jobs: list[SweepJob]
+) -> list[dict[str, Any]] | None:
+    """A completed repo run that label-mode jobs follow: its jobs, or None when it is not the run
+    that runs the sweep (and the jobs were let go of it, to follow the next one)."""
+    run_id = int(run["id"])
+    sweep = session.get(Sweep, label_jobs[0].sweep_id)
+    if sweep is None:
+        return []
+    if run.get("conclusion") == "cancelled":
         # run-sweep.yml cancels a PR's older run when a newer one starts (its concurrency group):
         # follow the next run instead of reading the cancel as the benchmark's failure.
-        for job in label_jobs:
-            job.run_id, job.run_url, job.updated_at = None, None, now
-            job.reason = f"the repo cancelled its run {run_id}; following its next sweep run"
-            mark_report_dirty(session, job.sweep_id)
-        return True
-    wf_jobs: list[dict[str, Any]] | None = None
+        drop_label_run(
+            session, sweep, label_jobs, run_id, f"the repo cancelled its run {run_id}", ignore=False
+        )
+        return None
+    wf_jobs = gw.list_run_jobs(sweep.repo, run_id) if gw is not None else None
+    if wf_jobs is not None and not has_benchmark_jobs(wf_jobs):
+        # e.g. the run a push to the PR started before it had the sweep label: run-sweep.yml's
+        # check-changelog ran, its setup (and so every benchmark job) was skipped.
+        drop_label_run(
+            session, sweep, label_jobs, run_id, f"the repo's run {run_id} ran no benchmark job", ignore=True
+        )
+        return None
+    return wf_jobs
+
+
+def _run_completed(
+    session: Session,
+    gw: TrackingGateway | None,
+    run: dict[str, Any],
+    live: list[SweepJob],
+    wf_jobs: list[dict[str, Any]] | None,
+    after_commit: list[Callable[[], None]],
+    settings: Settings,
+) -> bool:
+    """A completed run: success frees the runners and collects; otherwise each job's own outcome."""
+    run_id, conclusion, now = int(run["id"]), run.get("conclusion"), utcnow()
     by_job: dict[int, dict[str, Any]] = {}
     if conclusion != "success" and gw is not None:
-        wf_jobs = gw.list_run_jobs(sweep_repo(session, live[0]), run_id)
+        if wf_jobs is None:
+            wf_jobs = gw.list_run_jobs(sweep_repo(session, live[0]), run_id)
         ordered = sorted(live, key=lambda j: j.id)
         for index, got in assign_jobs(wf_jobs, [j.point for j in ordered]).items():
             by_job[ordered[index].id] = dict(got)
+    changed = False
     for job in live:
         if conclusion == "success":
             if job.run_conclusion != "success":

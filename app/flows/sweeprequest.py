@@ -28,7 +28,7 @@ from app.core.sweepspec import (
     validate_repo,
 )
 from app.flows.benchrepo import RepoFiles, label_capacity, locate, master_files
-from app.flows.labelruns import LabelGateway, apply_sweep_label, sweep_settings
+from app.flows.labelruns import LabelGateway, sweep_settings, trigger_label_run
 from app.flows.sweepcancel import CancelGateway
 from app.flows.sweepcreate import create_sweep
 from app.models.sweeps import PRIORITIES, JobState, Sweep, SweepJob, SweepState
@@ -128,8 +128,8 @@ def request_sweep(
         priority=prio,
         slots=slots,
     )
-    if sweep_cfg.mode == "label" and created:
-        apply_sweep_label(session, gw, sweep, pr, sweep_cfg.label)
+    if sweep_cfg.mode == "label":  # also for a replay: the trigger is idempotent (labelruns)
+        trigger_label_run(session, gw, sweep, pr, sweep_cfg.label)
     plan = plan_for(session, gw, sweep)
     return SweepRequest(
         sweep=sweep, plan=plan, created=created, reply=reply_text(sweep, plan, created), superseded=superseded

@@ -14,8 +14,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.adapters import queue
+from app.core import budget
 from app.flows.githubstatus import RATE_LIMIT_KEY
 from app.flows.ingest import health as ingest_health
+from app.flows.runpoll import load_budget
 from app.models import Delivery, DeliveryStatus, HttpCacheEntry
 from app.models.results import ReportState
 from app.models.sweeps import JobState, RunnerLabel, SweepJob
@@ -26,7 +28,7 @@ from app.web.dashboard.data.common import aware
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["RATE_LIMIT_KEY", "failures", "health", "label_usage", "overview", "rate_limit"]
+__all__ = ["RATE_LIMIT_KEY", "failures", "github_budget", "health", "label_usage", "overview", "rate_limit"]
 
 _HEALTH_TTL = 5.0
 _health_cache: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -90,6 +92,31 @@ def _ask_for_refresh(settings: Settings) -> None:
         _asked_at = time.monotonic()
     if not queue.enqueue("sweepbot.refresh_rate_limit"):
         log.info("rate_limit_refresh_not_queued", reason="broker unreachable")
+
+
+def github_budget(session: Session, settings: Settings) -> S.Budget:
+    """The repair poll's budget decision, recomputed now from its last stored rate-limit reading."""
+    state = load_budget(session)
+    now = time.time()
+    got = budget.decide(
+        state.snapshot,
+        share=settings.github_budget_share,
+        base_interval_s=settings.job_repair_interval,
+        now=now,
+        last_poll_at=state.last_poll_at,
+    )
+    snap = state.snapshot
+    return S.Budget(
+        share=settings.github_budget_share,
+        mode=got.mode,
+        cap=got.cap,
+        spent=got.spent,
+        allowance=got.allowance,
+        poll_interval_s=got.poll_interval_s,
+        resets_at=datetime.fromtimestamp(snap.reset, tz=UTC) if snap and snap.reset > now else None,
+        last_poll_at=datetime.fromtimestamp(state.last_poll_at, tz=UTC) if state.last_poll_at else None,
+        reason=got.reason,
+    )
 
 
 def label_usage(session: Session, settings: Settings) -> list[S.LabelUsage]:
@@ -225,6 +252,7 @@ def overview(session: Session, settings: Settings) -> S.Overview:
         health=parts,
         deliveries_pending={k: int(v) for k, v in (raw.get("queue") or {}).items()},
         rate_limit=rate_limit(session, settings),
+        budget=github_budget(session, settings),
         labels=label_usage(session, settings),
         failures=failures(session),
     )

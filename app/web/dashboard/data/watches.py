@@ -11,36 +11,21 @@ from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
 from app.core.nightlies import NightlyLabels, label_nightlies
-from app.models.tracking import Bump, Dependency, DepState, ImageTag, Watch, WatchState
+from app.core.readiness import BUMP_HAPPENED, DepView, explain_readiness
+from app.models.tracking import Bump, Dependency, ImageTag, Watch, WatchState
 from app.settings import Settings
 from app.web.dashboard import schemas as S
 from app.web.dashboard.data.common import aware, html_base, page_of
 
-BUMPED = ("committed", "already")  # a bump that happened: nothing left to explain
 
-
-def _why_no_bump(w: Watch, deps: list[Dependency]) -> str | None:
-    if w.state == WatchState.ARCHIVED and w.reason:
-        return w.reason  # the key moved to configs/deprecated/: nothing else matters
-    live = [d for d in deps if not d.dropped]
-    closed = [d for d in live if d.state == DepState.CLOSED]
-    if closed:
-        refs = " ".join(d.ref for d in closed)
-        return (
-            f"{', '.join(d.ref for d in closed)} closed without merge: it can never ship; drop it with "
-            f"`/depends-on drop {refs}`"
-        )
-    open_ = [d for d in live if d.state in (DepState.OPEN, DepState.UNKNOWN)]
-    if open_:
-        return "waiting for " + ", ".join(f"{d.ref} ({d.state})" for d in open_) + " to merge"
-    missing = [d for d in live if d.state == DepState.MERGED and not d.contained_in]
-    if missing:
-        return "merged, but no nightly contains " + ", ".join(d.ref for d in missing) + " yet"
-    if w.reason:
-        return w.reason
-    if not live:
-        return "no dependencies to wait for"
-    return "every dependency shipped; the bump happens at the next check"
+def _why_no_bump(w: Watch, deps: list[Dependency], bump: Bump | None) -> str | None:
+    """The one readiness explanation (the same the tracking flow logs), over the stored rows."""
+    return explain_readiness(
+        watch_state=w.state,
+        reason=w.reason,
+        deps=[DepView(d.ref, d.state, d.merge_sha, d.title, d.contained_in, d.dropped) for d in deps],
+        bump_state=bump.state if bump is not None else None,
+    )
 
 
 def _bump_out(b: Bump, base: str) -> S.BumpOut:
@@ -95,7 +80,7 @@ def _load(session: Session, *, repo: str | None, state: str | None, page: int, p
     labels: dict[int, NightlyLabels] = {}
     for w in rows:
         b = bumps.get(w.id)
-        bumped_image = b.image if b is not None and b.state in BUMPED else None
+        bumped_image = b.image if b is not None and b.state in BUMP_HAPPENED else None
         labels[w.id] = label_nightlies(
             pinned_image=w.pinned_image, newest_tag=w.chosen_tag, bumped_image=bumped_image
         )
@@ -133,7 +118,7 @@ def _watch_out(w: Watch, p: _Page, base: str) -> S.WatchOut:
             for d in dep_rows
         ],
         bump=_bump_out(b, base) if b is not None else None,
-        why_no_bump=None if b is not None and b.state in BUMPED else _why_no_bump(w, dep_rows),
+        why_no_bump=_why_no_bump(w, dep_rows, b),
     )
 
 
