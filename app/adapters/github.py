@@ -16,6 +16,7 @@ make them idempotent by looking before creating, and the task is retried.
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import hashlib
 import json
@@ -36,7 +37,7 @@ from sqlalchemy.orm import Session
 from urllib3.util.retry import Retry
 
 from app.adapters.ghslots import LocalSlots, Slots, SlotTimeout, make_slots
-from app.core import consistency, ratelimit
+from app.core import budget, consistency, ratelimit
 from app.core.installations import InstallationMap, TokenCache, parse_expires_at, repo_of_path
 from app.core.redelivery import next_cursor
 from app.core.roles import effective_role
@@ -51,6 +52,20 @@ log = structlog.get_logger(__name__)
 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 MAX_FILE_BYTES = 10 * 1024 * 1024  # master configs are a few hundred KB
+
+
+_download_lock = threading.Lock()
+_downloads: httpx.Client | None = None
+
+
+def _download_client() -> httpx.Client:
+    """One client for artifact archives per process: a fresh one per download loaded the CA bundle
+    each time (~0.1 s of CPU per artifact). No token is ever set on it (the URL is pre-signed)."""
+    global _downloads
+    with _download_lock:
+        if _downloads is None:
+            _downloads = httpx.Client(timeout=60, follow_redirects=True)
+        return _downloads
 
 
 class GitHubError(Exception):
@@ -293,6 +308,8 @@ class GitHubGateway:
         self._audit = audit
         self._consistency_delays = consistency_delays
         self._written: set[tuple[str, str]] = set()  # (repo, ref or sha) this gateway just wrote
+        # The primary rate limit as the last answer's X-RateLimit-* headers told it (app.core.budget).
+        self.last_rate: budget.RateSnapshot | None = None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -312,7 +329,9 @@ class GitHubGateway:
             raise TransientError(f"{op}: {exc}") from exc
         try:
             with self._credentials.slot(key):
-                return request(requester, op, verb, path, params=params, body=body, headers=headers)
+                answer = request(requester, op, verb, path, params=params, body=body, headers=headers)
+                self.last_rate = budget.parse_rate_headers(answer[1], time.time()) or self.last_rate
+                return answer
         except SlotTimeout as exc:
             raise TransientError(f"{op}: {exc}") from exc
         except Unauthorized as exc:
@@ -425,7 +444,12 @@ class GitHubGateway:
             # Files over 1 MB come without content from the contents API: read the blob instead.
             blob = self._get("git/get-blob", f"/repos/{repo}/git/blobs/{data['sha']}")
             encoded = (blob.get("content") or "") if isinstance(blob, dict) else ""
-        content = base64.b64decode(encoded).decode("utf-8")
+        try:
+            content = base64.b64decode(encoded).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError) as exc:
+            raise GitHubError(
+                502, f"{repo}:{path}: the content GitHub sent is not base64 UTF-8 text: {exc}"
+            ) from exc
         return content, data["sha"]
 
     def list_dir(self, repo: str, path: str, ref: str | None = None) -> list[dict[str, Any]]:
@@ -842,7 +866,7 @@ class GitHubGateway:
         if status != 302 or not location:
             raise GitHubError(status, f"artifact {artifact_id}: expected a redirect to the archive")
         try:
-            with httpx.stream("GET", location, timeout=60, follow_redirects=True) as resp:
+            with _download_client().stream("GET", location) as resp:
                 if resp.status_code >= 400:
                     if resp.status_code >= 500:
                         raise TransientError(f"artifact {artifact_id}: download answered {resp.status_code}")

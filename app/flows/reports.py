@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import structlog
 from sqlalchemy.orm import Session
 
+from app.adapters.github import NotFound
 from app.core.references import ReferenceError
 from app.core.report import (
     FINAL_JOB_STATES,
@@ -42,6 +43,8 @@ class CommentGateway(Protocol):
     """The gateway call a report flush makes (``app.adapters.github.GitHubGateway`` has it)."""
 
     def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> dict[str, Any]: ...
+
+    def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]: ...
 
 
 def _now() -> datetime:
@@ -75,7 +78,7 @@ def _flush_one(
     try:
         body = render_report(session, state.sweep_id)
         gw = gw_factory(session)
-        comment = gw.upsert_comment(state.repo, state.pr_number, report_marker(state.config_key), body)
+        comment = _land(gw, state, body)
     except TransientError as exc:
         session.rollback()
         log.warning("report_flush_failed", report=state_id, error=str(exc))
@@ -98,6 +101,20 @@ def _flush_one(
     state.last_error = None
     session.commit()
     return True
+
+
+def _land(gw: CommentGateway, state: ReportState, body: str) -> dict[str, Any]:
+    """Edit the sticky comment by the id the last flush stored (one call); look it up (list, then
+    create or edit) only when no id is known or the comment is gone."""
+    marker = report_marker(state.config_key)
+    if state.comment_id is not None:
+        try:
+            return gw.update_comment(
+                state.repo, state.comment_id, body if marker in body else f"{body}\n\n{marker}"
+            )
+        except NotFound:
+            log.info("report_comment_gone", repo=state.repo, pr=state.pr_number, comment=state.comment_id)
+    return gw.upsert_comment(state.repo, state.pr_number, marker, body)
 
 
 def flush_reports(

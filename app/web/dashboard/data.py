@@ -18,9 +18,11 @@ import structlog
 from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session
 
+from app.core import budget
 from app.core.gap import gap_table
 from app.core.nightlies import NightlyLabels, label_nightlies
 from app.core.references import ReferenceError
+from app.flows.runpoll import load_budget
 from app.models import AuditEntry, Delivery, DeliveryStatus, HttpCacheEntry
 from app.models.results import ReportState, Result
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
@@ -131,6 +133,31 @@ def _refresh_rate_limit_async(settings: Settings) -> None:
             _refreshing.release()
 
     threading.Thread(target=run, name="sweepbot-rate-limit", daemon=True).start()
+
+
+def github_budget(session: Session, settings: Settings) -> S.Budget:
+    """The repair poll's budget decision, recomputed now from its last stored rate-limit reading."""
+    state = load_budget(session)
+    now = time.time()
+    got = budget.decide(
+        state.snapshot,
+        share=settings.github_budget_share,
+        base_interval_s=settings.job_repair_interval,
+        now=now,
+        last_poll_at=state.last_poll_at,
+    )
+    snap = state.snapshot
+    return S.Budget(
+        share=settings.github_budget_share,
+        mode=got.mode,
+        cap=got.cap,
+        spent=got.spent,
+        allowance=got.allowance,
+        poll_interval_s=got.poll_interval_s,
+        resets_at=datetime.fromtimestamp(snap.reset, tz=UTC) if snap and snap.reset > now else None,
+        last_poll_at=datetime.fromtimestamp(state.last_poll_at, tz=UTC) if state.last_poll_at else None,
+        reason=got.reason,
+    )
 
 
 def label_usage(session: Session, settings: Settings) -> list[S.LabelUsage]:
@@ -266,6 +293,7 @@ def overview(session: Session, settings: Settings) -> S.Overview:
         health=parts,
         deliveries_pending={k: int(v) for k, v in (raw.get("queue") or {}).items()},
         rate_limit=rate_limit(session, settings),
+        budget=github_budget(session, settings),
         labels=label_usage(session, settings),
         failures=failures(session),
     )
