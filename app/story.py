@@ -24,6 +24,10 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.recipes import expand_points, parse_master
+from app.models import AuditEntry
+from app.models.sweeps import Sweep, SweepJob
+
 STATUS_MARKER = "<!-- sweepbot:status -->"
 REPORT_MARKER_PREFIX = "<!-- sweepbot:report"
 ATOM_CONCS = (4, 8, 16, 32, 64)
@@ -138,10 +142,6 @@ def observe(
     changelog_path: str = "perf-changelog.yaml",
 ) -> StoryReport:
     """Check every expected effect; ``recipe_base_sha`` is the recipe branch head before the story."""
-    from app.core.recipes import expand_points, parse_master
-    from app.models import AuditEntry
-    from app.models.sweeps import Sweep, SweepJob
-
     facts = scenario.facts
     repo, pr, key, branch = (
         facts["bench_repo"],

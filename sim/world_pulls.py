@@ -160,6 +160,33 @@ class Pulls(Issues):
             self._pull_event(repo, pr, "closed", sender=merger)
             return merge_sha
 
+    def pulls_with_commit(self, full_name: str, sha: str) -> list[Pull]:
+        """GitHub's commit -> pulls answer: for a commit on the default branch, the merged PR that
+        introduced it (its merge commit, or a commit of its branch); for any other commit, the open
+        and merged PRs whose head contains it."""
+        with self.lock:
+            repo = self.repo(full_name)
+            main = repo.refs.get(f"refs/heads/{repo.default_branch}")
+            on_default = bool(main) and sha in repo.objects.ancestors(str(main))
+            out: list[Pull] = []
+            for pr in sorted(repo.pulls.values(), key=lambda x: x.number):
+                if on_default and not pr.merged:
+                    continue
+                if pr.merge_commit_sha == sha:
+                    out.append(pr)
+                    continue
+                head = self.pull_head_sha(pr)
+                if not head or head not in repo.objects.commits:
+                    continue
+                if pr.merged and pr.merge_commit_sha in repo.objects.commits:
+                    base = repo.objects.commits[str(pr.merge_commit_sha)].parents[0]
+                else:
+                    base = repo.refs.get(f"refs/heads/{pr.base_ref}", "")
+                below = repo.objects.ancestors(base) if base in repo.objects.commits else set()
+                if sha in repo.objects.ancestors(head) - below:
+                    out.append(pr)
+            return out
+
     def close_pull(self, full_name: str, number: int, user: str | None = None) -> Pull:
         with self.lock:
             repo = self.repo(full_name)
@@ -206,6 +233,19 @@ class Pulls(Issues):
                     self._pull_event(
                         r, pr, "synchronize", sender=self.settings.default_token_user, before=old, after=new
                     )
+
+    def remove_label(self, full_name: str, number: int, label: str, sender: str) -> list[str]:
+        """Take a label off a PR: a `pull_request.unlabeled` event (404 when not there, as on GitHub)."""
+        with self.lock:
+            repo = self.repo(full_name)
+            pr = repo.pulls.get(number)
+            if pr is None or label not in pr.labels:
+                raise SimError(404, "Label does not exist")
+            pr.labels.remove(label)
+            pr.updated_at = self.now()
+            self._pull_event(repo, pr, "unlabeled", sender=sender, label=label)
+            self._wake()
+            return list(pr.labels)
 
     def add_labels(self, full_name: str, number: int, labels: list[str], sender: str) -> list[str]:
         """Label a PR; each newly added label is a `pull_request.labeled` event (as on GitHub)."""

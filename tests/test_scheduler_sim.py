@@ -10,9 +10,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.flows import scheduler
+from app.flows import ring, scheduler
 from app.flows.scheduler import SweepFilters
 from app.models.sweeps import JobState, SweepJob
+from app.store import reuse
 from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -32,7 +33,7 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
         reset_settings_cache()
         scheduler.clear_capacity_cache()
-        settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+        settings_env.setattr(ring, "enqueue", lambda task, *args: None)
         yield {
             "sim": sim,
             "factory": session_factory(),
@@ -144,8 +145,8 @@ def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.M
         run_url = "https://sim/run/9"
 
     settings_env.setattr(
-        scheduler,
-        "_find_reusable",
+        reuse,
+        "reusable_for_point",
         lambda session, *, image, fingerprint, result_name, **_: Stored() if result_name in skipped else None,
     )
     with factory() as s:

@@ -35,8 +35,9 @@ quoted.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -110,24 +111,52 @@ def match_run(
     return RunMatch(None, "none", f"no run with {wanted or 'nothing to match'} among {len(runs)}")
 
 
-def match_label_run(runs: Sequence[Mapping[str, Any]], *, head_sha: str) -> RunMatch:
+def match_label_run(
+    runs: Sequence[Mapping[str, Any]],
+    *,
+    head_sha: str,
+    not_before: datetime | None = None,
+    ignore: Collection[int] = (),
+) -> RunMatch:
     """Label mode: the repo's own sweep run (a ``pull_request`` run) for the PR's head commit.
 
     The newest run for that commit wins: run-sweep.yml cancels a PR's older run when a new one
-    starts (its concurrency group), so the newest is the one that will run the sweep.
+    starts (its concurrency group), so the newest is the one that will run the sweep. A push to a
+    PR also starts a run (``synchronize``) that runs no benchmark job while the PR has no sweep
+    label: ``not_before`` (when the bot applied the label) leaves out runs created earlier, and
+    ``ignore`` the runs already found to have run no benchmark job.
     """
     hits = [
         r
         for r in runs
         if str(r.get("head_sha") or "") == head_sha
         and str(r.get("event") or "pull_request") == "pull_request"
+        and int(r.get("id") or 0) not in ignore
     ]
+    older = [r for r in hits if not_before is not None and _created(r) < not_before]
+    hits = [r for r in hits if r not in older]
     if not hits:
-        return RunMatch(None, "none", f"no pull_request run for {head_sha[:12]} among {len(runs)}")
+        why = f"; {len(older)} older than the label" if older else ""
+        return RunMatch(None, "none", f"no pull_request run for {head_sha[:12]} among {len(runs)}{why}")
     run = max(hits, key=lambda r: int(r.get("id") or 0))
     return RunMatch(
         run, "head_sha", f"run {run.get('id')} ({run.get('display_title')!r}) for {head_sha[:12]}"
     )
+
+
+def _created(run: Mapping[str, Any]) -> datetime:
+    """A run's ``created_at``; a run without one counts as new (kept)."""
+    text = str(run.get("created_at") or "")
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.max.replace(tzinfo=UTC)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def has_benchmark_jobs(jobs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a run's jobs include a benchmark job (by the template's job-name format)."""
+    return any(parse_job_name(str(j.get("name") or "")) is not None for j in jobs)
 
 
 def title_is_ours(display_title: str, run_names: Sequence[str]) -> bool:

@@ -29,9 +29,11 @@ import structlog
 from sqlalchemy.orm import Session
 
 from app.core.inert import code
-from app.flows.routing import HandlerContext, HandlerSkipped, router
+from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
 
 log = structlog.get_logger(__name__)
+
+router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
 
 MAX_COMMANDS = 10
 
@@ -529,7 +531,6 @@ def handle_comment(
     """Process one ``issue_comment`` payload (action ``created``)."""
     from app.adapters.github import GitHubError
     from app.adapters.permissions import WRITE_ROLES, can_write
-    from app.flows.routing import TransientError
     from app.store.audit import record
 
     if payload.get("action") != "created":

@@ -18,12 +18,17 @@ import structlog
 from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session
 
+from app.core import budget
+from app.core.gap import gap_table
 from app.core.nightlies import NightlyLabels, label_nightlies
+from app.core.references import ReferenceError
+from app.flows.runpoll import load_budget
 from app.models import AuditEntry, Delivery, DeliveryStatus, HttpCacheEntry
 from app.models.results import ReportState, Result
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
 from app.models.tracking import BotConfigRecord, Bump, Dependency, DepState, ImageTag, Watch, WatchState
 from app.settings import Settings
+from app.store.references import choose_reference
 from app.web.dashboard import schemas as S
 
 log = structlog.get_logger(__name__)
@@ -128,6 +133,31 @@ def _refresh_rate_limit_async(settings: Settings) -> None:
             _refreshing.release()
 
     threading.Thread(target=run, name="sweepbot-rate-limit", daemon=True).start()
+
+
+def github_budget(session: Session, settings: Settings) -> S.Budget:
+    """The repair poll's budget decision, recomputed now from its last stored rate-limit reading."""
+    state = load_budget(session)
+    now = time.time()
+    got = budget.decide(
+        state.snapshot,
+        share=settings.github_budget_share,
+        base_interval_s=settings.job_repair_interval,
+        now=now,
+        last_poll_at=state.last_poll_at,
+    )
+    snap = state.snapshot
+    return S.Budget(
+        share=settings.github_budget_share,
+        mode=got.mode,
+        cap=got.cap,
+        spent=got.spent,
+        allowance=got.allowance,
+        poll_interval_s=got.poll_interval_s,
+        resets_at=datetime.fromtimestamp(snap.reset, tz=UTC) if snap and snap.reset > now else None,
+        last_poll_at=datetime.fromtimestamp(state.last_poll_at, tz=UTC) if state.last_poll_at else None,
+        reason=got.reason,
+    )
 
 
 def label_usage(session: Session, settings: Settings) -> list[S.LabelUsage]:
@@ -263,6 +293,7 @@ def overview(session: Session, settings: Settings) -> S.Overview:
         health=parts,
         deliveries_pending={k: int(v) for k, v in (raw.get("queue") or {}).items()},
         rate_limit=rate_limit(session, settings),
+        budget=github_budget(session, settings),
         labels=label_usage(session, settings),
         failures=failures(session),
     )
@@ -751,9 +782,6 @@ def results_for_key(
     seq: str | None = None,
     max_images: int = 10,
 ) -> S.ResultsKeyOut:
-    from app.core.gap import compute_gap
-    from app.core.references import ReferenceError, choose_reference
-
     cols = (
         Result.id,
         Result.image,
@@ -833,15 +861,14 @@ def results_for_key(
     ref_points: list[S.ResultPoint] = []
     metric = ref.metric if ref is not None else None
     if ref is not None:
-        metric_runs: dict[int, list[float]] = defaultdict(list)
-        for r in rows:
-            if ref.tp is not None and r.tp != ref.tp:
-                continue  # a tp4 table says nothing about tp8 runs; mixing them fakes noise
-            value = getattr(r, ref.metric, None)
-            if isinstance(value, float | int):
-                metric_runs[r.conc].append(float(value))
-        ref_values = {c: v[ref.metric] for c, v in ref.points.items() if ref.metric in v}
-        for g in compute_gap(metric_runs, ref_values, metric=ref.metric):
+        # A tp4 table says nothing about tp8 runs: only runs at the reference's tp are compared.
+        table = gap_table(
+            [(r.conc, r) for r in rows if ref.tp is None or r.tp == ref.tp],
+            ref,
+            tp=ref.tp,
+            seq=f"{isl}_{osl}" if isl is not None and osl is not None else None,
+        )
+        for g in table.rows:
             gap_rows.append(
                 S.GapRow(
                     conc=g.conc,
