@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
 from typing import Any
 
 from sim import render, render_actions
@@ -69,10 +71,42 @@ def dispatch(ctx: Ctx, p: dict[str, str]) -> Resp:
     return Resp(204)
 
 
+def _created_range(value: str) -> tuple[float, float]:
+    """GitHub's ``created`` filter (search date syntax): ``>=T``, ``>T``, ``<=T``, ``<T`` or ``A..B``."""
+
+    def ts(text: str) -> float:
+        text = text.strip()
+        if text == "*":
+            return float("inf")
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise SimError(422, f"created {value!r} is not a date or date-time range") from exc
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+    for op, lo_hi in ((">=", "lo"), ("<=", "hi"), (">", "lo+"), ("<", "hi-")):
+        if value.startswith(op):
+            t = ts(value[len(op) :])
+            return {
+                "lo": (t, math.inf),
+                "hi": (-math.inf, t),
+                "lo+": (t + 1, math.inf),
+                "hi-": (-math.inf, t - 1),
+            }[lo_hi]
+    if ".." in value:
+        a, _, b = value.partition("..")
+        return (-math.inf if a.strip() == "*" else ts(a), ts(b))
+    t = ts(value)
+    return t, t + 86400 if "T" not in value else t  # a bare date is that whole day
+
+
 def _filter_runs(ctx: Ctx, runs: list[Any]) -> list[Any]:
     q = ctx.query
+    created = _created_range(q["created"]) if q.get("created") else None
     out = []
     for r in runs:
+        if created is not None and not created[0] <= r.created_at <= created[1]:
+            continue
         if q.get("branch") and r.head_branch != q["branch"]:
             continue
         if q.get("event") and q["event"] != r.event:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 from sim import render
 from sim.api_common import (
@@ -295,6 +296,19 @@ def add_labels(ctx: Ctx, p: dict[str, str]) -> Resp:
         raise SimError(422, "Invalid request.\n\nFor 'labels', an array of label names is required.")
     names = ctx.world.add_labels(
         repo.full_name, _int(p["issue_number"], "issue_number"), labels, ctx.identity.actor(ctx.world)
+    )
+    return Resp(200, [render.label(ctx.world, repo, n) for n in names])
+
+
+@route("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", "issues/remove-label")
+def remove_label(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    _require_write(ctx, repo)
+    names = ctx.world.remove_label(
+        repo.full_name,
+        _int(p["issue_number"], "issue_number"),
+        unquote(p["name"]),
+        ctx.identity.actor(ctx.world),
     )
     return Resp(200, [render.label(ctx.world, repo, n) for n in names])
 

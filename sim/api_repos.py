@@ -269,6 +269,18 @@ def get_commit(ctx: Ctx, p: dict[str, str]) -> Resp:
     return Resp(200, render_git.git_commit(ctx.world, repo, p["commit_sha"]))
 
 
+@route(
+    "GET",
+    "/repos/{owner}/{repo}/commits/{commit_sha}/pulls",
+    "repos/list-pull-requests-associated-with-commit",
+)
+def commit_pulls(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    sha = ctx.world.resolve(repo, p["commit_sha"])
+    pulls = ctx.world.pulls_with_commit(repo.full_name, sha)
+    return paginate(ctx, [render.pull_request_simple(ctx.world, repo, pr) for pr in pulls])
+
+
 @route("GET", "/repos/{owner}/{repo}/commits/{ref}", "repos/get-commit")
 def get_repo_commit(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)

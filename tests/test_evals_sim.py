@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from app.adapters.github import gateway
 from app.adapters.permissions import clear_cache
 from app.db import session_factory
-from app.flows import scheduler
-from app.flows.results import collect_job
+from app.flows import ring, scheduler
+from app.flows.collect import collect_job
 from app.flows.scheduler import SweepFilters
 from app.models.results import EvalResult, Result
 from app.models.sweeps import JobState, SweepJob
@@ -64,7 +64,7 @@ def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Wor
         reset_settings_cache()
         scheduler.clear_capacity_cache()
         clear_cache()
-        settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+        settings_env.setattr(ring, "enqueue", lambda task, *args: None)
         yield sim.world
         clear_cache()
 
