@@ -16,6 +16,7 @@ make them idempotent by looking before creating, and the task is retried.
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import hashlib
 import json
@@ -443,7 +444,12 @@ class GitHubGateway:
             # Files over 1 MB come without content from the contents API: read the blob instead.
             blob = self._get("git/get-blob", f"/repos/{repo}/git/blobs/{data['sha']}")
             encoded = (blob.get("content") or "") if isinstance(blob, dict) else ""
-        content = base64.b64decode(encoded).decode("utf-8")
+        try:
+            content = base64.b64decode(encoded).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError) as exc:
+            raise GitHubError(
+                502, f"{repo}:{path}: the content GitHub sent is not base64 UTF-8 text: {exc}"
+            ) from exc
         return content, data["sha"]
 
     def list_dir(self, repo: str, path: str, ref: str | None = None) -> list[dict[str, Any]]:

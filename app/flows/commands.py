@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from app.core.inert import code
 from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
+from app.flows.changelogmode import changelog_filters
 
 log = structlog.get_logger(__name__)
 
@@ -479,7 +480,9 @@ def _run_command(
                 config_key=key,
                 requested_by=login,
                 reason="command",
-                filters=sweep_filters(cmd),
+                filters=changelog_filters(
+                    session, gw, repo, number, key, sweep_filters(cmd), explicit="evals" in cmd.options
+                ),
                 priority=cmd.options.get("priority", "normal"),
             )
             replies.append(str(req.reply))

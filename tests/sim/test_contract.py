@@ -172,6 +172,9 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         call("GET", f"{B}/collaborators/nobody/permission", 404)
         call("GET", f"{B}/pulls?state=all", 200)
         call("GET", f"{B}/pulls/2104", 200)
+        call("GET", f"{B}/pulls/2104/files", 200)
+        call("PATCH", f"{B}/pulls/2104", 200, json={"body": "edited by the contract test"})
+        call("GET", B, 200)
         call("GET", f"{B}/pulls/9999", 404)
         call("GET", f"{B}/pulls/2104/merge", 404)
         call("POST", f"{B}/git/refs", 201, json={"ref": "refs/heads/bump", "sha": new["sha"]})
@@ -212,7 +215,8 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         call("GET", f"{B}/actions/runs", 200)
         call("GET", f"{B}/actions/workflows/e2e-tests.yml/runs", 200)
         call("GET", f"{B}/actions/runs/{run_id}", 200)
-        call("GET", f"{B}/actions/runs/{run_id}/jobs", 200)
+        jobs = call("GET", f"{B}/actions/runs/{run_id}/jobs", 200).json()["jobs"]
+        call("GET", f"{B}/check-runs/{jobs[0]['id']}/annotations", 200)  # a job's check run has its id
         arts = call("GET", f"{B}/actions/runs/{run_id}/artifacts", 200).json()["artifacts"]
         call("GET", f"{B}/actions/artifacts", 200)
         call("GET", f"{B}/actions/artifacts/{arts[0]['id']}", 200)
