@@ -51,6 +51,7 @@ class Config:
     scheduler_interval_s: float = 15.0  # the beat's tick (webhooks ring one sooner)
     debounce_s: float = 30.0  # report flush interval
     strategy: str = "runpoll"  # "runpoll" (this code) | "baseline" (main before: get_run per job)
+    rate_limit: int = 5000  # the sim's hourly limit per token (GitHub's for a user token)
     seed: int = 7
 
 
@@ -81,6 +82,8 @@ class Figures:
     dropped_deliveries: int = 0
     injected: dict[str, int] = field(default_factory=dict)
     loops: int = 0
+    budget_modes: dict[str, int] = field(default_factory=dict)  # repair polls by budget mode
+    max_hour_calls: int = 0  # most rate-limited calls the sim counted in one of its hourly windows
 
 
 class VirtualClock:

@@ -28,6 +28,8 @@ import dataclasses
 import json
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -74,16 +76,29 @@ def main(argv: list[str] | None = None) -> int:
         "--conc-end", type=int, default=512, help="concs 1..N (powers of 2) x 4 spaces per PR"
     )
     parser.add_argument("--strategies", default="baseline,runpoll")
+    parser.add_argument("--burst", type=int, default=10, help="PRs that arrive at t=0")
+    parser.add_argument("--mean-gap", type=float, default=1800.0, help="mean seconds between later PRs")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
-    figures = []
-    for strategy in args.strategies.split(","):
-        started = time.monotonic()
-        cfg = Config(prs=args.prs, conc_end=args.conc_end, strategy=strategy.strip(), seed=args.seed)
-        got = run(cfg)
-        figures.append(got)
-        print(f"{strategy}: {got.jobs} jobs in {time.monotonic() - started:.0f} s of wall time", flush=True)
+    configs = [
+        Config(
+            prs=args.prs,
+            conc_end=args.conc_end,
+            burst=args.burst,
+            mean_gap_s=args.mean_gap,
+            strategy=name.strip(),
+            seed=args.seed,
+        )
+        for name in args.strategies.split(",")
+    ]
+    started = time.monotonic()
+    # Each strategy in a process of its own (own sim, database and settings), side by side.
+    with ProcessPoolExecutor(max_workers=len(configs), mp_context=get_context("spawn")) as pool:
+        figures = list(pool.map(run, configs))
+    print(
+        f"{sum(f.jobs for f in figures)} jobs in {time.monotonic() - started:.0f} s of wall time", flush=True
+    )
     print(table(figures))
     for f in figures:
         print(
