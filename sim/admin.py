@@ -146,16 +146,20 @@ def _fix_regression(world: World, b: dict[str, Any]) -> Any:
     return fixed.__dict__
 
 
-@_action("commits")
-def _commits(world: World, b: dict[str, Any]) -> Any:
+def _commit(world: World, b: dict[str, Any], message: str) -> Any:
     sha = world.commit_files(
         b["repo"],
         b.get("branch", "main"),
         b["files"],
-        b.get("message", "Update"),
+        b.get("message", message),
         author=b.get("author", "sim"),
     )
     return {"sha": sha}
+
+
+@_action("commits")
+def _commits(world: World, b: dict[str, Any]) -> Any:
+    return _commit(world, b, "Update")
 
 
 @_action("branches")
@@ -306,15 +310,8 @@ def _apps(world: World, b: dict[str, Any]) -> Any:
 
 @_action("files")
 def _files(world: World, b: dict[str, Any]) -> Any:
-    # load real files (e.g. fixture configs) into a repo in one commit
-    sha = world.commit_files(
-        b["repo"],
-        b.get("branch", "main"),
-        b["files"],
-        b.get("message", "Add files"),
-        author=b.get("author", "sim"),
-    )
-    return {"sha": sha}
+    """Load real files (e.g. fixture configs) into a repo in one commit."""
+    return _commit(world, b, "Add files")
 
 
 @_action("nightly/load")
