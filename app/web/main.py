@@ -86,10 +86,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
     )
     from app.web.secheaders import SecurityHeaders
-    from app.web.webhooks import router as webhook_router
+    from app.web.webhooks import install as install_webhooks
 
     api.add_middleware(SecurityHeaders)  # CSP, no framing, nosniff, referrer policy (not on webhooks)
-    api.include_router(webhook_router)
+    install_webhooks(api)  # a plain ASGI route in front of the stack (issue 19)
 
     stored = _StoredDeliveries()
     scrape_registry = CollectorRegistry()
