@@ -10,6 +10,7 @@ end-to-end test and ``bench/story.py``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import time
@@ -25,7 +26,21 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.story import STATUS_MARKER, StoryReport, bot_comments, observe
+from app.db import session_factory
+from app.launcher import SIM_CADENCE, StartRefused, check_ports, instance_lock, stack
+from app.models import AuditEntry
+from app.models.sweeps import JobState, Sweep, SweepJob
+from app.preflight import PortUse
+from app.settings import Settings, reset_settings_cache
+from app.story import (
+    ATOM_CONCS,
+    REPORT_MARKER_PREFIX,
+    STATUS_MARKER,
+    StoryReport,
+    bot_comments,
+    observe,
+    report_table,
+)
 from app.storytext import (
     Collapser,
     Event,
@@ -35,6 +50,9 @@ from app.storytext import (
     sweep_activity,
     waiting_activity,
 )
+from sim.scenario import SeedScenario
+from sim.server import SimServer
+from sim.world import SimSettings
 
 Say = Callable[[str], None]
 
@@ -90,8 +108,6 @@ class Timeline:
         self.emit(self.collapser.flush() + [render(Event(self.now(), who, text))])
 
     def pump(self) -> None:
-        from app.models import AuditEntry
-
         with self.world.lock:
             fresh = self.world.deliveries[self.seen_deliveries :]
             self.seen_deliveries = len(self.world.deliveries)
@@ -154,8 +170,6 @@ def _branch_head(world: Any, repo: str, branch: str) -> str:
 
 
 def _sweep_states(factory: sessionmaker[Session], repo: str, pr: int) -> list[str]:
-    from app.models.sweeps import Sweep, SweepJob
-
     with factory() as session:
         return list(
             session.execute(
@@ -169,15 +183,11 @@ def _sweep_states(factory: sessionmaker[Session], repo: str, pr: int) -> list[st
 
 
 def _sweep_progress(factory: sessionmaker[Session], repo: str, pr: int) -> tuple[int, int]:
-    from app.models.sweeps import JobState
-
     jobs = _sweep_states(factory, repo, pr)
     return sum(1 for s in jobs if s in JobState.FINAL), len(jobs)
 
 
 def _report_complete(world: Any, repo: str, pr: int) -> bool:
-    from app.story import ATOM_CONCS, REPORT_MARKER_PREFIX, report_table
-
     reports = bot_comments(world, repo, pr, REPORT_MARKER_PREFIX)
     if len(reports) != 1:
         return False
@@ -325,12 +335,6 @@ def demo_command(
 ) -> None:
     """Play the whole story against the simulator: deps land, the pin is bumped, the sweep runs,
     the gap is posted. Without --until-done the dashboard stays up afterwards until Ctrl-C."""
-    import os
-
-    from app.launcher import StartRefused, check_ports, instance_lock
-    from app.preflight import PortUse
-    from app.settings import Settings
-
     err = Console(stderr=True)
     if variant not in ("seed", "both-merge"):
         err.print(f"unknown --variant {variant!r}: use seed or both-merge", markup=False)
@@ -362,15 +366,6 @@ def _run_demo(
     time_scale: float,
     timeout: float,
 ) -> int:
-    import os
-
-    from app.db import session_factory
-    from app.launcher import SIM_CADENCE, StartRefused, stack
-    from app.settings import Settings, reset_settings_cache
-    from sim.scenario import SeedScenario
-    from sim.server import SimServer
-    from sim.world import SimSettings
-
     console = Console()
     shutil.rmtree(data_dir, ignore_errors=True)  # every demo starts from an empty world
     data_dir.mkdir(parents=True)

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from app.migrate import upgrade
 from app.preflight import (
     EXIT_REFUSED,
     PortUse,
@@ -38,6 +39,9 @@ from app.preflight import (
     sim_webhook_secrets,
 )
 from app.settings import Settings, get_settings
+from sim.scenario import BENCH_REPO, SeedScenario
+from sim.server import SimServer
+from sim.world import SimSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,6 +56,7 @@ SIM_CADENCE = {
     "SWEEPBOT_DELIVERY_LEASE_SECONDS": "30",
     "SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS": "0",
     "SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES": "0",
+    "SWEEPBOT_REDELIVERY_INTERVAL": "10",
 }
 
 
@@ -150,6 +155,9 @@ def sim_environment(
         "SWEEPBOT_OAUTH_CLIENT_SECRET": "sim-oauth-secret",
         "SWEEPBOT_OAUTH_BASE_URL": sim.url,
         "SWEEPBOT_OAUTH_ALLOWED_ORG": "SemiAnalysisAI",
+        # GitHub never retries a failed delivery, and neither does the simulator: the bot asks the
+        # benchmark repo's webhook (the one the simulator sends from) for what it missed.
+        "SWEEPBOT_REDELIVERY_HOOKS": f"{BENCH_REPO}:{sim.world.hook_id}",
         **SIM_CADENCE,
     }
 
@@ -236,8 +244,6 @@ def stack(
     settings: Settings | None = None,
 ) -> Iterator[Stack]:
     """API + worker + beat as child processes; ``sim`` (a started SimServer) wires in the simulator."""
-    from app.migrate import upgrade
-
     settings = settings or get_settings()
     data_dir = Path(settings.data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -325,15 +331,10 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
             signal.signal(signal.SIGINT, _stop)
             signal.signal(signal.SIGTERM, _stop)
             if use_sim:
-                from sim.server import SimServer
-                from sim.world import SimSettings
-
                 settings = sim_world_settings(settings)
                 sim = SimServer(settings=SimSettings(time_scale=0.01), host=host, port=sim_port).start()
             with stack(host=host, port=port, sim=sim, settings=settings) as running:
                 if sim is not None:
-                    from sim.scenario import SeedScenario
-
                     # Loaded once the bot listens, so it hears the recipe PR being opened.
                     SeedScenario(sim.world).load()
                 _print_up(console, running, sim, settings)

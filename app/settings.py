@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     poll_interval: float = 300.0
     scheduler_interval: float = 15.0
     job_repair_interval: float = 120.0
+    # The part of the installation's hourly GitHub rate limit the bot may spend; near it the repair
+    # poll is spread out, then skipped until the window resets (app.core.budget).
+    github_budget_share: float = Field(default=0.5, gt=0.0, le=1.0)
     nightly_watch_interval: float = 600.0  # canary planning, change points, regression issues
     report_debounce_seconds: float = 5.0
     # An accuracy this far (absolute score, 0.01 = 1 point) below the reference still counts as

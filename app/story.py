@@ -24,6 +24,10 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.recipes import expand_points, parse_master
+from app.models import AuditEntry
+from app.models.sweeps import Sweep, SweepJob
+
 STATUS_MARKER = "<!-- sweepbot:status -->"
 REPORT_MARKER_PREFIX = "<!-- sweepbot:report"
 ATOM_CONCS = (4, 8, 16, 32, 64)
@@ -138,10 +142,6 @@ def observe(
     changelog_path: str = "perf-changelog.yaml",
 ) -> StoryReport:
     """Check every expected effect; ``recipe_base_sha`` is the recipe branch head before the story."""
-    from app.core.recipes import expand_points, parse_master
-    from app.models import AuditEntry
-    from app.models.sweeps import Sweep, SweepJob
-
     facts = scenario.facts
     repo, pr, key, branch = (
         facts["bench_repo"],
@@ -267,6 +267,8 @@ def observe(
             if run.repo == repo and bench:
                 by_event[run.event] += 1
             for job in bench:
+                if job.point.get("eval-only"):
+                    continue  # an evaluated point's separate eval job (e2e-tests.yml's `eval /`)
                 if job.conclusion == "success":
                     ok_runs[str(job.point.get("result-name"))] += 1
                 elif job.fate == "runner_lost" and job.status == "completed":

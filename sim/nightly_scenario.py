@@ -15,6 +15,7 @@ SHAs and numbers. tests/test_nightly_watch_sim.py plays it end to end.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ KEY = "minimaxm3-fp4-mi355x-vllm"
 PERF_PR = 50123
 FIX_PR = 50200
 SLOWDOWN = 0.05
+_PR_NUMBER = re.compile(r"\(#(\d+)\)$")
 
 
 def bot_config(registry_url: str | None = None) -> str:
@@ -75,15 +77,24 @@ class NightlyRegressionStory:
             return self.status()
 
     def _commit(self, title: str, *, tag: bool = True) -> str:
-        seed = self.world.scenario
-        main: list[str] = seed.vllm_main
-        sha = self.world.commit_files(
-            VLLM_REPO,
-            "main",
-            {f"vllm/changes/{len(main):03d}.txt": title + "\n"},
-            title,
-            author="vllm-maintainer",
+        """One upstream change as vLLM lands them: a PR (``title`` ends "(#N)") merged into main.
+
+        The PR's branch commit carries the title without the number; main gets the merge commit
+        ("Merge pull request #N ..."), which is what the nightly is built from. Which PR a commit of
+        the range belongs to is the commit's associated-pulls answer (``World.pulls_with_commit``).
+        """
+        w = self.world
+        main: list[str] = w.scenario.vllm_main
+        m = _PR_NUMBER.search(title)
+        assert m is not None, f"a story PR title ends with (#N): {title!r}"
+        number, subject = int(m.group(1)), title[: m.start()].rstrip()
+        branch = f"story/pr-{number}"
+        w.set_ref(VLLM_REPO, f"refs/heads/{branch}", w.repo(VLLM_REPO).refs["refs/heads/main"], create=True)
+        w.commit_files(
+            VLLM_REPO, branch, {f"vllm/changes/{len(main):03d}.txt": title + "\n"}, subject, author="vllm-dev"
         )
+        w.open_pull(VLLM_REPO, branch, "main", subject, user="vllm-dev", number=number)
+        sha = w.merge_pull(VLLM_REPO, number, merger="vllm-maintainer")
         main.append(sha)
         if tag:
             self.world.push_tag(IMAGE, f"nightly-{sha}")

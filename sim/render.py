@@ -7,13 +7,12 @@ key set; REST responses may carry more, so they reuse those shapes and add what 
 from __future__ import annotations
 
 import base64
+import difflib
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sim.world import Comment, Job, Pull, Repo, Run, iso
-
-if TYPE_CHECKING:
-    from sim.world import World
+from sim.models import Comment, Issue, Pull, Repo, iso
+from sim.world_state import WorldState as World
 
 
 def api(world: World) -> str:
@@ -222,22 +221,7 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
     urls = _pr_urls(world, repo, pr.number)
     head_sha = world.pull_head_sha(pr)
     base_sha = repo.refs.get(f"refs/heads/{pr.base_ref}", "")
-    hrepo = world.repos.get(pr.head_repo, repo)
     mergeable = world.mergeable(pr)
-    changed = additions = deletions = commits = 0
-    if (
-        head_sha
-        and base_sha
-        and head_sha in repo.objects.commits
-        or (head_sha and hrepo and head_sha in hrepo.objects.commits)
-    ):
-        files = changed_files(world, repo, pr)
-        changed = len(files)
-        additions = sum(f["additions"] for f in files)
-        deletions = sum(f["deletions"] for f in files)
-        src = hrepo if head_sha in hrepo.objects.commits else repo
-        mb = src.objects.merge_base(base_sha, head_sha) if base_sha in src.objects.commits else None
-        commits = len(src.objects.commits_between(mb, head_sha)) if mb else 1
     status_url = f"{api(world)}/repos/{repo.full_name}/statuses/{head_sha}"
     d: dict[str, Any] = {
         **{k: v for k, v in urls.items() if k in ("url",)},
@@ -267,21 +251,7 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
             if k in ("commits_url", "review_comments_url", "review_comment_url", "comments_url")
         },
         "statuses_url": status_url,
-        "head": {
-            "label": f"{hrepo.owner}:{pr.head_ref}",
-            "ref": pr.head_ref,
-            "sha": head_sha,
-            "user": user(world, hrepo.owner if not pr.head_repo_deleted else pr.user),
-            # a deleted fork: GitHub answers head.repo null
-            "repo": hook_repository(world, hrepo) if not pr.head_repo_deleted else None,
-        },
-        "base": {
-            "label": f"{repo.owner}:{pr.base_ref}",
-            "ref": pr.base_ref,
-            "sha": base_sha,
-            "user": user(world, repo.owner),
-            "repo": hook_repository(world, repo),
-        },
+        **_head_and_base(world, repo, pr, head_sha, base_sha),
         "_links": {
             "self": {"href": urls["url"]},
             "html": {"href": urls["html_url"]},
@@ -304,12 +274,50 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
         "comments": sum(1 for c in repo.comments.values() if c.issue_number == pr.number),
         "review_comments": 0,
         "maintainer_can_modify": False,
-        "commits": commits,
-        "additions": additions,
-        "deletions": deletions,
-        "changed_files": changed,
+        **_diff_stats(world, repo, pr, head_sha, base_sha),
     }
     return d
+
+
+def _head_and_base(world: World, repo: Repo, pr: Pull, head_sha: str, base_sha: str) -> dict[str, Any]:
+    hrepo = world.repos.get(pr.head_repo, repo)
+    return {
+        "head": {
+            "label": f"{hrepo.owner}:{pr.head_ref}",
+            "ref": pr.head_ref,
+            "sha": head_sha,
+            "user": user(world, hrepo.owner if not pr.head_repo_deleted else pr.user),
+            # a deleted fork: GitHub answers head.repo null
+            "repo": hook_repository(world, hrepo) if not pr.head_repo_deleted else None,
+        },
+        "base": {
+            "label": f"{repo.owner}:{pr.base_ref}",
+            "ref": pr.base_ref,
+            "sha": base_sha,
+            "user": user(world, repo.owner),
+            "repo": hook_repository(world, repo),
+        },
+    }
+
+
+def _diff_stats(world: World, repo: Repo, pr: Pull, head_sha: str, base_sha: str) -> dict[str, int]:
+    """commits / additions / deletions / changed_files of the PR's diff against its base."""
+    hrepo = world.repos.get(pr.head_repo, repo)
+    changed = additions = deletions = commits = 0
+    if (
+        head_sha
+        and base_sha
+        and head_sha in repo.objects.commits
+        or (head_sha and hrepo and head_sha in hrepo.objects.commits)
+    ):
+        files = changed_files(world, repo, pr)
+        changed = len(files)
+        additions = sum(f["additions"] for f in files)
+        deletions = sum(f["deletions"] for f in files)
+        src = hrepo if head_sha in hrepo.objects.commits else repo
+        mb = src.objects.merge_base(base_sha, head_sha) if base_sha in src.objects.commits else None
+        commits = len(src.objects.commits_between(mb, head_sha)) if mb else 1
+    return {"commits": commits, "additions": additions, "deletions": deletions, "changed_files": changed}
 
 
 def pull_request_simple(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
@@ -355,8 +363,6 @@ def diff_files(world: World, repo: Repo, store: Any, base: str, head: str) -> li
             continue
         old = store.blobs[a[path][1]].decode(errors="replace").splitlines() if path in a else []
         new = store.blobs[b[path][1]].decode(errors="replace").splitlines() if path in b else []
-        import difflib
-
         diff = list(difflib.unified_diff(old, new, lineterm="", n=3))
         adds = sum(1 for line in diff if line.startswith("+") and not line.startswith("+++"))
         dels = sum(1 for line in diff if line.startswith("-") and not line.startswith("---"))
@@ -424,88 +430,64 @@ def label(world: World, repo: Repo, name: str) -> dict[str, Any]:
     }
 
 
+def _issue_common(world: World, repo: Repo, item: Pull | Issue, kind: str) -> dict[str, Any]:
+    """The issue shape both a PR (as an issue) and a plain issue share; ``kind``: pull | issues."""
+    u = f"{api(world)}/repos/{repo.full_name}"
+    n = item.number
+    return {
+        "url": f"{u}/issues/{n}",
+        "repository_url": u,
+        "labels_url": f"{u}/issues/{n}/labels{{/name}}",
+        "comments_url": f"{u}/issues/{n}/comments",
+        "events_url": f"{u}/issues/{n}/events",
+        "html_url": f"{html(world)}/{repo.full_name}/{kind}/{n}",
+        "id": item.id + 1 if kind == "pull" else item.id,
+        "node_id": node_id("I_", item.id),
+        "number": n,
+        "title": item.title,
+        "user": user(world, item.user),
+        "labels": [],
+        "state": item.state,
+        "locked": False,
+        "assignee": None,
+        "assignees": [],
+        "milestone": None,
+        "comments": sum(1 for c in repo.comments.values() if c.issue_number == n),
+        "created_at": iso(item.created_at),
+        "updated_at": iso(item.updated_at),
+        "closed_at": iso(item.closed_at) if item.closed_at else None,
+        "author_association": _author_association(world, repo, item.user),
+        "active_lock_reason": None,
+        "body": item.body,
+    }
+
+
 def hook_issue(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
-    u = f"{api(world)}/repos/{repo.full_name}"
-    n = pr.number
-    return {
-        "url": f"{u}/issues/{n}",
-        "repository_url": u,
-        "labels_url": f"{u}/issues/{n}/labels{{/name}}",
-        "comments_url": f"{u}/issues/{n}/comments",
-        "events_url": f"{u}/issues/{n}/events",
-        "html_url": f"{html(world)}/{repo.full_name}/pull/{n}",
-        "id": pr.id + 1,
-        "node_id": node_id("I_", pr.id),
-        "number": n,
-        "title": pr.title,
-        "user": user(world, pr.user),
-        "labels": [label(world, repo, name) for name in pr.labels],
-        "state": pr.state,
-        "locked": False,
-        "assignee": None,
-        "assignees": [],
-        "milestone": None,
-        "comments": sum(1 for c in repo.comments.values() if c.issue_number == n),
-        "created_at": iso(pr.created_at),
-        "updated_at": iso(pr.updated_at),
-        "closed_at": iso(pr.closed_at) if pr.closed_at else None,
-        "author_association": _author_association(world, repo, pr.user),
-        "active_lock_reason": None,
-        "body": pr.body,
-        "draft": False,
-        "pull_request": {
-            "url": f"{u}/pulls/{n}",
-            "html_url": f"{html(world)}/{repo.full_name}/pull/{n}",
-            "diff_url": f"{html(world)}/{repo.full_name}/pull/{n}.diff",
-            "patch_url": f"{html(world)}/{repo.full_name}/pull/{n}.patch",
-            "merged_at": iso(pr.merged_at) if pr.merged_at else None,
-        },
-        "reactions": {
-            "url": f"{u}/issues/{n}/reactions",
-            "total_count": 0,
-            "+1": 0,
-            "-1": 0,
-            "laugh": 0,
-            "confused": 0,
-            "heart": 0,
-            "hooray": 0,
-            "eyes": 0,
-            "rocket": 0,
-        },
+    """A pull request as the `issue` of an issue_comment payload."""
+    d = _issue_common(world, repo, pr, "pull")
+    d["labels"] = [label(world, repo, name) for name in pr.labels]
+    u, h, n = f"{api(world)}/repos/{repo.full_name}", f"{html(world)}/{repo.full_name}", pr.number
+    d["draft"] = False
+    d["pull_request"] = {
+        "url": f"{u}/pulls/{n}",
+        "html_url": f"{h}/pull/{n}",
+        "diff_url": f"{h}/pull/{n}.diff",
+        "patch_url": f"{h}/pull/{n}.patch",
+        "merged_at": iso(pr.merged_at) if pr.merged_at else None,
     }
+    d["reactions"] = {"url": f"{u}/issues/{n}/reactions", "total_count": 0} | {r: 0 for r in _REACTION_KEYS}
+    return d
 
 
-def rest_issue(world: World, repo: Repo, issue: Any) -> dict[str, Any]:
+_REACTION_KEYS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "eyes", "rocket")
+
+
+def rest_issue(world: World, repo: Repo, issue: Issue) -> dict[str, Any]:
     """A plain issue as ``GET /repos/{owner}/{repo}/issues/{n}`` returns it (no ``pull_request``)."""
-    u = f"{api(world)}/repos/{repo.full_name}"
-    n = issue.number
-    return {
-        "url": f"{u}/issues/{n}",
-        "repository_url": u,
-        "labels_url": f"{u}/issues/{n}/labels{{/name}}",
-        "comments_url": f"{u}/issues/{n}/comments",
-        "events_url": f"{u}/issues/{n}/events",
-        "html_url": f"{html(world)}/{repo.full_name}/issues/{n}",
-        "id": issue.id,
-        "node_id": node_id("I_", issue.id),
-        "number": n,
-        "title": issue.title,
-        "user": user(world, issue.user),
-        "labels": [{"name": name, "color": "ededed", "default": False} for name in issue.labels],
-        "state": issue.state,
-        "state_reason": issue.state_reason,
-        "locked": False,
-        "assignee": None,
-        "assignees": [],
-        "milestone": None,
-        "comments": sum(1 for c in repo.comments.values() if c.issue_number == n),
-        "created_at": iso(issue.created_at),
-        "updated_at": iso(issue.updated_at),
-        "closed_at": iso(issue.closed_at) if issue.closed_at else None,
-        "author_association": _author_association(world, repo, issue.user),
-        "active_lock_reason": None,
-        "body": issue.body,
-    }
+    d = _issue_common(world, repo, issue, "issues")
+    d["labels"] = [{"name": name, "color": "ededed", "default": False} for name in issue.labels]
+    d["state_reason"] = issue.state_reason
+    return d
 
 
 def reaction(world: World, r: Any) -> dict[str, Any]:
@@ -515,353 +497,4 @@ def reaction(world: World, r: Any) -> dict[str, Any]:
         "user": user(world, r.user),
         "content": r.content,
         "created_at": iso(r.created_at),
-    }
-
-
-# -- git objects -----------------------------------------------------------------------------------
-
-
-def git_commit(world: World, repo: Repo, sha: str) -> dict[str, Any]:
-    c = repo.objects.commits[sha]
-    u = f"{api(world)}/repos/{repo.full_name}"
-
-    def sig(s: Any) -> dict[str, Any]:
-        return {"name": s.name, "email": s.email, "date": iso(s.date)}
-
-    return {
-        "sha": sha,
-        "node_id": node_id("C_", sha),
-        "url": f"{u}/git/commits/{sha}",
-        "html_url": f"{html(world)}/{repo.full_name}/commit/{sha}",
-        "author": sig(c.author),
-        "committer": sig(c.committer),
-        "message": c.message,
-        "tree": {"sha": c.tree, "url": f"{u}/git/trees/{c.tree}"},
-        "parents": [
-            {
-                "sha": p,
-                "url": f"{u}/git/commits/{p}",
-                "html_url": f"{html(world)}/{repo.full_name}/commit/{p}",
-            }
-            for p in c.parents
-        ],
-        "verification": {
-            "verified": False,
-            "reason": "unsigned",
-            "signature": None,
-            "payload": None,
-            "verified_at": None,
-        },
-    }
-
-
-def rest_commit(world: World, repo: Repo, sha: str) -> dict[str, Any]:
-    """The `commit` schema (as in compare's commits and base_commit)."""
-    c = repo.objects.commits[sha]
-    u = f"{api(world)}/repos/{repo.full_name}"
-    g = git_commit(world, repo, sha)
-    author = world.users.get(c.author.name)
-    committer = world.users.get(c.committer.name)
-    return {
-        "url": f"{u}/commits/{sha}",
-        "sha": sha,
-        "node_id": node_id("C_", sha),
-        "html_url": f"{html(world)}/{repo.full_name}/commit/{sha}",
-        "comments_url": f"{u}/commits/{sha}/comments",
-        "commit": {
-            "url": g["url"],
-            "author": g["author"],
-            "committer": g["committer"],
-            "message": c.message,
-            "comment_count": 0,
-            "tree": g["tree"],
-            "verification": g["verification"],
-        },
-        "author": user(world, author.login) if author else None,
-        "committer": user(world, committer.login) if committer else None,
-        "parents": g["parents"],
-    }
-
-
-def git_tree(world: World, repo: Repo, sha: str, recursive: bool = False) -> dict[str, Any]:
-    u = f"{api(world)}/repos/{repo.full_name}"
-    entries = []
-
-    def walk(tsha: str, prefix: str) -> None:
-        for e in repo.objects.trees[tsha]:
-            item: dict[str, Any] = {"path": prefix + e.name, "mode": e.mode, "type": e.type, "sha": e.sha}
-            if e.type == "blob":
-                item["size"] = len(repo.objects.blobs[e.sha])
-                item["url"] = f"{u}/git/blobs/{e.sha}"
-            elif e.type == "tree":
-                item["url"] = f"{u}/git/trees/{e.sha}"
-            entries.append(item)
-            if recursive and e.type == "tree":
-                walk(e.sha, prefix + e.name + "/")
-
-    walk(sha, "")
-    return {"sha": sha, "url": f"{u}/git/trees/{sha}", "tree": entries, "truncated": False}
-
-
-def git_ref(world: World, repo: Repo, ref: str) -> dict[str, Any]:
-    sha = repo.refs[ref]
-    u = f"{api(world)}/repos/{repo.full_name}"
-    return {
-        "ref": ref,
-        "node_id": node_id("REF_", f"{repo.id}{ref}"),
-        "url": f"{u}/git/{ref}",
-        "object": {"type": "commit", "sha": sha, "url": f"{u}/git/commits/{sha}"},
-    }
-
-
-def content_file(world: World, repo: Repo, path: str, blob: str, ref: str) -> dict[str, Any]:
-    data = repo.objects.blobs[blob]
-    u = f"{api(world)}/repos/{repo.full_name}"
-    h = f"{html(world)}/{repo.full_name}/blob/{ref}/{path}"
-    git_url = f"{u}/git/blobs/{blob}"
-    self_url = f"{u}/contents/{path}?ref={ref}"
-    return {
-        "type": "file",
-        "encoding": "base64",
-        "size": len(data),
-        "name": path.rsplit("/", 1)[-1],
-        "path": path,
-        "content": base64.encodebytes(data).decode(),
-        "sha": blob,
-        "url": self_url,
-        "git_url": git_url,
-        "html_url": h,
-        "download_url": f"{html(world)}/{repo.full_name}/raw/{ref}/{path}",
-        "_links": {"self": self_url, "git": git_url, "html": h},
-    }
-
-
-def content_dir(world: World, repo: Repo, path: str, tree: str, ref: str) -> list[dict[str, Any]]:
-    u = f"{api(world)}/repos/{repo.full_name}"
-    out = []
-    for e in repo.objects.trees[tree]:
-        p = f"{path.strip('/')}/{e.name}" if path.strip("/") else e.name
-        self_url = f"{u}/contents/{p}?ref={ref}"
-        git_url = f"{u}/git/{'trees' if e.type == 'tree' else 'blobs'}/{e.sha}"
-        h = f"{html(world)}/{repo.full_name}/{'tree' if e.type == 'tree' else 'blob'}/{ref}/{p}"
-        out.append(
-            {
-                "type": "dir" if e.type == "tree" else "file",
-                "size": len(repo.objects.blobs[e.sha]) if e.type == "blob" else 0,
-                "name": e.name,
-                "path": p,
-                "sha": e.sha,
-                "url": self_url,
-                "git_url": git_url,
-                "html_url": h,
-                "download_url": f"{html(world)}/{repo.full_name}/raw/{ref}/{p}" if e.type == "blob" else None,
-                "_links": {"self": self_url, "git": git_url, "html": h},
-            }
-        )
-    return out
-
-
-# -- push payload ----------------------------------------------------------------------------------
-
-
-def push_payload(
-    world: World, repo: Repo, ref: str, old: str | None, new: str, pusher: str, forced: bool
-) -> dict[str, Any]:
-    zero = "0" * 40
-    h = html(world)
-    commits = []
-    if new in repo.objects.commits:
-        shas = repo.objects.commits_between(old, new) if old and old in repo.objects.commits else [new]
-        for sha in shas[-20:]:
-            c = repo.objects.commits[sha]
-            parent = c.parents[0] if c.parents else None
-            files_new = repo.objects.flatten(c.tree)
-            files_old = repo.objects.flatten(repo.objects.commits[parent].tree) if parent else {}
-            commits.append(
-                {
-                    "id": sha,
-                    "tree_id": c.tree,
-                    "distinct": True,
-                    "message": c.message,
-                    "timestamp": iso(c.committer.date),
-                    "url": f"{h}/{repo.full_name}/commit/{sha}",
-                    "author": {"name": c.author.name, "email": c.author.email},
-                    "committer": {"name": c.committer.name, "email": c.committer.email},
-                    "added": sorted(set(files_new) - set(files_old)),
-                    "removed": sorted(set(files_old) - set(files_new)),
-                    "modified": sorted(
-                        p for p in set(files_new) & set(files_old) if files_new[p] != files_old[p]
-                    ),
-                }
-            )
-    u = world.add_user(pusher)
-    repo_d = hook_repository(world, repo, int_times=True)
-    repo_d["stargazers"] = 0
-    repo_d["master_branch"] = repo.default_branch
-    return {
-        "ref": ref,
-        "before": old or zero,
-        "after": new,
-        "created": old is None,
-        "deleted": False,
-        "forced": forced,
-        "base_ref": None,
-        "compare": f"{h}/{repo.full_name}/compare/{(old or zero)[:12]}...{new[:12]}",
-        "commits": commits,
-        "head_commit": commits[-1] if commits else None,
-        "repository": repo_d,
-        "pusher": {"name": u.login, "email": u.email},
-        "sender": user(world, pusher),
-    }
-
-
-# -- actions ---------------------------------------------------------------------------------------
-
-
-def workflow_obj(world: World, repo: Repo, workflow_id: int) -> dict[str, Any]:
-    wf = next(w for w in repo.workflows.values() if w.id == workflow_id)
-    u = f"{api(world)}/repos/{repo.full_name}"
-    return {
-        "id": wf.id,
-        "node_id": node_id("W_", wf.id),
-        "name": wf.name,
-        "path": wf.path,
-        "state": "active",
-        "created_at": iso(repo.created_at),
-        "updated_at": iso(repo.created_at),
-        "url": f"{u}/actions/workflows/{wf.id}",
-        "html_url": f"{html(world)}/{repo.full_name}/blob/{repo.default_branch}/{wf.path}",
-        "badge_url": f"{html(world)}/{repo.full_name}/workflows/{wf.name}/badge.svg",
-    }
-
-
-def hook_workflow(world: World, repo: Repo, workflow_id: int) -> dict[str, Any]:
-    return workflow_obj(world, repo, workflow_id)
-
-
-def _run_common(world: World, run: Run) -> dict[str, Any]:
-    repo = world.repo(run.repo)
-    u = f"{api(world)}/repos/{repo.full_name}"
-    wf = next(w for w in repo.workflows.values() if w.id == run.workflow_id)
-    c = repo.objects.commits[run.head_sha]
-    return {
-        "id": run.id,
-        "name": wf.name,
-        "node_id": node_id("WFR_", run.id),
-        "head_branch": run.head_branch,
-        "head_sha": run.head_sha,
-        "path": wf.path,
-        "display_title": run.name,
-        "run_number": run.run_number,
-        "event": run.event,
-        "status": run.status,
-        "conclusion": run.conclusion,
-        "workflow_id": run.workflow_id,
-        "check_suite_id": run.id + 7,
-        "check_suite_node_id": node_id("CS_", run.id),
-        "url": f"{u}/actions/runs/{run.id}",
-        "html_url": f"{html(world)}/{repo.full_name}/actions/runs/{run.id}",
-        "pull_requests": [],
-        "created_at": iso(run.created_at),
-        "updated_at": iso(run.updated_at),
-        "actor": user(world, run.actor),
-        "triggering_actor": user(world, run.actor),
-        "run_attempt": 1,
-        "run_started_at": iso(run.run_started_at or run.created_at),
-        "jobs_url": f"{u}/actions/runs/{run.id}/jobs",
-        "logs_url": f"{u}/actions/runs/{run.id}/logs",
-        "check_suite_url": f"{u}/check-suites/{run.id + 7}",
-        "artifacts_url": f"{u}/actions/runs/{run.id}/artifacts",
-        "cancel_url": f"{u}/actions/runs/{run.id}/cancel",
-        "rerun_url": f"{u}/actions/runs/{run.id}/rerun",
-        "previous_attempt_url": None,
-        "workflow_url": f"{u}/actions/workflows/{run.workflow_id}",
-        "head_commit": {
-            "id": run.head_sha,
-            "tree_id": c.tree,
-            "message": c.message,
-            "timestamp": iso(c.committer.date),
-            "author": {"name": c.author.name, "email": c.author.email},
-            "committer": {"name": c.committer.name, "email": c.committer.email},
-        },
-        "repository": repo_lite(world, repo),
-        "head_repository": repo_lite(world, repo),
-    }
-
-
-def hook_workflow_run(world: World, run: Run) -> dict[str, Any]:
-    return _run_common(world, run)
-
-
-def rest_workflow_run(world: World, run: Run) -> dict[str, Any]:
-    d = _run_common(world, run)
-    d["referenced_workflows"] = []
-    return d
-
-
-def _job_common(world: World, job: Job) -> dict[str, Any]:
-    run = world.runs[job.run_id]
-    repo = world.repo(run.repo)
-    u = f"{api(world)}/repos/{repo.full_name}"
-    wf = next(w for w in repo.workflows.values() if w.id == run.workflow_id)
-    return {
-        "id": job.id,
-        "run_id": run.id,
-        "run_url": f"{u}/actions/runs/{run.id}",
-        "run_attempt": 1,
-        "node_id": node_id("J_", job.id),
-        "head_sha": run.head_sha,
-        "head_branch": run.head_branch,
-        "url": f"{u}/actions/jobs/{job.id}",
-        "html_url": f"{html(world)}/{repo.full_name}/actions/runs/{run.id}/job/{job.id}",
-        "status": job.status,
-        "conclusion": job.conclusion,
-        "created_at": iso(job.created_at),
-        "started_at": iso(job.started_at or job.created_at),
-        "completed_at": iso(job.completed_at) if job.completed_at else None,
-        "name": job.name,
-        "steps": list(job.steps),
-        "check_run_url": f"{u}/check-runs/{job.id}",
-        "labels": ["self-hosted", job.label],
-        "runner_id": job.runner_id,
-        "runner_name": job.runner_name,
-        "runner_group_id": 1 if job.runner_name else None,
-        "runner_group_name": "Default" if job.runner_name else None,
-        "workflow_name": wf.name,
-    }
-
-
-def hook_workflow_job(world: World, job: Job) -> dict[str, Any]:
-    d = _job_common(world, job)
-    if job.status == "queued":
-        d["started_at"] = iso(job.created_at)
-    return d
-
-
-def rest_job(world: World, job: Job) -> dict[str, Any]:
-    return _job_common(world, job)
-
-
-def artifact(world: World, art: Any) -> dict[str, Any]:
-    run = world.runs[art.run_id]
-    u = f"{api(world)}/repos/{run.repo}"
-    return {
-        "id": art.id,
-        "node_id": node_id("A_", art.id),
-        "name": art.name,
-        "size_in_bytes": len(art.data),
-        "url": f"{u}/actions/artifacts/{art.id}",
-        "archive_download_url": f"{u}/actions/artifacts/{art.id}/zip",
-        "expired": False,
-        "created_at": iso(art.created_at),
-        "expires_at": iso(art.created_at + 90 * 86400),
-        "updated_at": iso(art.created_at),
-        "digest": None,
-        "workflow_run": {
-            "id": run.id,
-            "repository_id": world.repo(run.repo).id,
-            "head_repository_id": world.repo(run.repo).id,
-            "head_branch": run.head_branch,
-            "head_sha": run.head_sha,
-        },
     }

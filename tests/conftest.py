@@ -98,8 +98,13 @@ def redis_url() -> Iterator[str]:
     """A Redis database index of its own, flushed before and after the test."""
     import redis
 
-    # SWEEPBOT_TEST_REDIS_DB keeps concurrent suites (several checkouts on one machine) apart.
-    url = f"{REDIS_URL}/{os.environ.get('SWEEPBOT_TEST_REDIS_DB') or 9 + (os.getpid() % 6)}"
+    # SWEEPBOT_TEST_REDIS_DB keeps concurrent suites (several checkouts on one machine) apart;
+    # pytest-xdist's workers (gw0, gw1, ...) each take the next index after it.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    offset = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    base = os.environ.get("SWEEPBOT_TEST_REDIS_DB")
+    index = (int(base) if base else 9 + (0 if worker else os.getpid() % 6)) + offset
+    url = f"{REDIS_URL}/{index % 16}"
     client = redis.Redis.from_url(url, socket_connect_timeout=2)
     try:
         client.flushdb()

@@ -10,7 +10,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from app.flows.routing import HandlerContext, TransientError, router
+from app.core.routing import HandlerContext, Router, TransientError
+
+router = Router()  # composed next to the built-in handlers (app/flows/handlers.py)
 
 
 @router.register("sweepbot_test")

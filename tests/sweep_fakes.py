@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from typing import Any
 
@@ -39,6 +40,9 @@ class FakeGateway:
         self.cancelled: list[int] = []
         self._ids = itertools.count(1000)
         self.lock = threading.Lock()
+        self.run_reads = 0
+        self.listings: list[tuple[str, str, dict[str, Any], bool]] = []
+        self._etags: dict[str, str] = {}
 
     def get_pull(self, repo: str, number: int) -> dict[str, Any]:
         head_repo = "someone/InferenceX" if self.fork else repo
@@ -92,7 +96,22 @@ class FakeGateway:
             return [dict(r) for r in self.runs.values()]
 
     def get_run(self, repo: str, run_id: int) -> dict[str, Any]:
+        self.run_reads += 1
         return dict(self.runs[run_id])
+
+    def get_conditional(self, op: str, path: str, params: dict[str, Any] | None = None) -> Any:
+        """The runs listing (the repair poll's one read), 304-like when nothing changed since."""
+        from app.adapters.github import Conditional
+
+        with self.lock:
+            runs = sorted((dict(r) for r in self.runs.values()), key=lambda r: -int(r["id"]))
+        body = {"total_count": len(runs), "workflow_runs": runs}
+        etag = json.dumps(body, sort_keys=True)
+        key = f"{path}?{sorted((params or {}).items())}"
+        changed = self._etags.get(key) != etag
+        self._etags[key] = etag
+        self.listings.append((op, path, dict(params or {}), changed))
+        return Conditional(body, changed, str(hash(etag)))
 
     def list_run_jobs(self, repo: str, run_id: int) -> list[dict[str, Any]]:
         return list(self.run_jobs.get(run_id, []))

@@ -36,8 +36,11 @@ def _baseline(section: str) -> set[str]:
     return found
 
 
-def _app_files(root: Path = ROOT) -> Iterator[Path]:
-    for base in ("app", "workers"):
+PACKAGES = ("app", "workers")
+
+
+def _app_files(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Iterator[Path]:
+    for base in packages:
         yield from sorted((root / base).rglob("*.py"))
 
 
@@ -53,12 +56,12 @@ def test_the_layer_contracts_hold() -> None:
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
 
 
-def _cycles(root: Path = ROOT) -> set[str]:
+def _cycles(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> set[str]:
     """Strongly connected components of the module import graph (every import, at any depth),
     each as its sorted module names joined by ' '."""
     sys.path.insert(0, str(root))
     try:
-        graph = grimp.build_graph(*[p for p in ("app", "workers") if (root / p).is_dir()], cache_dir=None)
+        graph = grimp.build_graph(*packages, cache_dir=None)
     finally:
         sys.path.remove(str(root))
     mods = sorted(graph.modules)
@@ -122,9 +125,9 @@ def test_no_import_cycles() -> None:
     _ratchet(_cycles(), "[cycles]", "import cycles (one line per cycle)")
 
 
-def _inner_imports(root: Path = ROOT) -> set[str]:
+def _inner_imports(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> set[str]:
     found = set()
-    for path in _app_files(root):
+    for path in _app_files(root, packages):
         source = path.read_text()
         lines = source.splitlines()
         for node in ast.walk(ast.parse(source)):
@@ -148,9 +151,9 @@ def test_no_imports_inside_functions() -> None:
     )
 
 
-def _oversized(root: Path = ROOT) -> set[str]:
+def _oversized(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> set[str]:
     found = set()
-    for path in _app_files(root):
+    for path in _app_files(root, packages):
         source = path.read_text()
         lines = source.splitlines()
         name = _module_name(path, root)
@@ -174,16 +177,18 @@ def test_modules_and_functions_stay_small() -> None:
 
 
 def test_the_checks_find_offenders_in_a_made_up_tree(tmp_path: Path) -> None:
-    """Each check can fail: a small tree with one cycle, one hidden import and one long function."""
-    pkg = tmp_path / "app"
+    """Each check can fail: a small tree with one cycle, one hidden import and one long function.
+    (Its own package name: grimp would otherwise find the already imported ``app``.)"""
+    pkg = tmp_path / "madeup"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("import app.b\n")
-    (pkg / "b.py").write_text("def f() -> None:\n    import app.a\n")
+    (pkg / "a.py").write_text("import madeup.b\n")
+    (pkg / "b.py").write_text("def f() -> None:\n    import madeup.a\n")
     body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES + 1))
     (pkg / "c.py").write_text(
         "def long() -> None:\n" + body + "\n\ndef lazy() -> None:\n    import json  # lazy: ok\n"
     )
-    assert _cycles(tmp_path) == {"app.a app.b"}
-    assert _inner_imports(tmp_path) == {"app.b:f:app.a"}
-    assert _oversized(tmp_path) == {"app.c:long"}
+    made_up = ("madeup",)
+    assert _cycles(tmp_path, made_up) == {"madeup.a madeup.b"}
+    assert _inner_imports(tmp_path, made_up) == {"madeup.b:f:madeup.a"}
+    assert _oversized(tmp_path, made_up) == {"madeup.c:long"}

@@ -32,8 +32,8 @@ def test_normal_when_polling_fits() -> None:
     d = decide(snap(4900), share=0.5, base_interval_s=120, now=NOW)
     assert d.mode == "normal" and d.poll and d.poll_interval_s == 120
     assert d.cap == 2500 and d.spent == 100 and d.allowance == 2400
-    # not yet due
-    assert not decide(snap(4900), share=0.5, base_interval_s=120, now=NOW, last_poll_at=NOW - 60).poll
+    # normal: the beat spaces polls, every one it starts goes out
+    assert decide(snap(4900), share=0.5, base_interval_s=120, now=NOW, last_poll_at=NOW - 1).poll
 
 
 def test_spread_when_polls_would_eat_the_allowance() -> None:

@@ -539,8 +539,8 @@ def test_dashboard_shows_a_deleted_pinned_nightly(
 def test_a_bump_pr_whose_creation_failed_is_finished_on_retry_not_blocked(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
+    from app.core.routing import TransientError
     from app.flows.bump import BUMP_BLOCKED_MARKER
-    from app.flows.routing import TransientError
     from sim.app import admin_action
 
     scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")

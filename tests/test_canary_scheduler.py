@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.recipes import expand_points, parse_master
-from app.flows import scheduler
+from app.flows import ring, scheduler
 from app.flows.scheduler import SweepFilters
 from app.models.core import AuditEntry
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
@@ -35,7 +35,7 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
     )
     reset_settings_cache()
     scheduler.clear_capacity_cache()
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     yield {"factory": session_factory()}
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner, Result
 
+from app.flows import ring
 from sim.scenario import BENCH_REPO, RECIPE_BRANCH, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -44,10 +45,9 @@ def _sim(settings_env: pytest.MonkeyPatch, time_scale: float) -> Iterator[Any]:
 @pytest.fixture
 def rung(settings_env: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
     """Tasks the code under test enqueued (the broker is not part of these tests)."""
-    from app.flows import scheduler
 
     calls: list[tuple[str, tuple[Any, ...]]] = []
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: calls.append((task, args)))
+    settings_env.setattr(ring, "enqueue", lambda task, *args: calls.append((task, args)))
     return calls
 
 
@@ -243,7 +243,7 @@ def test_queue_shows_busy_free_queued_and_progress(
 
 def test_report_prints_the_comment_markdown(fast_world: Any, db_session: Session, rung: list[Any]) -> None:
     from app.flows import scheduler
-    from app.flows.results import collect_job
+    from app.flows.collect import collect_job
     from app.models.sweeps import SweepJob
 
     assert _create("--conc", "32,64").exit_code == 0

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.flows import ring
 from sim.scenario import BENCH_REPO, BOT, IMAGE, MASTER_PATH, OUTSIDER, RECIPE_BRANCH, VLLM_REPO, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings, iso
@@ -61,7 +62,7 @@ def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         scheduler.clear_capacity_cache()
         clear_cache()
         rung: list[str] = []
-        settings_env.setattr(scheduler, "_enqueue", lambda task, *args: rung.append(task))
+        settings_env.setattr(ring, "enqueue", lambda task, *args: rung.append(task))
         settings_env.setattr(
             "app.adapters.queue.enqueue", lambda task, *args, **kw: rung.append(task) or True
         )
@@ -156,13 +157,16 @@ def _job_states(session: Session, sweep_id: int | None = None) -> list[str]:
 
 
 def test_help_through_the_registered_handler(sim: dict[str, Any], db_session: Session) -> None:
-    from app.flows.commands import help_text
-    from app.flows.routing import Event, HandlerContext, router
+    from app.core.commands import help_text
+    from app.core.routing import Event, HandlerContext
+    from app.flows.handlers import composed
+    from app.flows.ingest import delivery_gateways
 
     world = sim["world"]
     payload = _payload(world, OUTSIDER, "What can you do?\n/help")
-    handlers = router.handlers_for("issue_comment", "created")
-    ctx = HandlerContext(session=db_session, event=Event("d-help", "issue_comment", "created", payload))
+    handlers = composed().handlers_for("issue_comment", "created")
+    event = Event("d-help", "issue_comment", "created", payload)
+    ctx = HandlerContext(session=db_session, event=event, gateways=delivery_gateways(db_session, event))
     for handler in handlers:
         handler(ctx)
     db_session.commit()
@@ -178,7 +182,8 @@ def test_help_through_the_registered_handler(sim: dict[str, Any], db_session: Se
 
     # A /sweep through the same handler rings the scheduler once its work has committed.
     payload = _payload(world, MAINTAINER, "/sweep conc=32")
-    ctx = HandlerContext(session=db_session, event=Event("d-sweep", "issue_comment", "created", payload))
+    event = Event("d-sweep", "issue_comment", "created", payload)
+    ctx = HandlerContext(session=db_session, event=event, gateways=delivery_gateways(db_session, event))
     for handler in handlers:
         handler(ctx)
     db_session.commit()
@@ -267,8 +272,9 @@ def _open_fork_pr(world: Any) -> int:
 
 
 def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any], db_session: Session) -> None:
+    from app.core.routing import Event, HandlerContext
     from app.flows import scheduler
-    from app.flows.routing import Event, HandlerContext
+    from app.flows.ingest import delivery_gateways
     from app.models.sweeps import Sweep
 
     world = sim["world"]
@@ -311,8 +317,9 @@ def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any],
     # The push's webhook supersedes the old sweep; a new sweep needs (and gets) a new approval.
     pull = _gw(db_session).get_pull(BENCH_REPO, number)
     payload = {"action": "synchronize", "pull_request": pull, "repository": {"full_name": BENCH_REPO}}
+    event = Event("d-sync", "pull_request", "synchronize", payload)
     scheduler.on_pull_request_synchronize(
-        HandlerContext(session=db_session, event=Event("d-sync", "pull_request", "synchronize", payload))
+        HandlerContext(session=db_session, event=event, gateways=delivery_gateways(db_session, event))
     )
     db_session.commit()
     db_session.refresh(sweep)
@@ -408,7 +415,7 @@ def test_depends_on_drop_and_bump(sim: dict[str, Any], db_session: Session) -> N
 
 def test_docs_commands_md_holds_the_generated_help() -> None:
     """docs/commands.md embeds help_text() verbatim between markers, so the docs cannot drift."""
-    from app.flows.commands import GRAMMAR, help_text
+    from app.core.commands import GRAMMAR, help_text
     from tests.conftest import ROOT
 
     text = (ROOT / "docs" / "commands.md").read_text()
@@ -417,7 +424,7 @@ def test_docs_commands_md_holds_the_generated_help() -> None:
     embedded = text.split(begin, 1)[1].split(end, 1)[0]
     assert embedded == help_text(), (
         "docs/commands.md is out of date: paste the output of "
-        '`.venv/bin/python -c "from app.flows.commands import help_text; print(help_text())"` '
+        '`.venv/bin/python -c "from app.core.commands import help_text; print(help_text())"` '
         "between the markers"
     )
     for spec in GRAMMAR:  # every command is also explained below the generated block

@@ -73,8 +73,8 @@ def _run_to_completion(session: Session, world: Any) -> None:
     """Tick the scheduler, let the sim's runners finish, fold the runs in, collect, flush the report."""
     from app.db import session_factory
     from app.flows import scheduler
+    from app.flows.collect import collect_job
     from app.flows.reports import flush_reports
-    from app.flows.results import collect_job
     from app.models.sweeps import SweepJob
 
     scheduler.tick(session_factory(), _gw)

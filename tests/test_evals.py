@@ -19,10 +19,10 @@ from app.core.accuracy import (
     render_accuracy_table,
 )
 from app.core.artifacts import eval_artifact_name, parse_eval_name, select_eval_artifact
+from app.core.artifactzip import safe_json_members
 from app.core.evals import EvalFileError, parse_eval_artifact, parse_lm_eval, parse_meta_env
 from app.core.gap import compute_gap
 from app.core.references import load_reference, shipped_reference
-from app.flows.results import safe_json_members
 from tests.conftest import FIXTURES
 from tests.evals_helpers import SEED_POINT, eval_zip, gsm8k_results, meta_env
 

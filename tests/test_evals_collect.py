@@ -14,8 +14,7 @@ from sqlalchemy.orm import Session
 from app.core.artifacts import eval_artifact_name
 from app.models.results import EvalResult, Result
 from tests.evals_helpers import eval_zip, gsm8k_results, meta_env
-from tests.test_results import MEMBER, RESULT_FILENAME, _job, _raw
-from tests.test_results import finished as finished  # noqa: F401  (the fixture)
+from tests.test_results import MEMBER, RESULT_FILENAME, RUN_URL, _job, _raw, recorded
 
 NODE = RESULT_FILENAME.rsplit("_conc32_", 1)[1]
 
@@ -54,8 +53,8 @@ def _mark(session: Session, job_id: int, **marks: Any) -> dict[str, Any]:
     return dict(job.point)
 
 
-def test_a_run_eval_job_stores_its_result_and_its_scores(db_session: Session, finished: list[Any]) -> None:
-    from app.flows.results import collect_job
+def test_a_run_eval_job_stores_its_result_and_its_scores(db_session: Session) -> None:
+    from app.flows.collect import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})
@@ -68,6 +67,7 @@ def test_a_run_eval_job_stores_its_result_and_its_scores(db_session: Session, fi
     )
     out = collect_job(db_session, run, job_id)
     assert out.state == "succeeded" and out.result_id is not None and len(out.eval_ids) == 2
+    assert recorded(db_session, job_id) == ("succeeded", None, RUN_URL, "done")
     rows = db_session.scalars(select(EvalResult).where(EvalResult.job_id == job_id)).all()
     by = {r.filter: r for r in rows}
     assert by["flexible-extract"].score == 0.95 and by["flexible-extract"].n == 100
@@ -96,9 +96,9 @@ def test_a_run_eval_job_stores_its_result_and_its_scores(db_session: Session, fi
     ],
 )
 def test_a_bad_eval_fails_the_job_and_nothing_is_half_stored(
-    db_session: Session, finished: list[Any], eval_blob: bytes | None, reason: str
+    db_session: Session, eval_blob: bytes | None, reason: str
 ) -> None:
-    from app.flows.results import collect_job
+    from app.flows.collect import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})
@@ -107,15 +107,16 @@ def test_a_bad_eval_fails_the_job_and_nothing_is_half_stored(
         blobs[eval_artifact_name(point, NODE)] = eval_blob
     out = collect_job(db_session, FakeRun(blobs), job_id)
     assert out.state == "failed" and reason in str(out.reason)
+    assert recorded(db_session, job_id) == ("failed", out.reason, RUN_URL, "done")
     assert db_session.scalars(select(Result).where(Result.job_id == job_id)).first() is None
     assert db_session.scalars(select(EvalResult).where(EvalResult.job_id == job_id)).first() is None
 
 
 def test_in_label_mode_a_run_without_an_eval_artifact_keeps_its_throughput_result(
-    db_session: Session, finished: list[Any]
+    db_session: Session,
 ) -> None:
     """The repo's run-sweep.yml run picks its own eval points; the bot's marks are not a demand."""
-    from app.flows.results import collect_job
+    from app.flows.collect import collect_job
     from app.models.sweeps import Sweep, SweepJob
 
     job_id = _job(db_session)
@@ -128,17 +129,19 @@ def test_in_label_mode_a_run_without_an_eval_artifact_keeps_its_throughput_resul
     db_session.flush()
     out = collect_job(db_session, FakeRun({f"bmk_{RESULT_FILENAME}": _zip({MEMBER: _raw()})}), job_id)
     assert out.state == "succeeded" and out.result_id is not None and out.eval_ids == []
+    assert recorded(db_session, job_id) == ("succeeded", None, RUN_URL, "done")
     assert db_session.scalars(select(EvalResult).where(EvalResult.job_id == job_id)).first() is None
 
 
-def test_an_eval_only_job_needs_no_bmk_artifact(db_session: Session, finished: list[Any]) -> None:
-    from app.flows.results import collect_job
+def test_an_eval_only_job_needs_no_bmk_artifact(db_session: Session) -> None:
+    from app.flows.collect import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": True})
     run = FakeRun({eval_artifact_name(point, NODE): eval_zip(gsm8k_results(0.80), meta_env(point))})
     out = collect_job(db_session, run, job_id)
     assert out.state == "succeeded" and out.result_id is None and len(out.eval_ids) == 2
+    assert recorded(db_session, job_id) == ("succeeded", None, RUN_URL, "done")
     assert db_session.scalars(select(Result).where(Result.job_id == job_id)).first() is None
 
 
@@ -155,11 +158,11 @@ def test_an_eval_only_job_needs_no_bmk_artifact(db_session: Session, finished: l
     ],
 )
 def test_the_seed_case_end_to_end_in_the_sticky_report(
-    db_session: Session, finished: list[Any], results: dict[str, Any], verdict: str, shown: str
+    db_session: Session, results: dict[str, Any], verdict: str, shown: str
 ) -> None:
     """vLLM GSM8K at limit 100 against ATOM's published 0.9363, from the artifact to the comment."""
+    from app.flows.collect import collect_job
     from app.flows.reports import render_report
-    from app.flows.results import collect_job
     from app.models.sweeps import SweepJob
 
     job_id = _job(db_session)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import typer
@@ -15,10 +18,12 @@ from app.core.gap import (
     NOT_ENOUGH,
     compute_gap,
     fmt_pct,
+    gap_table,
     interpolate,
+    reference_applies,
     tput_gap_at_equal_interactivity,
 )
-from app.core.references import HERE, load_reference, shipped_reference
+from app.core.references import HERE, choose_reference, load_reference, shipped_reference
 
 SHIPPED = HERE / "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k.yaml"
 
@@ -150,3 +155,136 @@ def test_interpolation_never_extrapolates() -> None:
     rows = tput_gap_at_equal_interactivity(curve, {4: (133.3, 1100.0), 32: (75.0, 2200.0)})
     assert rows[0].note == NOT_ENOUGH and rows[0].gap is None
     assert rows[1].recipe == pytest.approx(2000.0) and rows[1].gap == pytest.approx(-200.0 / 2200.0)
+
+
+# ------------------------------------------------------------------------------------ gap_table
+
+
+def _run(mean_tpot_ms: float | None, *, interactivity: float | None = None, tput: float | None = None) -> Any:
+    """A stored result as gap_table reads it (attributes by result field name)."""
+    return SimpleNamespace(
+        mean_tpot_ms=mean_tpot_ms, p99_tpot_ms=None, interactivity=interactivity, tput_per_gpu=tput
+    )
+
+
+def _atom() -> Any:
+    ref = shipped_reference("atom-minimaxm3-mxfp4-mi355x-tp4-8k1k")
+    assert ref is not None
+    return ref
+
+
+def test_gap_table_lists_the_planned_concs_and_the_reference_once_a_run_has_a_value() -> None:
+    ref = _atom()
+    runs = [(32, _run(17.21, interactivity=58.1, tput=4000.0)), (32, _run(17.25)), (64, _run(None))]
+    table = gap_table(runs, ref, tp=4, seq="8k1k", planned=[32, 64])
+    assert table.applies and table.metric == "mean_tpot_ms"
+    assert [r.conc for r in table.rows] == [4, 8, 16, 32, 64]  # the reference's concs joined in
+    by = {r.conc: r for r in table.rows}
+    assert by[32].runs == 2 and by[32].recipe == pytest.approx(17.23) and by[32].verdict == "behind"
+    assert by[64].verdict == NO_RESULT and by[4].verdict == NO_RESULT  # a run without the metric
+    assert table.recipe == {32: [17.21, 17.25]} and table.curve == [(58.1, 4000.0)]
+    waiting = gap_table([(64, _run(None))], ref, tp=4, seq="8k1k", planned=[32, 64])
+    assert [r.conc for r in waiting.rows] == [32, 64]  # nothing measured yet: only the sweep's points
+    everything = gap_table([(128, _run(40.0))], ref, tp=4)  # no plan: every conc of either side
+    assert [r.conc for r in everything.rows] == [4, 8, 16, 32, 64, 128]
+    assert everything.rows[-1].verdict == NO_REFERENCE
+
+
+def test_a_reference_for_another_tp_or_sequence_length_gives_no_gap() -> None:
+    ref = _atom()  # tp 4, 8192/1024
+    assert reference_applies(ref, tp=4, seq="8k1k")
+    # One name per shape (app/core/seqlen.py): 8192/1024 is "8k1k" everywhere, never "8192_1024".
+    assert not reference_applies(ref, tp=4, seq="8192_1024")
+    assert reference_applies(ref, tp=4, seq=None)
+    assert not reference_applies(ref, tp=8, seq="8k1k") and not reference_applies(ref, tp=4, seq="1k1k")
+    assert not reference_applies(None, tp=4, seq="8k1k")
+    for tp, seq in ((8, "8k1k"), (4, "1k1k")):
+        table = gap_table([(32, _run(17.21))], ref, tp=tp, seq=seq, planned=[32])
+        assert not table.applies and table.reference == {}
+        assert [(r.conc, r.verdict) for r in table.rows] == [(32, NO_REFERENCE)]
+    bare = gap_table([(32, _run(17.21))], None, tp=4, planned=[32])
+    assert bare.metric == "mean_tpot_ms" and not bare.applies and bare.rows[0].verdict == NO_REFERENCE
+
+
+def test_gap_table_compares_another_metric_when_asked() -> None:
+    row = SimpleNamespace(mean_tpot_ms=17.0, p99_tpot_ms=19.12, interactivity=None, tput_per_gpu=None)
+    table = gap_table([(32, row)], _atom(), tp=4, metric="p99_tpot_ms")
+    by = {r.conc: r for r in table.rows}
+    assert table.metric == "p99_tpot_ms" and by[32].reference == 19.12 and by[32].verdict == "matched"
+
+
+# ------------------------------------------------------------------------------------ choosing
+
+
+class FakeSiblings:
+    """``SiblingRows`` from lists: what the store would read for the sibling key."""
+
+    def __init__(self, results: Iterable[Any] = (), evals: Iterable[Any] = ()) -> None:
+        self._results, self._evals = list(results), list(evals)
+        self.asked: list[tuple[str, str]] = []
+
+    def results(self, config_key: str, *, isl: int | None, osl: int | None, tp: int | None) -> list[Any]:
+        self.asked.append(("results", config_key))
+        return [r for r in self._results if (isl, osl, tp) == (r.isl, r.osl, r.tp)]
+
+    def evals(self, config_key: str, *, tp: int | None) -> list[Any]:
+        self.asked.append(("evals", config_key))
+        return [e for e in self._evals if tp is None or e.tp == tp]
+
+
+def _sibling_row(id: int, conc: int, tpot: float, tp: int = 4) -> Any:
+    fields = dict.fromkeys(
+        ("median_tpot_ms", "p99_tpot_ms", "mean_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "mean_e2el_ms")
+    )
+    return SimpleNamespace(
+        id=id, conc=conc, tp=tp, isl=8192, osl=1024, mean_tpot_ms=tpot, output_tput=None, total_tput=None,
+        tput_per_gpu=None, interactivity=1000.0 / tpot, model="m", runner="mi355x", precision="fp4",
+        run_url=f"https://gh/run/{id}", **fields,
+    )  # fmt: skip
+
+
+def _eval_row(id: int, score: float, tp: int = 4) -> Any:
+    return SimpleNamespace(
+        id=id, task="gsm8k", filter="flexible-extract", score=score, stderr=0.02, n=100, num_fewshot=5,
+        metric="exact_match", run_url=None, tp=tp,
+    )  # fmt: skip
+
+
+KEY = dict(model="m", hardware="mi355x", tp=4, isl=8192, osl=1024)
+
+
+def test_the_sibling_reference_is_the_newest_sibling_run_per_conc() -> None:
+    rows = FakeSiblings(
+        results=[_sibling_row(1, 32, 18.0), _sibling_row(2, 32, 16.9), _sibling_row(3, 64, 25.5, tp=8)],
+        evals=[_eval_row(1, 0.90), _eval_row(2, 0.93)],
+    )
+    ref = choose_reference(rows, config_key="x-fp4-mi355x-vllm", **KEY)  # no shipped table for model "m"
+    assert ref is not None and ref.name == "x-fp4-mi355x-atom" and ref.engine == "atom"
+    assert ref.points[32]["mean_tpot_ms"] == 16.9 and 64 not in ref.points  # other tp filtered
+    assert ref.runs == {32: ["https://gh/run/2"]}
+    assert [(a.task, a.score) for a in ref.accuracy] == [("gsm8k", 0.93)]
+    assert ref.accuracy_source == "latest eval results of x-fp4-mi355x-atom"
+    only_evals = choose_reference(
+        FakeSiblings(evals=[_eval_row(1, 0.9)]), config_key="x-fp4-mi355x-vllm", **KEY
+    )
+    assert only_evals is not None and only_evals.points == {} and only_evals.accuracy[0].score == 0.9
+    assert choose_reference(FakeSiblings(), config_key="x-fp4-mi355x-vllm", **KEY) is None
+    assert choose_reference(None, config_key="x-fp4-mi355x-vllm", **KEY) is None  # nothing to ask
+
+
+def test_configuration_decides_before_the_sibling_is_asked() -> None:
+    rows = FakeSiblings(results=[_sibling_row(1, 32, 18.0)])
+    atom = "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k"
+    assert choose_reference(rows, config_key="k", **KEY, configured={"k": "none"}) is None
+    chosen = choose_reference(rows, config_key="k", **KEY, configured={"k": atom})
+    assert chosen is not None and chosen.name == atom and rows.asked == []
+    with pytest.raises(ValueError, match="unknown table 'nope'"):
+        choose_reference(rows, config_key="k", **KEY, configured={"k": "nope"})
+    # The shipped table matching the point applies; it publishes accuracy, so no sibling is read.
+    shipped = choose_reference(
+        rows, config_key="minimaxm3-fp4-mi355x-vllm", model="amd/MiniMax-M3-MXFP4", hardware="mi355x",
+        tp=4, isl=8192, osl=1024,
+    )  # fmt: skip
+    assert shipped is not None and shipped.name == atom and rows.asked == []
+    sibling = choose_reference(rows, config_key="k-vllm", **KEY, configured={"k-vllm": "sibling"})
+    assert sibling is not None and sibling.name == "k-atom" and ("results", "k-atom") in rows.asked

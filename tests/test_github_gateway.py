@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.adapters.github import Conflict, GitHubGateway, NotFound, gateway
-from app.flows.routing import TransientError
+from app.core.routing import TransientError
 from app.models import AuditEntry
 from app.settings import Settings
 from sim.app import admin_action

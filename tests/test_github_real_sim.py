@@ -269,7 +269,7 @@ def test_a_revoked_installation_token_is_minted_again_on_the_retry(
     two_orgs: Any, db_session: Session
 ) -> None:
     from app.adapters.github import session_gateway
-    from app.flows.routing import TransientError
+    from app.core.routing import TransientError
 
     sim, installs = two_orgs
     gw = session_gateway(db_session)

@@ -1,5 +1,7 @@
 """Contract: real recorded GitHub exchanges replayed through the gateway, for the operations the
-bot calls (recordings from PyGithub's tests/ReplayData, see tests/fixtures/github/README.md).
+bot calls (recordings from PyGithub's tests/ReplayData, see tests/fixtures/github/README.md), and,
+for the operations no recording covers, GitHub's own documented example answer of the operation
+(``components/examples`` of the OpenAPI subset, served with the documented status).
 
 A loopback server answers each recorded request (method + path) with the recorded status,
 headers and body; the gateway must send that request and read that answer as real GitHub gave it.
@@ -8,18 +10,20 @@ headers and body; the gateway must send that request and read that answer as rea
 from __future__ import annotations
 
 import ast
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from app.adapters.github import Conflict, GitHubGateway, request
+from app.adapters.github import Conflict, GitHubError, GitHubGateway, request
 from app.core.installations import parse_expires_at
 from app.settings import Settings
 from tests.conftest import FIXTURES
@@ -51,9 +55,21 @@ def parse(path: Path) -> list[Exchange]:
     return out
 
 
+SPEC = json.loads((FIXTURES / "github" / "openapi-subset.json").read_text())
+
+
+def documented(verb: str, url: str, op_id: str, status: int, example: str | None = None) -> Exchange:
+    """The answer GitHub documents for ``op_id`` (its example ``example``, or no body), at ``url``."""
+    ops = [o for ps in SPEC["paths"].values() for o in ps.values() if o.get("operationId") == op_id]
+    assert len(ops) == 1 and str(status) in ops[0]["responses"], (op_id, status)
+    body = "" if example is None else json.dumps(SPEC["components"]["examples"][example]["value"])
+    headers = [("Content-Type", "application/json; charset=utf-8")] if example is not None else []
+    return Exchange(verb, url, None, status, headers, body)
+
+
 class Replay:
-    def __init__(self, *names: str) -> None:
-        self.exchanges = [x for n in names for x in parse(REPLAY / n)]
+    def __init__(self, *sources: str | Exchange) -> None:
+        self.exchanges = [x for n in sources for x in ([n] if isinstance(n, Exchange) else parse(REPLAY / n))]
         self.seen: list[tuple[str, str, str | None]] = []
         replay = self
 
@@ -104,7 +120,7 @@ class Replay:
 def replay() -> Iterator[Any]:
     servers: list[Replay] = []
 
-    def start(*names: str) -> tuple[Replay, GitHubGateway]:
+    def start(*names: str | Exchange) -> tuple[Replay, GitHubGateway]:
         r = Replay(*names)
         servers.append(r)
         settings = Settings(
@@ -154,8 +170,6 @@ def test_comment_create_edit_and_reaction(replay: Any) -> None:
 
 
 def test_git_data_writes(replay: Any) -> None:
-    import json
-
     r, gw = replay(
         "Repository.testCreateGitBlob.txt", "Repository.testCreateGitRef.txt", "Repository.testGetGitRef.txt"
     )
@@ -255,3 +269,242 @@ def test_installation_lookup_and_tokens_cached_per_installation() -> None:
         assert data["app_slug"] == "gh-actions-test-ammar"
     finally:
         r.close()
+
+
+# ------------------------------------------------------------------ documented answers
+
+R = "octocat/Hello-World"
+
+
+def test_comments_listed_and_the_sticky_one_found(replay: Any) -> None:
+    # A real 2012 recording: the answer carries only the fields GitHub sent then.
+    _, gw = replay("Issue.testGetComments.txt")
+    comments = gw.list_comments("PyGithub/PyGithub", 28)
+    assert [c["id"] for c in comments] == [5449237, 5518272]
+    found = gw.find_comment("PyGithub/PyGithub", 28, "tratihubis")
+    assert found is not None and found["id"] == 5518272
+    assert gw.find_comment("PyGithub/PyGithub", 28, "<!-- sweepbot:report -->") is None
+
+
+def test_pulls_read_one_and_listed(replay: Any) -> None:
+    r, gw = replay(
+        documented("GET", f"/repos/{R}/pulls/1347", "pulls/get", 200, "pull-request"),
+        documented("GET", f"/repos/{R}/pulls", "pulls/list", 200, "pull-request-simple-items"),
+    )
+    pull = gw.get_pull(R, 1347)
+    assert pull["number"] == 1347 and pull["head"]["repo"]["full_name"] == R and pull["mergeable"] is True
+    listed = gw.list_pulls(R, head="octocat:new-topic", base="master")
+    assert [p["number"] for p in listed] == [1347]
+    path, _, query = r.seen[1][1].partition("?")
+    assert path == f"/repos/{R}/pulls"
+    assert parse_qs(query) == {
+        "state": ["open"],
+        "head": ["octocat:new-topic"],
+        "base": ["master"],
+        "per_page": ["100"],
+        "page": ["1"],
+    }
+
+
+def test_a_file_and_a_directory_read_through_the_contents_api(replay: Any) -> None:
+    example = SPEC["components"]["examples"]["content-file-response-if-content-is-a-file"]["value"]
+    r, gw = replay(
+        documented(
+            "GET",
+            f"/repos/{R}/contents/README.md?ref=main",
+            "repos/get-content",
+            200,
+            "content-file-response-if-content-is-a-file",
+        ),
+        documented(
+            "GET",
+            f"/repos/{R}/contents/lib/octokit?ref=main",
+            "repos/get-content",
+            200,
+            "content-file-response-if-content-is-a-directory",
+        ),
+        documented("GET", f"/repos/{R}/contents/missing.yaml?ref=main", "repos/get-content", 404),
+    )
+    # GitHub's documented example of a file is a placeholder whose content is not valid base64:
+    # the gateway refuses it with a GitHubError naming the file, not a crash deep in a handler.
+    with pytest.raises(GitHubError, match="README.md: the content GitHub sent is not base64"):
+        gw.get_file(R, "README.md", ref="main")
+    assert example["encoding"] == "base64" and example["type"] == "file"
+    listing = gw.list_dir(R, "lib/octokit", ref="main")
+    assert [e["name"] for e in listing] == ["octokit.rb", "octokit"]
+    assert gw.get_file(R, "missing.yaml", ref="main") is None
+
+
+def test_compare_read_to_the_end_of_its_range(replay: Any) -> None:
+    r, gw = replay(
+        documented(
+            "GET", f"/repos/{R}/compare/master...topic", "repos/compare-commits", 200, "commit-comparison"
+        )
+    )
+    got = gw.compare_range(R, "master", "topic")
+    assert got["total_commits"] == 1 and [c["sha"] for c in got["commits"]] == [
+        "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+    ]
+    assert [(p.partition("?")[0], parse_qs(p.partition("?")[2])) for _, p, _ in r.seen] == [
+        (f"/repos/{R}/compare/master...topic", {"per_page": ["100"], "page": ["1"]})
+    ]
+    assert gw.compare(R, "master", "topic")["status"] == "behind"
+
+
+def test_a_ref_moved_and_a_commit_read(replay: Any) -> None:
+    r, gw = replay(
+        documented("PATCH", f"/repos/{R}/git/refs/heads/featureA", "git/update-ref", 200, "git-ref"),
+        documented(
+            "GET",
+            f"/repos/{R}/git/commits/7638417db6d59f3c431d3e1f261cc637155684cd",
+            "git/get-commit",
+            200,
+            "git-commit-2",
+        ),
+    )
+    ref = gw.update_ref(R, "heads/featureA", "aa218f56b14c9653891f9e74264a383fa43fefbd")
+    assert ref["object"]["sha"] == "aa218f56b14c9653891f9e74264a383fa43fefbd"
+    assert json.loads(r.seen[0][2] or "{}") == {
+        "sha": "aa218f56b14c9653891f9e74264a383fa43fefbd",
+        "force": False,
+    }
+    commit = gw.get_commit(R, "7638417db6d59f3c431d3e1f261cc637155684cd")
+    assert commit["tree"]["sha"] == "691272480426f78a0138979dd3ce63b77f706feb"
+
+
+def test_actions_dispatch_runs_jobs_and_artifacts(replay: Any) -> None:
+    wf = "e2e-tests.yml"
+    r, gw = replay(
+        documented(
+            "POST",
+            f"/repos/{R}/actions/workflows/{wf}/dispatches",
+            "actions/create-workflow-dispatch",
+            200,
+            "workflow-dispatch-response",
+        ),
+        documented(
+            "GET",
+            f"/repos/{R}/actions/workflows/{wf}/runs",
+            "actions/list-workflow-runs",
+            200,
+            "workflow-run-paginated",
+        ),
+        documented(
+            "GET", f"/repos/{R}/actions/runs/30433642", "actions/get-workflow-run", 200, "workflow-run"
+        ),
+        documented(
+            "GET",
+            f"/repos/{R}/actions/runs/30433642/jobs",
+            "actions/list-jobs-for-workflow-run",
+            200,
+            "job-paginated",
+        ),
+        documented(
+            "GET",
+            f"/repos/{R}/actions/runs/30433642/artifacts",
+            "actions/list-workflow-run-artifacts",
+            200,
+            "artifact-paginated",
+        ),
+    )
+    got = gw.dispatch_workflow(R, wf, "main", {"generate-cli-command": "x"})
+    assert got == SPEC["components"]["examples"]["workflow-dispatch-response"]["value"]
+    assert json.loads(r.seen[0][2] or "{}")["return_run_details"] is True
+    runs = gw.list_workflow_runs(R, wf, event="workflow_dispatch")
+    assert [x["id"] for x in runs] == [30433642] and runs[0]["display_title"] == "Update README.md"
+    assert gw.get_run(R, 30433642)["run_number"] == 562
+    jobs = gw.list_run_jobs(R, 30433642)
+    assert len(jobs) == 1 and jobs[0]["run_id"] == 29679449 and jobs[0]["steps"]
+    arts = gw.list_run_artifacts(R, 30433642)
+    assert [a["name"] for a in arts] == ["Rails", "Test output"]
+
+
+def test_a_dispatch_answered_204_has_no_run_details(replay: Any) -> None:
+    # Before return_run_details existed (and on GHES) the dispatch answers 204 with no body.
+    _, gw = replay(
+        documented(
+            "POST",
+            f"/repos/{R}/actions/workflows/e2e-tests.yml/dispatches",
+            "actions/create-workflow-dispatch",
+            204,
+        )
+    )
+    assert gw.dispatch_workflow(R, "e2e-tests.yml", "main", {}) is None
+
+
+def test_redelivery_asked_for_on_the_app_and_on_a_repository_hook(replay: Any) -> None:
+    r, gw = replay(
+        documented("POST", "/app/hook/deliveries/12345678/attempts", "apps/redeliver-webhook-delivery", 202),
+        documented(
+            "POST",
+            f"/repos/{R}/hooks/424242/deliveries/12345678/attempts",
+            "repos/redeliver-webhook-delivery",
+            202,
+        ),
+    )
+    gw.redeliver("app", 12345678)
+    gw.redeliver(f"{R}:424242", 12345678)
+    assert [(v, p) for v, p, _ in r.seen] == [
+        ("POST", "/app/hook/deliveries/12345678/attempts"),
+        ("POST", f"/repos/{R}/hooks/424242/deliveries/12345678/attempts"),
+    ]
+
+
+def test_the_pulls_that_brought_a_commit(replay: Any) -> None:
+    sha = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+    _, gw = replay(
+        documented(
+            "GET",
+            f"/repos/{R}/commits/{sha}/pulls",
+            "repos/list-pull-requests-associated-with-commit",
+            200,
+            "pull-request-simple-items",
+        )
+    )
+    assert [p["number"] for p in gw.commit_pulls(R, sha)] == [1347]
+
+
+def test_the_app_s_installations_give_the_default_one() -> None:
+    from app.adapters.github import AppCredentials
+
+    r = Replay(
+        documented("GET", "/app/installations", "apps/list-installations", 200, "base-installation-items")
+    )
+    try:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+        settings = Settings(
+            github_api_url=r.url,
+            github_app_id=1,
+            github_app_private_key=pem,
+            github_seconds_between_requests=0,
+            github_seconds_between_writes=0,
+        )
+        assert AppCredentials(settings, pem).default_installation() == 1
+        assert [p for _, p, _ in r.seen] == ["/app/installations"]
+    finally:
+        r.close()
+
+
+def test_a_repository_a_pull_s_files_an_edit_and_a_job_s_annotations(replay: Any) -> None:
+    r, gw = replay(
+        documented("GET", f"/repos/{R}", "repos/get", 200, "full-repository-default-response"),
+        documented("GET", f"/repos/{R}/pulls/1347/files", "pulls/list-files", 200, "diff-entry-items"),
+        documented("PATCH", f"/repos/{R}/pulls/1347", "pulls/update", 200, "pull-request"),
+        documented(
+            "GET",
+            f"/repos/{R}/check-runs/4/annotations",
+            "checks/list-annotations",
+            200,
+            "check-annotation-items",
+        ),
+    )
+    assert gw.get_repo(R)["default_branch"] == "master"
+    files = gw.list_pull_files(R, 1347)
+    assert [(f["filename"], f["status"]) for f in files] == [("file1.txt", "added")]
+    assert gw.update_pull(R, 1347, body="new body")["number"] == 1347
+    assert json.loads(r.seen[2][2] or "{}") == {"body": "new body"}
+    notes = gw.list_check_run_annotations(R, 4)
+    assert [(a["path"], a["annotation_level"]) for a in notes] == [("README.md", "warning")]

@@ -16,7 +16,7 @@ from app.core.installations import (
 )
 from app.core.payloads import head_of, mergeable_of, organization_of
 from app.core.roles import effective_role
-from app.flows.routing import TransientError
+from app.core.routing import TransientError
 from tests.conftest import FIXTURES
 
 NOW = 1_800_000_000.0

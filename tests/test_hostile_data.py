@@ -5,29 +5,15 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session
 
-from app.flows.results import ArtifactError, ResultFileError, parse_result, safe_json_members
-from tests.test_results import RESULT_NAME, FakeArtifacts, _job, _raw, _zip
+from app.core.artifactzip import ArtifactError, safe_json_members
+from app.core.resultfile import ResultFileError, parse_result
+from tests.test_results import RESULT_NAME, RUN_URL, FakeArtifacts, _job, _raw, _zip, recorded
 
 MEMBER = f"{RESULT_NAME}.json"
-
-
-@pytest.fixture
-def finished(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, str | None]]:
-    """Record collect_job's finish calls instead of running the scheduler's."""
-    calls: list[tuple[int, str, str | None]] = []
-
-    def fake_finish(
-        session: Session, job_id: int, state: str, *, reason: str | None = None, result_url: str | None = None
-    ) -> None:
-        calls.append((job_id, state, reason))
-
-    monkeypatch.setattr("app.flows.results._finish", fake_finish)
-    return calls
 
 
 def _corrupt(method: int) -> bytes:
@@ -108,21 +94,21 @@ def test_nan_written_by_python_json_is_still_read() -> None:
     ids=["deflate", "lzma", "deep", "400-digits"],
 )
 def test_collect_refuses_hostile_artifacts_and_stores_nothing(
-    db_session: Session, finished: list[Any], blob: bytes, reason: str
+    db_session: Session, blob: bytes, reason: str
 ) -> None:
-    from app.flows.results import collect_job
+    from app.flows.collect import collect_job
     from app.models.results import Result
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(blob), job_id)
     assert out.state == "failed" and reason in (out.reason or ""), out.reason
-    assert finished == [(job_id, "failed", out.reason)]
+    assert recorded(db_session, job_id) == ("failed", out.reason, RUN_URL, "done")
     assert db_session.query(Result).count() == 0
 
 
 @pytest.mark.parametrize("option", ["conc", "tp"])
 def test_a_conc_of_5000_digits_is_a_syntax_error_not_a_crash(option: str) -> None:
-    from app.flows.commands import parse_commands
+    from app.core.commands import parse_commands
 
     for value in ("9" * 5000, "1.." + "9" * 5000, "1," + "9" * 5000):
         if option == "tp" and not value.isdigit():

@@ -38,11 +38,8 @@ def client(sqlite_url: str, settings_env: pytest.MonkeyPatch, tmp_path: Path) ->
 @pytest.fixture
 def extra_handlers(client: TestClient, settings_env: pytest.MonkeyPatch) -> None:
     """Load tests/slow_handler.py's handlers (test-only events) next to the real ones."""
-    import app.flows.routing
-
     settings_env.setenv("SWEEPBOT_EXTRA_HANDLER_MODULES", "tests.slow_handler")
     reset_settings_cache()
-    settings_env.setattr(app.flows.routing, "_loaded", False)
 
 
 def _count() -> int:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from app.core.nightly_logic import (
+    Finding,
     IssueView,
     Nightly,
     issue_marker,
     issue_title,
+    merged_pulls,
     narrow_step,
     plan_new_nightlies,
     pulls_in,
     recovered_at,
+    refresh_findings,
     render_issue,
     within,
 )
@@ -107,3 +110,86 @@ def test_the_issue_carries_its_marker_the_range_and_inert_commit_titles() -> Non
     assert "TPOT +4.0%" in issue_title(view)
     closed = render_issue(IssueView(**{**view.__dict__, "recovered_tag": "nightly-" + "3" * 40}))
     assert "**Recovered**" in closed
+
+
+def test_merged_pulls_come_from_the_associated_pulls_answer_and_titles_only_for_the_rest() -> None:
+    commits = [
+        {"sha": "a1", "title": "[Perf] Rework the MoE kernel launch"},  # a PR branch commit: no number
+        {"sha": "a2", "title": "Merge pull request #50123 from vllm-dev/story/pr-50123"},
+        {"sha": "a3", "title": "Refer to #777 in passing (#42)"},  # looked up: the title is not believed
+        {"sha": "a4", "title": "[CI] Flaky test fix (#50150)"},  # not looked up: the title names it
+    ]
+    associated = {
+        "a1": [{"number": 50123, "merged_at": "2026-11-02T10:00:00Z"}],
+        "a2": [{"number": 50123, "merged_at": "2026-11-02T10:00:00Z"}],
+        "a3": [{"number": 50131, "merged_at": "2026-11-02T11:00:00Z"}, {"number": 9, "merged_at": None}],
+    }
+    assert merged_pulls(commits, associated) == [50123, 50131, 50150]
+    assert merged_pulls(commits, {}) == [50123, 42, 50150]  # nothing looked up: titles only
+
+
+def _finding(name: str, metric: str, good: str, bad: str, before: float, after: float, p: float) -> Finding:
+    return Finding(name, metric, good, bad, before, after, (after - before) / before, p)
+
+
+def test_an_open_regression_keeps_its_bracket_and_lists_every_series_as_measured_now() -> None:
+    tags = [f"n{i}" for i in range(12)]
+    tpot = [10.0, 10.1, 9.9, 10.0, 10.6, 10.5, 10.7, 10.6, 10.5, 10.6, 10.7, 10.6]
+    ttft = [50.0, 50.5, 49.5, 50.0, 50.2, 53.0, 53.5, 53.0, 52.8, 53.1, 53.0, 53.2]
+    series = {
+        ("p", "mean_tpot_ms"): list(zip(tags, tpot, strict=True)),
+        ("p", "mean_ttft_ms"): list(zip(tags, ttft, strict=True)),
+    }
+    listed = [_finding("p", "mean_tpot_ms", "n3", "n4", 10.0, 10.6, 0.003).to_json()]
+    # This pass the detector puts TPOT's change one nightly later (noise) and finds TTFT moving:
+    # both are listed at the regression's own bracket n3 -> n4, with the newest p of each.
+    found = [
+        _finding("p", "mean_tpot_ms", "n4", "n5", 10.3, 10.6, 0.002),
+        _finding("p", "mean_ttft_ms", "n4", "n5", 50.0, 53.0, 0.001),
+    ]
+    out = refresh_findings(series, "n3", "n4", listed, found)
+    assert [(f["metric"], f["last_good"], f["first_bad"]) for f in out] == [
+        ("mean_tpot_ms", "n3", "n4"),
+        ("mean_ttft_ms", "n3", "n4"),
+    ]
+    assert out[0]["before"] == 10.0 and out[0]["after"] == 10.6 and out[0]["p"] == 0.002
+    assert out[1]["before"] == 50.0 and out[1]["p"] == 0.001
+    # the same measurements again: the same list, so the issue is not edited
+    assert refresh_findings(series, "n3", "n4", out, found) == out
+    # a series the detector no longer reports stays listed (re-measured, with its last p)
+    assert refresh_findings(series, "n3", "n4", out, [])[1]["p"] == 0.001
+
+
+def test_a_refreshed_series_stops_its_after_level_where_it_recovered() -> None:
+    tags = [f"n{i}" for i in range(12)]
+    values = [10.0, 10.0, 10.0, 10.0, 11.0, 11.0, 11.0, 11.0, 10.0, 10.0, 10.0, 10.0]
+    series = {("p", "mean_tpot_ms"): list(zip(tags, values, strict=True))}
+    listed = [_finding("p", "mean_tpot_ms", "n3", "n4", 10.0, 11.0, 0.001).to_json()]
+    out = refresh_findings(series, "n3", "n4", listed, [])
+    assert out[0]["after"] == 11.0 and out[0]["change"] == 0.1
+    # the bracket is not in the series any more (the recipe changed): the entry stays as it was
+    assert refresh_findings({}, "n3", "n4", listed, []) == listed
+
+
+def test_the_issue_says_when_the_commit_range_was_truncated() -> None:
+    view = IssueView(
+        repo="o/bench",
+        config_key="k",
+        image_repo="vllm/vllm-openai",
+        last_good_tag="n1",
+        first_bad_tag="n2",
+        findings=[],
+        chart_points=[],
+        chart_metric="mean_tpot_ms",
+        chart_point="p",
+        narrowing="adjacent",
+        source_repo="vllm-project/vllm",
+        commits=[{"sha": f"{i:040x}", "title": f"c{i}"} for i in range(60)],
+        commits_total=1400,
+    )
+    body = render_issue(view)
+    assert "... and 10 more" in body
+    assert "**truncated**: the range has 1400 commits and sweepbot read the first 60" in body
+    assert "truncated" not in render_issue(
+        IssueView(**{**view.__dict__, "commits_total": 60})  # the whole range was read
+    )

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.flows import scheduler
+from app.flows import ring, scheduler
 from app.flows.scheduler import SweepFilters
 from app.models.core import AuditEntry
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
@@ -50,7 +50,7 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
             settings_env.setenv(name, value)
         reset_settings_cache()
         scheduler.clear_capacity_cache()
-        settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+        settings_env.setattr(ring, "enqueue", lambda task, *args: None)
         import app.adapters.queue
 
         settings_env.setattr(app.adapters.queue, "enqueue", lambda task, *args, **kw: None)
@@ -75,7 +75,7 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
 
 def _drive(bot: dict[str, Any], until: float = 60.0) -> None:
     """Tick, repair and collect until no job is open (the worker's and beat's part)."""
-    from app.flows.results import collect_job
+    from app.flows.collect import collect_job
 
     factory: sessionmaker[Session] = bot["factory"]
     deadline = time.monotonic() + until
@@ -191,6 +191,14 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
         assert [c["sha"] for c in reg.commits or []][-1] == burst[2]
         assert bad_commit in {c["sha"] for c in reg.commits or []}
         assert PERF_PR in (reg.pulls or []) and 50101 not in (reg.pulls or [])
+        # the PRs come from the commits' associated-pulls answers, the whole range read (paged)
+        assert reg.commits_total == len(reg.commits or [])
+        looked_up = sum(
+            n
+            for (op, status, _), n in world.calls.items()
+            if op == "repos/list-pull-requests-associated-with-commit" and status == 200
+        )
+        assert looked_up >= len(reg.commits or [])
         assert {f["metric"] for f in reg.series} >= {"mean_tpot_ms"}
         issue_number = reg.issue_number
         bisected = s.scalars(select(NightlyCanary).where(NightlyCanary.purpose == "bisect")).all()

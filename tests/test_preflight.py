@@ -71,11 +71,13 @@ def test_the_sim_environment_keeps_configured_secrets(tmp_path: Path) -> None:
     from app.launcher import sim_environment
     from sim.world import SimSettings
 
-    world = SimpleNamespace(settings=SimSettings(), oauth_clients={})
+    world = SimpleNamespace(settings=SimSettings(), oauth_clients={}, hook_id=424242)
     sim = SimpleNamespace(world=world, github_api_url="http://s/api/v3", url="http://s")
     env = sim_environment(sim, tmp_path, "http://a", ["operator-secret"])
     secrets = env["SWEEPBOT_WEBHOOK_SECRETS"].split(",")
     assert secrets[0] == "operator-secret" and world.settings.webhook_secret in secrets and len(secrets) == 2
+    # GitHub (and the simulator) never retry a failed delivery: the bot asks the sim's hook for them
+    assert env["SWEEPBOT_REDELIVERY_HOOKS"] == "SemiAnalysisAI/InferenceX:424242"
 
 
 def test_instance_lock_refuses_a_second_holder_with_the_first_ones_dashboard(tmp_path: Path) -> None:

@@ -14,13 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.flows.results import (
-    ArtifactError,
-    ResultFileError,
-    parse_result,
-    pick_result_member,
-    safe_json_members,
-)
+from app.core.artifactzip import ArtifactError, pick_result_member, safe_json_members
+from app.core.resultfile import ResultFileError, parse_result
 
 RESULT_NAME = "minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc32_mi355x"
 # What benchmark-tmpl.yml uploads for that point when node mi355x-amds_03 ran it.
@@ -297,22 +292,35 @@ def _job(session: Session) -> int:
     return job.id
 
 
-@pytest.fixture
-def finished(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, str | None]]:
-    calls: list[tuple[int, str, str | None]] = []
+def recorded(session: Session, job_id: int) -> tuple[str, str | None, str | None, str]:
+    """What the database says after collection: the job's (state, reason, result_url) and its
+    sweep's state. Collection finishes jobs through the real ``finish_job`` (app.flows.jobfinish); only the
+    gateway is fake, so a collect that records a failure as a success fails these checks
+    (``tests/mutation_collect.py`` applies such mutants and lists the tests that catch them)."""
+    from app.models.sweeps import Sweep, SweepJob
 
-    def fake_finish(
-        session: Session, job_id: int, state: str, *, reason: str | None = None, result_url: str | None = None
-    ) -> None:
-        from app.models.sweeps import SweepJob
+    session.expire_all()
+    job = session.get(SweepJob, job_id)
+    assert job is not None
+    sweep = session.get(Sweep, job.sweep_id)
+    assert sweep is not None
+    return job.state, job.reason, job.result_url, sweep.state
 
-        calls.append((job_id, state, reason))
-        job = session.get(SweepJob, job_id)
-        assert job is not None
-        job.state, job.reason = state, reason
 
-    monkeypatch.setattr("app.flows.results._finish", fake_finish)
-    return calls
+def report_version(session: Session, job_id: int) -> int:
+    """How many changes the job's sticky report has been told of (0: never marked dirty)."""
+    from sqlalchemy import select
+
+    from app.models.results import ReportState
+    from app.models.sweeps import SweepJob
+
+    job = session.get(SweepJob, job_id)
+    assert job is not None
+    state = session.scalars(select(ReportState).where(ReportState.sweep_id == job.sweep_id)).first()
+    return state.version if state is not None else 0
+
+
+RUN_URL = "http://gh/acme/bench/actions/runs/777"
 
 
 def _raw(conc: int = 32, tpot: float = 17.21) -> bytes:
@@ -328,14 +336,15 @@ def _raw(conc: int = 32, tpot: float = 17.21) -> bytes:
     ).encode()
 
 
-def test_collect_stores_one_row_with_identity_and_provenance(
-    db_session: Session, finished: list[Any]
-) -> None:
-    from app.flows.results import collect_job, find_reusable
+def test_collect_stores_one_row_with_identity_and_provenance(db_session: Session) -> None:
+    from app.flows.collect import collect_job
+    from app.store.results import find_reusable
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(_zip({MEMBER: _raw()})), job_id)
-    assert out.state == "succeeded" and finished == [(job_id, "succeeded", None)]
+    assert out.state == "succeeded"
+    assert recorded(db_session, job_id) == ("succeeded", None, RUN_URL, "done")
+    assert report_version(db_session, job_id) > 0
     row = find_reusable(
         db_session,
         image="vllm/vllm-openai-rocm:nightly-" + "b" * 40,
@@ -347,7 +356,8 @@ def test_collect_stores_one_row_with_identity_and_provenance(
     assert row.run_url.endswith("/777") and row.artifact_name == f"bmk_{RESULT_FILENAME}"
     assert row.file_name == MEMBER and row.config_key == "minimaxm3-fp4-mi355x-vllm"
     again = collect_job(db_session, FakeArtifacts(b"unused"), job_id)
-    assert again.state == "skipped" and len(finished) == 1
+    assert again.state == "skipped" and again.result_id == out.result_id
+    assert recorded(db_session, job_id) == ("succeeded", None, RUN_URL, "done")
     assert find_reusable(db_session, image="other", fingerprint="f" * 16, result_name=RESULT_NAME) is None
 
 
@@ -365,27 +375,27 @@ def test_collect_stores_one_row_with_identity_and_provenance(
     ],
     ids=["traversal", "zip-bomb", "missing-file", "bad-field", "wrong-conc"],
 )
-def test_collect_fails_the_job_cleanly(
-    db_session: Session, finished: list[Any], blob: bytes, reason: str
-) -> None:
-    from app.flows.results import collect_job
+def test_collect_fails_the_job_cleanly(db_session: Session, blob: bytes, reason: str) -> None:
+    from app.flows.collect import collect_job
     from app.models.results import Result
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(blob), job_id)
     assert out.state == "failed" and reason in (out.reason or "")
-    assert finished == [(job_id, "failed", out.reason)]
+    assert recorded(db_session, job_id) == ("failed", out.reason, RUN_URL, "done")
+    assert report_version(db_session, job_id) > 0
     assert db_session.query(Result).count() == 0
 
 
-def test_collect_fails_when_the_artifact_is_missing(db_session: Session, finished: list[Any]) -> None:
-    from app.flows.results import collect_job
+def test_collect_fails_when_the_artifact_is_missing(db_session: Session) -> None:
+    from app.flows.collect import collect_job
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(b"", name="logs"), job_id)
     assert out.state == "failed" and "no artifact bmk_" + RESULT_NAME.removesuffix("_mi355x") + "_<node>" in (
         out.reason or ""
     )
+    assert recorded(db_session, job_id) == ("failed", out.reason, RUN_URL, "done")
 
 
 # ------------------------------------------------------------------------------------ the report
@@ -425,7 +435,7 @@ def test_two_marks_racing_both_count(db_session: Session) -> None:
     # mark must add to worker 2's, or a flush that saw worker 2's version would settle the report
     # without worker 1's change.
     from app.db import session_factory
-    from app.flows.reports import mark_report_dirty
+    from app.store.reports import mark_report_dirty
 
     sweep_id = _sweep_for_pr(db_session, 8)
     mark_report_dirty(db_session, sweep_id)
@@ -447,8 +457,9 @@ def test_one_report_that_cannot_land_does_not_block_the_others(db_session: Sessi
 
     from app.adapters.github import GitHubError
     from app.db import session_factory
-    from app.flows.reports import flush_reports, mark_report_dirty
+    from app.flows.reports import flush_reports
     from app.models.results import ReportState
+    from app.store.reports import mark_report_dirty
 
     for pr in (8, 9):
         mark_report_dirty(db_session, _sweep_for_pr(db_session, pr))
@@ -472,3 +483,76 @@ def test_one_report_that_cannot_land_does_not_block_the_others(db_session: Sessi
     assert rows[9].flushed_version == rows[9].version and rows[9].last_error is None
     assert rows[8].flushed_version < rows[8].version, "stays dirty: the next flush tries again"
     assert "403" in (rows[8].last_error or "")
+
+
+# ------------------------------------------------------------------------------------ one gap table
+
+
+def test_the_report_and_the_dashboard_show_the_same_gap(db_session: Session) -> None:
+    """Both come from app.core.gap.gap_table: same concs, same figures, same verdicts."""
+    from app.core.gap import fmt_pct
+    from app.flows.collect import collect_job
+    from app.flows.reports import load_report_data, render_report_data
+    from app.models.sweeps import SweepJob
+    from app.web.dashboard.data.results import results_for_key
+
+    job_id = _job(db_session)
+    assert (
+        collect_job(db_session, FakeArtifacts(_zip({MEMBER: _raw(tpot=17.21)})), job_id).state == "succeeded"
+    )
+    job = db_session.get(SweepJob, job_id)
+    assert job is not None
+    data = load_report_data(db_session, job.sweep_id)
+    assert data.reference is not None and data.reference.name == "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k"
+    report = {
+        int(cells[0]): (cells[3], cells[4].lstrip("🔴🟢🔵 "))
+        for line in render_report_data(data).splitlines()
+        if line.startswith("| ")
+        and (cells := [c.strip() for c in line.strip("|").split("|")])[0].isdigit()
+        and len(cells) == 5
+    }
+    dashboard = results_for_key(db_session, "minimaxm3-fp4-mi355x-vllm")
+    shown = {
+        g.conc: (fmt_pct(None if g.gap_pct is None else g.gap_pct / 100), g.verdict) for g in dashboard.gap
+    }
+    assert sorted(report) == sorted(shown) == [4, 8, 16, 32, 64]
+    assert report == shown
+    assert report[32] == ("+2.8%", "behind")
+
+
+def test_the_sibling_reference_reads_the_sibling_keys_stored_rows(db_session: Session) -> None:
+    from app.core.resultfile import parse_result
+    from app.store.references import choose_reference
+    from app.store.results import store_result
+
+    point = {
+        "result-name": "r",
+        "config-key": "q-fp4-mi355x-atom",
+        "conc": 32,
+        "tp": 4,
+        "isl": 1024,
+        "osl": 1024,
+    }
+    for tpot, run in ((18.0, 1), (16.5, 2)):
+        store_result(
+            db_session,
+            parse_result(_raw(tpot=tpot), "r.json"),
+            point=point,
+            image="img",
+            fingerprint="f",
+            provenance={"run_url": f"https://gh/run/{run}"},
+        )
+    store_result(
+        db_session,
+        parse_result(_raw(tpot=9.0), "r.json"),
+        point={**point, "tp": 8},
+        image="img",
+        fingerprint="f",
+        provenance={},
+    )
+    key = dict(model="q", hardware="mi355x", isl=1024, osl=1024)
+    ref = choose_reference(db_session, config_key="q-fp4-mi355x-vllm", tp=4, **key)
+    assert ref is not None and ref.name == "q-fp4-mi355x-atom"
+    assert ref.points[32]["mean_tpot_ms"] == 16.5 and ref.runs == {32: ["https://gh/run/2"]}
+    assert choose_reference(db_session, config_key="q-fp4-mi355x-vllm", tp=2, **key) is None
+    assert choose_reference(None, config_key="q-fp4-mi355x-vllm", tp=4, **key) is None

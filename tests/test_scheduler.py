@@ -11,10 +11,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.recipes import expand_points, parse_master
-from app.flows import scheduler
-from app.flows.routing import Event, HandlerContext
+from app.core.routing import Event, HandlerContext
+from app.flows import dispatch, ring, scheduler
+from app.flows import tick as tick_flow
 from app.flows.scheduler import SweepError, SweepFilters
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
+from app.store import reuse, runnerlabels
 from tests.sweep_fakes import KEY, REPO, SHA2, FakeGateway, bench_files
 
 
@@ -27,7 +29,7 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
     reset_settings_cache()
     scheduler.clear_capacity_cache()
     enqueued: list[tuple[str, tuple[Any, ...]]] = []
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: enqueued.append((task, args)))
+    settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
     yield {"factory": session_factory(), "enqueued": enqueued, "mp": settings_env}
 
 
@@ -63,7 +65,7 @@ def test_one_job_per_point_and_groups(env: dict[str, Any]) -> None:
     jobs = _jobs(env["factory"], req.sweep.id)
     assert [j.result_name for j in jobs] == [p.result_name for p in expected]
     assert req.created and req.plan.capacity == 4 and req.plan.capacity_source == "settings"
-    assert "28 point(s)" in req.reply or f"{len(expected)} point(s)" in req.reply
+    assert len(expected) == 28 and ": 28 point(s), conc " in req.reply
     # conc 1 at 8k1k: three points (tp8, tp8 ep8, tp4) share one dispatch; test-config selects
     # by key and conc only, so that dispatch also runs the key's three 1k1k points: six slots
     conc1 = [j for j in jobs if j.conc == 1]
@@ -132,6 +134,51 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
         s.commit()
     scheduler.tick(env["factory"], lambda s: gw)
     assert len(gw.dispatches) == 3 and _inflight(env["factory"]) <= 10
+
+
+def test_a_runner_is_free_when_github_says_its_job_finished_not_when_collected(env: dict[str, Any]) -> None:
+    """Issue 19: each workflow job that completes frees its runner at once, while collection of its
+    result runs alongside (the job stays `running` until the result is stored)."""
+    from app.settings import reset_settings_cache
+
+    env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=6")
+    reset_settings_cache()
+    gw = FakeGateway()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
+    req = _request(env["factory"], gw)  # every point of the key: a dispatch's jobs are all ours
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 2  # conc 1024 + 512: 1 + 5
+    assert _inflight(env["factory"]) == 6
+    runs = [d["run_id"] for d in gw.dispatches]
+    by_run = {r: [j for j in _jobs(env["factory"], req.sweep.id) if j.run_id == r] for r in runs}
+    assert [len(by_run[r]) for r in runs] == [1, 5]
+    for run_id in runs:  # the run's job list, in matrix order: several points share a job name
+        gw.run_jobs[run_id] = [_wf_job(gw, run_id, j, "success") for j in by_run[run_id]]
+    done = gw.run_jobs[runs[0]] + gw.run_jobs[runs[1]][:4]  # one job of conc 512 still runs
+    after: list[Any] = []
+    with env["factory"]() as s:
+        for wf in done:
+            ctx = _ctx(s, "workflow_job", {"action": "completed", "workflow_job": wf})
+            scheduler.on_workflow_job(ctx)
+            after += ctx.after_commit
+        s.commit()
+    for callback in after:
+        callback()
+    finished = [j.id for j in by_run[runs[0]] + by_run[runs[1]][:4]]
+    states = {j.id: (j.state, j.run_conclusion) for j in _jobs(env["factory"], req.sweep.id)}
+    assert {states[i] for i in finished} == {(JobState.RUNNING, "success")}  # not collected yet
+    assert _inflight(env["factory"]) == 1
+    # Five runners are free: the next dispatch (conc 256, five slots) goes out now.
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1
+    assert gw.dispatches[-1]["inputs"]["generate-cli-command"].split("--conc ")[1].startswith("256")
+    assert _inflight(env["factory"]) == 6
+    # Collection was only asked for, alongside; storing the results frees no further runner.
+    collects = sorted(args[0] for task, args in env["enqueued"] if task == "sweepbot.collect_job")
+    assert collects == sorted(finished)
+    with env["factory"]() as s:
+        for job_id in finished:
+            scheduler.finish_job(s, job_id, JobState.SUCCEEDED)
+        s.commit()
+    assert _inflight(env["factory"]) == 6
 
 
 def test_capacity_from_runners_yaml_when_not_configured(env: dict[str, Any]) -> None:
@@ -258,7 +305,7 @@ def test_reused_point_is_never_dispatched(env: dict[str, Any]) -> None:
     def fake_reusable(session: Session, *, image: str, fingerprint: str, result_name: str, **_: Any) -> Any:
         return Stored() if reused_name and result_name == reused_name[0] else None
 
-    env["mp"].setattr(scheduler, "_find_reusable", fake_reusable)
+    env["mp"].setattr(reuse, "reusable_for_point", fake_reusable)
     master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
     point = next(p for p in expand_points(master, KEY, seq="8k1k", conc=[256]))
     reused_name.append(point.result_name)
@@ -316,7 +363,7 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
 
     reset_settings_cache()
     gw = FakeGateway()
-    env["mp"].setattr(scheduler, "_handler_gateway", lambda ctx: gw)
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
     req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(1,)))
     scheduler.tick(env["factory"], lambda s: gw)
     jobs = _jobs(env["factory"], req.sweep.id)
@@ -367,7 +414,7 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
 
 def test_run_level_startup_failure_is_retried(env: dict[str, Any]) -> None:
     gw = FakeGateway()
-    env["mp"].setattr(scheduler, "_handler_gateway", lambda ctx: gw)
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
     req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(256,)))
     scheduler.tick(env["factory"], lambda s: gw)
     run_id = gw.dispatches[0]["run_id"]
@@ -421,7 +468,7 @@ def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
 
 def test_push_supersedes_and_cancels_runs(env: dict[str, Any]) -> None:
     gw = FakeGateway()
-    env["mp"].setattr(scheduler, "_handler_gateway", lambda ctx: gw)
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
     req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
     scheduler.tick(env["factory"], lambda s: gw)
     with env["factory"]() as s:
@@ -508,10 +555,10 @@ def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[
     gw = FakeGateway()
     req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(64,)))
     label = _jobs(env["factory"], req.sweep.id)[0].runner_label
-    scheduler._ensure_label(env["factory"], label)
+    runnerlabels.ensure_label(env["factory"], label)
     stale = scheduler.TickResult()
     with env["factory"]() as s:
-        claims = scheduler._claim_label(s, gw, label, REPO, stale)
+        claims = tick_flow._claim_label(s, gw, label, REPO, stale)
         s.commit()
     assert claims
     with env["factory"]() as s:
@@ -522,7 +569,7 @@ def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[
     assert fresh.dispatched_runs == len(claims) and len(gw.dispatches) == len(claims)
     for claim in claims:
         with env["factory"]() as s:
-            scheduler._dispatch(s, gw, claim, get_settings(), stale)
+            dispatch.dispatch_claim(s, gw, claim, get_settings(), stale)
             s.commit()
     assert len(gw.dispatches) == len(claims) and stale.dispatched_runs == 0
 

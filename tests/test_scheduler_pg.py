@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from sqlalchemy import select
 
-from app.flows import scheduler
+from app.flows import ring, scheduler
 from app.flows.scheduler import SweepFilters
 from app.models.sweeps import JobState, SweepJob
 from tests.sweep_fakes import KEY, REPO, FakeGateway
@@ -29,7 +29,7 @@ def test_concurrent_ticks_never_double_dispatch(pg_clean_url: str, settings_env:
         '--conc {conc}", "ref": "{head_sha}", "test-name": "{run_name}", "pr-labels-json": "[\\"tp{tp}\\"]"}',
     )
     reset_settings_cache()
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     factory = session_factory()
     gw = FakeGateway()
     with factory() as s:
@@ -92,7 +92,7 @@ def test_identical_requests_at_once_create_one_sweep(
 
     settings_env.setenv("SWEEPBOT_DATABASE_URL", pg_clean_url)
     reset_settings_cache()
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     factory = session_factory()
     gw = FakeGateway()
     barrier = threading.Barrier(6)

@@ -8,18 +8,19 @@ sweep label and follows the run the repo starts, and never dispatches or re-queu
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.flows import scheduler
+from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
+from app.flows import labelruns, ring, scheduler
 from app.flows.botconfig import BotConfig, BotConfigError, parse_bot_config
 from app.flows.bump import commit_message
-from app.flows.routing import Event, HandlerContext
 from app.flows.scheduler import SweepError, SweepFilters
-from app.models.sweeps import JobState, SweepJob
+from app.models.sweeps import JobState, Sweep, SweepJob
 from sim.runs import changelog_keys, sweep_run_wanted
 from tests.sweep_fakes import KEY, REPO, SHA1, FakeGateway
 
@@ -88,7 +89,7 @@ def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator
     reset_settings_cache()
     scheduler.clear_capacity_cache()
     enqueued: list[tuple[str, tuple[Any, ...]]] = []
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: enqueued.append((task, args)))
+    settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
     factory = session_factory()
     with factory() as s:
         cfg = parse_bot_config("sweep:\n  mode: label\n")
@@ -99,22 +100,54 @@ def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator
         )
         s.commit()
     gw = LabelGateway()
-    settings_env.setattr(scheduler, "_handler_gateway", lambda ctx: gw)
+    settings_env.setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
     yield {"factory": factory, "gw": gw, "enqueued": enqueued}
 
 
 class LabelGateway(FakeGateway):
+    """The gateway with a PR's labels: calls are recorded, the label set is kept as GitHub would."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.labels: list[tuple[int, list[str]]] = []
+        self.labels: list[tuple[int, list[str]]] = []  # add_labels calls
+        self.removed: list[tuple[int, str]] = []  # remove_label calls
+        self.pr_labels: set[str] = set()
+        self.fail_add = 0  # the next N add_labels calls raise (a crash between remove and add)
+
+    def get_pull(self, repo: str, number: int) -> dict[str, Any]:
+        return {**super().get_pull(repo, number), "labels": [{"name": n} for n in sorted(self.pr_labels)]}
 
     def add_labels(self, repo: str, number: int, labels: list[str]) -> list[dict[str, Any]]:
+        if self.fail_add:
+            self.fail_add -= 1
+            raise TransientError("connection reset")
         self.labels.append((number, labels))
+        self.pr_labels |= set(labels)
         return [{"name": n} for n in labels]
 
-    def repo_run(self, run_id: int, status: str, conclusion: str | None = None) -> dict[str, Any]:
+    def remove_label(self, repo: str, number: int, label: str) -> None:
+        self.removed.append((number, label))
+        self.pr_labels.discard(label)
+
+    def repo_run(
+        self,
+        run_id: int,
+        status: str,
+        conclusion: str | None = None,
+        *,
+        created_at: str | None = None,
+        bench_jobs: list[SweepJob] | None = None,
+    ) -> dict[str, Any]:
+        """A run-sweep.yml run; ``bench_jobs``: the benchmark jobs it ran (else only check-changelog)."""
+        from sim.runs import job_name
+
+        self.run_jobs[run_id] = [{"id": run_id * 10, "name": "check-changelog", "status": "completed"}] + [
+            {"id": run_id * 10 + 1 + i, "name": job_name(f"single-node {j.seq} /", j.point), "status": status}
+            for i, j in enumerate(bench_jobs or [])
+        ]
         run = {
             "id": run_id,
+            "created_at": created_at or datetime.now(UTC).isoformat(),
             "name": "Run Sweep",
             "display_title": "Run Sweep - minimaxm3: INT4 quick reduce",
             "event": "pull_request",
@@ -174,7 +207,7 @@ def test_label_mode_follows_the_repos_run_and_collects(label_env: dict[str, Any]
         s.commit()
         adopted = s.scalars(select(SweepJob).where(SweepJob.sweep_id == jobs[0].sweep_id)).all()
     assert {j.run_id for j in adopted} == {9001} and {j.state for j in adopted} == {JobState.RUNNING}
-    gw.repo_run(9001, "completed", "success")
+    gw.repo_run(9001, "completed", "success", bench_jobs=jobs)
     scheduler.repair_jobs(label_env["factory"], lambda s: gw)
     collected = {args[0] for task, args in label_env["enqueued"] if task == "sweepbot.collect_job"}
     assert collected == {j.id for j in jobs}
@@ -187,7 +220,7 @@ def test_label_mode_infra_failure_is_reported_not_redispatched(label_env: dict[s
     gw: LabelGateway = label_env["gw"]
     gw.repo_run(9002, "completed", "failure")
     job = jobs[0]
-    gw.run_jobs[9002] = [
+    gw.run_jobs[9002] += [
         {
             "id": 77,
             "name": job_name(f"single-node {job.seq} /", job.point),
@@ -204,7 +237,7 @@ def test_label_mode_infra_failure_is_reported_not_redispatched(label_env: dict[s
         }
     ]
     with label_env["factory"]() as s:
-        found = scheduler._find_label_run(s, gw, s.get(scheduler.Sweep, job.sweep_id))
+        found = labelruns.find_label_run(s, gw, s.get(Sweep, job.sweep_id))
         assert found is not None and found["id"] == 9002
         s.commit()
     scheduler.repair_jobs(label_env["factory"], lambda s: gw)
@@ -215,6 +248,95 @@ def test_label_mode_infra_failure_is_reported_not_redispatched(label_env: dict[s
             got.reason or ""
         )
     assert gw.dispatches == []
+
+
+def _command_sweep(env: dict[str, Any]) -> list[SweepJob]:
+    with env["factory"]() as s:
+        req = scheduler.request_sweep(
+            s, env["gw"], repo=REPO, pr_number=7, config_key=KEY, requested_by="maint", reason="command"
+        )
+        s.commit()
+        return list(s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all())
+
+
+def _sweep_jobs(env: dict[str, Any], sweep_id: int) -> list[SweepJob]:
+    with env["factory"]() as s:
+        return list(s.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id)).all())
+
+
+def _deliver_run(env: dict[str, Any], run: dict[str, Any]) -> None:
+    with env["factory"]() as s:
+        ctx = HandlerContext(session=s, event=Event("d", "workflow_run", "completed", {"workflow_run": run}))
+        scheduler.on_workflow_run(ctx)
+        s.commit()
+
+
+def test_label_mode_follows_the_run_the_label_started_not_a_push_run(label_env: dict[str, Any]) -> None:
+    """Issue 12a: a push to the unlabelled PR started a run-sweep.yml run (check-changelog only);
+    the bot's label starts the run that benchmarks. Only that one is followed."""
+    gw: LabelGateway = label_env["gw"]
+    before = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
+    push_run = gw.repo_run(8000, "completed", "success", created_at=before)
+    jobs = _command_sweep(label_env)
+    sweep_id = jobs[0].sweep_id
+    assert gw.labels == [(7, ["full-sweep-enabled"])] and gw.removed == []
+    # The push's run is older than the label: neither the poll nor its delivery adopts it.
+    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 0
+    with pytest.raises(HandlerSkipped):
+        _deliver_run(label_env, push_run)
+    assert {j.run_id for j in _sweep_jobs(label_env, sweep_id)} == {None}
+    # A run created with the label that ran no benchmark job (e.g. the `unlabeled` one of a
+    # re-label) is let go of and never followed again.
+    _deliver_run(label_env, gw.repo_run(8001, "completed", "success"))
+    waiting = _sweep_jobs(label_env, sweep_id)
+    assert {j.run_id for j in waiting} == {None} and {j.state for j in waiting} == {JobState.DISPATCHED}
+    assert all("run 8001 ran no benchmark job" in (j.reason or "") for j in waiting)
+    assert label_env["enqueued"] == []
+    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 0
+    # The label's own run benchmarks the points: followed, and every job collected.
+    gw.repo_run(8002, "completed", "success", bench_jobs=jobs)
+    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 1
+    assert {j.run_id for j in _sweep_jobs(label_env, sweep_id)} == {8002}
+    collected = {args[0] for task, args in label_env["enqueued"] if task == "sweepbot.collect_job"}
+    assert collected == {j.id for j in jobs}
+
+
+def test_sweep_on_a_labelled_pr_takes_the_label_off_and_puts_it_back(label_env: dict[str, Any]) -> None:
+    """Issue 12b: adding a label the PR has starts nothing (GitHub sends no event), so `/sweep`
+    on a labelled PR re-applies it, once per sweep; a replay does not again."""
+    gw: LabelGateway = label_env["gw"]
+    gw.pr_labels = {"full-sweep-enabled"}
+    jobs = _command_sweep(label_env)
+    assert gw.removed == [(7, "full-sweep-enabled")] and gw.labels == [(7, ["full-sweep-enabled"])]
+    assert gw.pr_labels == {"full-sweep-enabled"}
+    again = _command_sweep(label_env)  # the same command delivered twice
+    assert [j.id for j in again] == [j.id for j in jobs]
+    assert gw.removed == [(7, "full-sweep-enabled")] and gw.labels == [(7, ["full-sweep-enabled"])]
+
+
+def test_a_crash_between_taking_the_label_off_and_back_on_is_healed_by_the_replay(
+    label_env: dict[str, Any],
+) -> None:
+    gw: LabelGateway = label_env["gw"]
+    gw.pr_labels = {"full-sweep-enabled"}
+    gw.fail_add = 1
+    with pytest.raises(TransientError):
+        _command_sweep(label_env)
+    assert gw.pr_labels == set()  # the label came off; the sweep was rolled back with the error
+    _command_sweep(label_env)  # the retry of the delivery
+    assert gw.pr_labels == {"full-sweep-enabled"}
+    assert gw.removed == [(7, "full-sweep-enabled")] and gw.labels == [(7, ["full-sweep-enabled"])]
+
+
+def test_a_bump_on_a_labelled_pr_leaves_the_label_alone(label_env: dict[str, Any]) -> None:
+    """The bump's push (synchronize) starts the run of a labelled PR: no re-label, any run counts."""
+    gw: LabelGateway = label_env["gw"]
+    gw.pr_labels = {"full-sweep-enabled"}
+    jobs = _label_sweep(label_env)
+    assert gw.removed == [] and gw.labels == []
+    gw.repo_run(8100, "in_progress", created_at=(datetime.now(UTC) - timedelta(minutes=5)).isoformat())
+    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 1
+    assert {j.run_id for j in _sweep_jobs(label_env, jobs[0].sweep_id)} == {8100}
 
 
 # ------------------------------------------------------------------------------ the sim's run-sweep.yml
@@ -248,7 +370,11 @@ def test_sim_run_sweep_runs_once_for_a_labelled_changelog_pr_and_honours_skip_sw
     runs = [r for r in world.runs.values() if r.event == "pull_request"]
     assert len(runs) == 1 and runs[0].name.startswith("Run Sweep - ")
     names = [world.jobs[j].name for j in runs[0].jobs if world.jobs[j].point]
-    assert len(names) == 10 and all(n.startswith("single-node 8k1k / p") for n in names)
+    # run-sweep.yml's families: the 10 throughput points under `single-node 8k1k /`, then the
+    # default selection's evals (the highest and the median conc) as eval-only jobs under `eval /`
+    assert len(names) == 12 and all(n.startswith("single-node 8k1k / p") for n in names[:10])
+    assert [n.split(" c", 1)[1] for n in names[10:]] == ["32 | eval-only", "512 | eval-only"]
+    assert all(n.startswith("eval / p") for n in names[10:])
 
 
 def test_sim_dispatch_answers_422_like_github() -> None:
@@ -310,7 +436,7 @@ def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
         settings_env.setenv("SWEEPBOT_DISPATCH_INPUTS", inputs)
     reset_settings_cache()
     scheduler.clear_capacity_cache()
-    settings_env.setattr(scheduler, "_enqueue", lambda task, *args: None)
+    settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     factory = session_factory()
     gw = FakeGateway()
     gw.files[".github/workflows/run-sweep.yml"] = (

@@ -30,7 +30,9 @@ def test_migration_0002_matches_the_tracking_models(sqlite_url: str) -> None:
 
 def test_handlers_and_tasks_are_registered() -> None:
     import app.flows.tracking as tracking
-    from app.flows.routing import router
+    from app.flows.handlers import composed
+
+    router = composed()
 
     for action in ("opened", "edited", "synchronize", "reopened", "closed"):
         assert tracking.on_pull_request in router.handlers_for("pull_request", action)

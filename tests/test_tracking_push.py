@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import app.flows.tracking as tracking
-from app.flows.routing import HandlerSkipped
+from app.core.routing import HandlerSkipped
 
 
 def _push(ref: str, files: list[list[str]]) -> dict[str, Any]:

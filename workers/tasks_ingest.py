@@ -6,8 +6,11 @@ import structlog
 from celery import Task
 from celery.signals import worker_process_init, worker_ready
 
+from app.adapters.github import session_gateway
 from app.db import dispose_engines, session_scope
 from app.flows import ingest
+from app.flows.recovery import recover
+from app.settings import get_settings
 from workers.celery_app import celery_app
 
 log = structlog.get_logger(__name__)
@@ -61,10 +64,6 @@ def beat_heartbeat() -> None:
 @celery_app.task(name="sweepbot.recover_deliveries")
 def recover_deliveries() -> dict[str, int]:
     """Beat: ask GitHub again for deliveries it failed to send that the bot never stored."""
-    from app.adapters.github import session_gateway
-    from app.flows.recovery import recover
-    from app.settings import get_settings
-
     settings = get_settings()
     with session_scope() as session:
         reports = recover(session, session_gateway(session), settings)

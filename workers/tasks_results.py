@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from app.adapters.github import session_gateway
+from app.adapters.queue import enqueue
+from app.core.routing import TransientError
+from app.db import session_factory, session_scope
+from app.flows.collect import collect_job as collect
+from app.flows.reports import flush_reports as flush
 from workers.celery_app import celery_app
 
 
 @celery_app.task(name="sweepbot.collect_job", bind=True, max_retries=8)
 def collect_job(self: Any, job_id: int) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    from app.adapters.queue import enqueue
-    from app.db import session_scope
-    from app.flows.results import collect_job as collect
-    from app.flows.routing import TransientError
-
     try:
         with session_scope() as session:
             outcome = collect(session, session_gateway(session), job_id)
@@ -32,7 +31,4 @@ def collect_job(self: Any, job_id: int) -> dict[str, Any]:
 
 @celery_app.task(name="sweepbot.flush_reports")
 def flush_reports() -> int:
-    from app.db import session_factory
-    from app.flows.reports import flush_reports as flush
-
     return flush(session_factory(), session_gateway)

@@ -15,6 +15,8 @@ make them idempotent by looking before creating, and the task is retried.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import hashlib
 import json
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn, Protocol
 
+import httpx
 import structlog
 from github import Auth, Github, GithubException
 from github.GithubException import RateLimitExceededExceedsMaxWait
@@ -33,16 +36,36 @@ from github.Requester import Requester
 from sqlalchemy.orm import Session
 from urllib3.util.retry import Retry
 
-from app.core import consistency, ratelimit
+from app.adapters.ghslots import LocalSlots, Slots, SlotTimeout, make_slots
+from app.core import budget, consistency, ratelimit
 from app.core.installations import InstallationMap, TokenCache, parse_expires_at, repo_of_path
-from app.flows.routing import TransientError
+from app.core.redelivery import next_cursor
+from app.core.roles import effective_role
+from app.core.routing import TransientError
+from app.db import serialized
 from app.metrics import GITHUB_CALLS
-from app.settings import Settings
+from app.models import HttpCacheEntry
+from app.settings import Settings, get_settings
+from app.store.audit import record_outside
 
 log = structlog.get_logger(__name__)
 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 MAX_FILE_BYTES = 10 * 1024 * 1024  # master configs are a few hundred KB
+
+
+_download_lock = threading.Lock()
+_downloads: httpx.Client | None = None
+
+
+def _download_client() -> httpx.Client:
+    """One client for artifact archives per process: a fresh one per download loaded the CA bundle
+    each time (~0.1 s of CPU per artifact). No token is ever set on it (the URL is pre-signed)."""
+    global _downloads
+    with _download_lock:
+        if _downloads is None:
+            _downloads = httpx.Client(timeout=60, follow_redirects=True)
+        return _downloads
 
 
 class GitHubError(Exception):
@@ -159,41 +182,12 @@ class Credentials(Protocol):
     def refused(self, key: str) -> None: ...
 
 
-class _Slots:
-    """At most ``limit`` requests in flight per credential key in this process.
-
-    GitHub's secondary limits punish concurrent requests by one installation; the cap keeps a
-    burst (several handlers, the dashboard) from tripping them.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
-        self._slots: dict[str, threading.BoundedSemaphore] = {}
-        self._guard = threading.Lock()
-        self.peak: dict[str, int] = {}
-        self._active: dict[str, int] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, key: str) -> Iterator[None]:
-        with self._guard:
-            sem = self._slots.setdefault(key, threading.BoundedSemaphore(self.limit))
-        with sem:
-            with self._guard:
-                self._active[key] = self._active.get(key, 0) + 1
-                self.peak[key] = max(self.peak.get(key, 0), self._active[key])
-            try:
-                yield
-            finally:
-                with self._guard:
-                    self._active[key] -= 1
-
-
 class FixedCredentials:
     """One requester for every call (a token, or a requester a test built)."""
 
-    def __init__(self, requester: Any, slots: _Slots | None = None) -> None:
+    def __init__(self, requester: Any, slots: Slots | None = None) -> None:
         self._requester = requester
-        self._slots = slots or _Slots(1_000_000)
+        self._slots = slots or LocalSlots(1_000_000)
 
     def route(self, path: str, installation_hint: int | None) -> tuple[str, Any]:
         return "token", self._requester
@@ -222,7 +216,7 @@ class AppCredentials:
         self._requesters: dict[int, tuple[str, Any]] = {}
         self._default: int | None = settings.github_installation_id
         self._guard = threading.Lock()
-        self._slots = _Slots(settings.github_max_concurrency_per_installation)
+        self._slots = make_slots(settings, f"app:{settings.github_app_id}")
 
     # -- which installation
     def default_installation(self) -> int:
@@ -314,6 +308,8 @@ class GitHubGateway:
         self._audit = audit
         self._consistency_delays = consistency_delays
         self._written: set[tuple[str, str]] = set()  # (repo, ref or sha) this gateway just wrote
+        # The primary rate limit as the last answer's X-RateLimit-* headers told it (app.core.budget).
+        self.last_rate: budget.RateSnapshot | None = None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -327,17 +323,24 @@ class GitHubGateway:
         body: Any = None,
         headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any], Any]:
-        key, requester = self._credentials.route(path, self._installation_hint)
-        with self._credentials.slot(key):
-            try:
-                return request(requester, op, verb, path, params=params, body=body, headers=headers)
-            except Unauthorized as exc:
-                if not key.startswith("inst:"):
-                    raise  # a configured token that is wrong stays wrong: say so, do not retry
-                # An installation token GitHub no longer accepts (revoked, clock skew): mint anew
-                # on the retry instead of failing the work.
-                self._credentials.refused(key)
-                raise TransientError(f"{op}: credentials refused (401); retrying with a new token") from exc
+        try:
+            key, requester = self._credentials.route(path, self._installation_hint)
+        except SlotTimeout as exc:  # the App's own calls (installation look-up, minting) queued too long
+            raise TransientError(f"{op}: {exc}") from exc
+        try:
+            with self._credentials.slot(key):
+                answer = request(requester, op, verb, path, params=params, body=body, headers=headers)
+                self.last_rate = budget.parse_rate_headers(answer[1], time.time()) or self.last_rate
+                return answer
+        except SlotTimeout as exc:
+            raise TransientError(f"{op}: {exc}") from exc
+        except Unauthorized as exc:
+            if not key.startswith("inst:"):
+                raise  # a configured token that is wrong stays wrong: say so, do not retry
+            # An installation token GitHub no longer accepts (revoked, clock skew): mint anew
+            # on the retry instead of failing the work.
+            self._credentials.refused(key)
+            raise TransientError(f"{op}: credentials refused (401); retrying with a new token") from exc
 
     @staticmethod
     def _raise(op: str, status: int, headers: dict[str, Any], data: Any) -> NoReturn:
@@ -400,8 +403,6 @@ class GitHubGateway:
 
     def get_conditional(self, op: str, path: str, params: dict[str, Any] | None = None) -> Conditional:
         """GET with ``If-None-Match`` from the persistent cache; a 304 is free of rate limit."""
-        from app.models import HttpCacheEntry
-
         key = f"GET {path}?{urllib.parse.urlencode(sorted((params or {}).items()))}"[:500]
         cached = self._cache_session.get(HttpCacheEntry, key) if self._cache_session is not None else None
         headers = {"If-None-Match": cached.etag} if cached is not None and cached.etag else {}
@@ -425,8 +426,6 @@ class GitHubGateway:
 
     def get_file(self, repo: str, path: str, ref: str | None = None) -> tuple[str, str] | None:
         """Text and blob sha of a file at ``ref``, or ``None`` when it does not exist."""
-        import base64
-
         params = {"ref": ref} if ref else None
         try:
             data = self._get(
@@ -445,7 +444,12 @@ class GitHubGateway:
             # Files over 1 MB come without content from the contents API: read the blob instead.
             blob = self._get("git/get-blob", f"/repos/{repo}/git/blobs/{data['sha']}")
             encoded = (blob.get("content") or "") if isinstance(blob, dict) else ""
-        content = base64.b64decode(encoded).decode("utf-8")
+        try:
+            content = base64.b64decode(encoded).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError) as exc:
+            raise GitHubError(
+                502, f"{repo}:{path}: the content GitHub sent is not base64 UTF-8 text: {exc}"
+            ) from exc
         return content, data["sha"]
 
     def list_dir(self, repo: str, path: str, ref: str | None = None) -> list[dict[str, Any]]:
@@ -459,7 +463,42 @@ class GitHubGateway:
         return data if isinstance(data, list) else []
 
     def compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
+        """One unpaged compare: its status and counts; ``commits`` holds at most 250 of them."""
         return self._get("repos/compare-commits", f"/repos/{repo}/compare/{_quote(base)}...{_quote(head)}")
+
+    def compare_range(self, repo: str, base: str, head: str, *, max_commits: int = 1000) -> dict[str, Any]:
+        """The compare answer with every commit of the range (oldest first), read page by page.
+
+        Unpaged, GitHub lists at most 250 commits of a comparison; paged (``per_page``/``page``)
+        it lists them all, the files on the first page only. At most ``max_commits`` are read:
+        ``total_commits`` greater than ``len(commits)`` means the list was cut short."""
+        path = f"/repos/{repo}/compare/{_quote(base)}...{_quote(head)}"
+        per_page = min(100, max(1, max_commits))
+        first: dict[str, Any] = {}
+        commits: list[dict[str, Any]] = []
+        page = 1
+        while len(commits) < max_commits:
+            data = self._get("repos/compare-commits", path, {"per_page": per_page, "page": page})
+            if not isinstance(data, dict):
+                break
+            first = first or data
+            got = [c for c in data.get("commits") or [] if isinstance(c, dict)]
+            commits += got[: max_commits - len(commits)]
+            total = int(data.get("total_commits") or 0)
+            if len(got) < per_page or len(commits) >= total:
+                break
+            page += 1
+        return {**first, "commits": commits}
+
+    def commit_pulls(self, repo: str, sha: str) -> list[dict[str, Any]]:
+        """PRs associated with a commit: on the default branch, the merged PR that introduced it;
+        elsewhere, open and merged PRs that contain it."""
+        data = self._get(
+            "repos/list-pull-requests-associated-with-commit",
+            f"/repos/{repo}/commits/{_quote(sha)}/pulls",
+            {"per_page": 100},
+        )
+        return [p for p in data if isinstance(p, dict)] if isinstance(data, list) else []
 
     # ------------------------------------------------------------------ git data
 
@@ -643,8 +682,6 @@ class GitHubGateway:
         self, repo: str, marker: str, *, title: str, body: str, number: int | None = None
     ) -> dict[str, Any]:
         """Create the issue holding ``marker`` once, then edit it in place (look before create)."""
-        from app.db import serialized
-
         if marker not in body:
             body = f"{marker}\n{body}"
         with serialized(self._cache_session, f"issue:{repo}:{marker}"):
@@ -689,8 +726,6 @@ class GitHubGateway:
 
     def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> dict[str, Any]:
         """Create the sticky comment once, then edit it in place; no edit when nothing changed."""
-        from app.db import serialized
-
         if marker not in body:
             body = f"{body}\n\n{marker}"
         # Two workers handling events of the same PR must not both find nothing and both create.
@@ -716,8 +751,6 @@ class GitHubGateway:
 
     def permission(self, repo: str, username: str) -> str:
         """``admin``, ``maintain``, ``write``, ``triage``, ``read`` or ``none``."""
-        from app.core.roles import effective_role
-
         try:
             data = self._get(
                 "repos/get-collaborator-permission-level",
@@ -793,6 +826,16 @@ class GitHubGateway:
         )
         return list(data) if isinstance(data, list) else []
 
+    def remove_label(self, repo: str, number: int, label: str) -> None:
+        """Take a label off an issue or PR (idempotent: a 404, label not there, is the state we want)."""
+        with contextlib.suppress(NotFound):
+            self._write(
+                "issues/remove-label",
+                "DELETE",
+                f"/repos/{repo}/issues/{number}/labels/{_quote(label)}",
+                target=f"{repo}#{number}",
+            )
+
     def cancel_run(self, repo: str, run_id: int) -> None:
         # 409: the run already finished — the state we wanted anyway.
         with contextlib.suppress(Conflict):
@@ -814,8 +857,6 @@ class GitHubGateway:
 
     def download_artifact(self, repo: str, artifact_id: int, max_bytes: int = MAX_ARTIFACT_BYTES) -> bytes:
         """The artifact's zip, refusing anything larger than ``max_bytes`` before reading it whole."""
-        import httpx
-
         # PyGithub's requestJson does not follow redirects, which is what we want: the archive URL
         # is short-lived and must be fetched without our token. ``_call`` classifies errors (a
         # dropped connection is transient, like every other GitHub call).
@@ -825,7 +866,7 @@ class GitHubGateway:
         if status != 302 or not location:
             raise GitHubError(status, f"artifact {artifact_id}: expected a redirect to the archive")
         try:
-            with httpx.stream("GET", location, timeout=60, follow_redirects=True) as resp:
+            with _download_client().stream("GET", location) as resp:
                 if resp.status_code >= 400:
                     if resp.status_code >= 500:
                         raise TransientError(f"artifact {artifact_id}: download answered {resp.status_code}")
@@ -867,8 +908,6 @@ class GitHubGateway:
         """One page of a hook's deliveries, newest first, and the next page's cursor (or None).
 
         The App's list needs the App's JWT (the credentials route ``/app/...`` calls to it)."""
-        from app.core.redelivery import next_cursor
-
         kind, path = self._hook_path(hook)
         params: dict[str, Any] = {"per_page": per_page}
         if cursor:
@@ -943,6 +982,7 @@ def credentials(settings: Settings) -> Credentials:
         settings.github_seconds_between_writes,
         settings.github_max_concurrency_per_installation,
         settings.github_token_refresh_margin_seconds,
+        settings.broker_url,  # Redis as the broker: the concurrency cap is shared through it
     )
     with _credentials_lock:
         found = _credentials_by_settings.get(cache_key)
@@ -952,8 +992,7 @@ def credentials(settings: Settings) -> Credentials:
             else:
                 token = Auth.Token(secret) if secret else None
                 found = FixedCredentials(
-                    _github(settings, token).requester,
-                    _Slots(settings.github_max_concurrency_per_installation),
+                    _github(settings, token).requester, make_slots(settings, f"token:{cache_key[3]}")
                 )
             _credentials_by_settings[cache_key] = found
         return found
@@ -964,6 +1003,8 @@ def make_requester(settings: Settings) -> Requester:
     token = settings.github_token.get_secret_value() if settings.github_token is not None else None
     return _github(settings, Auth.Token(token) if token else None).requester
 
+
+_Slots = LocalSlots  # the per-process cap under its old name
 
 # The audit actor of every GitHub write: the bot's own credentials make it.
 BOT_ACTOR = "sweepbot"
@@ -989,10 +1030,9 @@ def gateway(
     """
     audit: AuditHook | None = None
     if session is not None:
-        from app.store.audit import record
 
         def audit(action: str, target: str, detail: dict[str, Any]) -> None:
-            record(
+            record_outside(
                 session,
                 actor=BOT_ACTOR,
                 caused_by=actor,
@@ -1024,8 +1064,6 @@ def session_gateway(
     repo: str | None = None,
 ) -> GitHubGateway:
     """``gateway`` with the settings in force: what handlers, tasks and the CLI use."""
-    from app.settings import get_settings
-
     return gateway(
         get_settings(),
         session,

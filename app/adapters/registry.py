@@ -18,6 +18,9 @@ from typing import Any, Protocol
 import httpx
 import structlog
 
+from app.models import HttpCacheEntry
+from app.settings import get_settings
+
 log = structlog.get_logger(__name__)
 
 DOCKERHUB_API = "https://hub.docker.com"
@@ -209,14 +212,10 @@ class DbEtagCache:
         return f"registry GET {key}"[:500]
 
     def get(self, key: str) -> tuple[str | None, str] | None:
-        from app.models import HttpCacheEntry
-
         entry = self._session.get(HttpCacheEntry, self._key(key))
         return (entry.etag, entry.body) if entry is not None else None
 
     def put(self, key: str, etag: str | None, body: str) -> None:
-        from app.models import HttpCacheEntry
-
         entry = self._session.get(HttpCacheEntry, self._key(key))
         if entry is None:
             entry = HttpCacheEntry(key=self._key(key), body=body)
@@ -484,6 +483,4 @@ def client_for(
 
 def registry_overrides() -> dict[str, str]:
     """Host -> base URL overrides from the settings (``SWEEPBOT_REGISTRY_URLS``)."""
-    from app.settings import get_settings
-
     return dict(get_settings().registry_urls)

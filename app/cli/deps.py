@@ -7,6 +7,9 @@ from typing import Annotated
 
 import typer
 
+from app.db import session_scope
+from app.flows.tracking import deps_status
+
 deps_app = typer.Typer(
     help="Upstream dependencies of recipe PRs (watches, nightlies, bumps).", no_args_is_help=True
 )
@@ -22,9 +25,6 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Every watch: its config key, dependencies (state, merge commit), chosen nightly, and next step."""
-    from app.db import session_scope
-    from app.flows.tracking import deps_status
-
     with session_scope() as session:
         rows = deps_status(session)
     if as_json:

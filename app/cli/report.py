@@ -7,12 +7,30 @@ from typing import Annotated, Any
 
 import typer
 
+from app.core.accuracy import (
+    AccuracyRow,
+    accuracy_notes,
+    compare_accuracy,
+    overall_verdict_line,
+    render_accuracy_table,
+)
+from app.core.artifactzip import ArtifactError, safe_json_members
+from app.core.evals import EvalFileError, parse_lm_eval, parse_meta_env, results_member
+from app.core.gap import (
+    GapRow,
+    gap_table,
+    render_gap_table,
+    render_tput_table,
+    tput_gap_at_equal_interactivity,
+)
+from app.core.references import Reference, ReferenceError, load_reference, metric_field
+from app.core.resultfile import ResultFileError, parse_result
+from app.db import session_scope
+from app.flows.reports import render_report
+
 
 def report_command(sweep_id: Annotated[int, typer.Argument(help="The sweep's id.")]) -> None:
     """Print the markdown of the sweep's report comment, as the bot would post it."""
-    from app.db import session_scope
-    from app.flows.reports import render_report
-
     with session_scope() as session:
         try:
             body = render_report(session, sweep_id)
@@ -32,9 +50,6 @@ def _is_lm_eval(path: Path, body: bytes) -> bool:
 
 def _eval_scores_from_zip(path: Path) -> list[Any]:
     """Scores of an eval artifact zip (``eval_*.zip`` as downloaded), tagged with meta_env's conc."""
-    from app.core.evals import parse_lm_eval, parse_meta_env, results_member
-    from app.flows.results import safe_json_members
-
     members = safe_json_members(path.read_bytes())
     metas = [n for n in members if n.rsplit("/", 1)[-1] == "meta_env.json"]
     meta = parse_meta_env(members[metas[0]], f"{path.name}:{metas[0]}") if metas else None
@@ -53,27 +68,8 @@ class _WithConc:
         return getattr(self._score, name)
 
 
-def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
-    """The gap report for a folder of result files against a reference file (pure but for reads).
-
-    The folder may hold benchmark result JSON (either schema), lm-eval result files
-    (``results*.json``, with an optional ``meta_env.json`` beside them) and downloaded artifact
-    zips (``bmk_*.zip``, ``eval_*.zip``); latency files give the latency table, eval files the
-    accuracy table, and the last line is the verdict over both.
-    """
-    from app.core.accuracy import (
-        accuracy_notes,
-        compare_accuracy,
-        overall_verdict_line,
-        render_accuracy_table,
-    )
-    from app.core.evals import parse_lm_eval, parse_meta_env
-    from app.core.gap import compute_gap, render_gap_table, render_tput_table, tput_gap_at_equal_interactivity
-    from app.core.references import load_reference, metric_field
-    from app.flows.results import parse_result, safe_json_members
-
-    ref = load_reference(reference_file)
-    field = metric_field(metric)
+def _read_dir(results: Path) -> tuple[list[tuple[str, bytes]], list[Any]]:
+    """(latency files as (name, body), eval scores) of a folder of files and artifact zips."""
     files = sorted(p for p in results.iterdir() if p.is_file() and p.suffix.lower() in (".json", ".zip"))
     if not files:
         raise ValueError(
@@ -101,67 +97,88 @@ def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
             latency.append((path.name, body))
     for name, body in eval_files:
         eval_scores += [_WithConc(s, meta_conc) for s in parse_lm_eval(body, name).scores]
+    return latency, eval_scores
 
-    out: list[str] = []
-    rows: list[Any] = []
-    if latency:
-        by_conc: dict[int, list[float]] = {}
-        curve: list[tuple[float, float]] = []
-        for name, body in latency:
-            parsed = parse_result(body, name, tp=ref.tp)
-            if parsed.conc is None:
-                raise ValueError(
-                    f"{name}: field 'max_concurrency': missing, so the file cannot be placed on "
-                    'the curve; add "max_concurrency": N'
-                )
-            value = parsed.metrics().get(field)
-            if value is None:
-                raise ValueError(
-                    f"{name}: field {field!r}: missing; pick another --metric "
-                    f"(the reference publishes {', '.join(sorted(next(iter(ref.points.values()))))})"
-                )
-            by_conc.setdefault(parsed.conc, []).append(float(value))
-            if parsed.interactivity is not None and parsed.tput_per_gpu is not None:
-                curve.append((parsed.interactivity, parsed.tput_per_gpu))
-        ref_values = {c: v[field] for c, v in ref.points.items() if field in v}
-        if not ref_values:
-            raise ValueError(f"{reference_file}: the reference publishes no {field!r}; pick another --metric")
-        rows = compute_gap(by_conc, ref_values, metric=field)
+
+def _latency_part(
+    latency: list[tuple[str, bytes]], ref: Reference, reference_file: Path, field: str
+) -> tuple[list[str], list[GapRow]]:
+    runs = []
+    for name, body in latency:
+        parsed = parse_result(body, name, tp=ref.tp)
+        if parsed.conc is None:
+            raise ValueError(
+                f"{name}: field 'max_concurrency': missing, so the file cannot be placed on "
+                'the curve; add "max_concurrency": N'
+            )
+        if parsed.metrics().get(field) is None:
+            raise ValueError(
+                f"{name}: field {field!r}: missing; pick another --metric "
+                f"(the reference publishes {', '.join(sorted(next(iter(ref.points.values()))))})"
+            )
+        runs.append((parsed.conc, parsed))
+    table = gap_table(runs, ref, tp=ref.tp, metric=field)
+    if not table.reference:
+        raise ValueError(f"{reference_file}: the reference publishes no {field!r}; pick another --metric")
+    out = [
+        f"Gap on {field} against {ref.name} ({ref.engine or 'reference'}); lower is better"
+        if field.endswith("_ms")
+        else f"Gap on {field} against {ref.name}; higher is better"
+    ]
+    if ref.source:
+        out.append(f"Reference source: {ref.source}")
+    if ref.caveat:
+        out.append(f"Caveat: {ref.caveat}")
+    out += ["", render_gap_table(table.rows, metric=field, reference_label=ref.label())]
+    ref_curve = ref.tput_curve()
+    if ref_curve:
         out += [
-            f"Gap on {field} against {ref.name} ({ref.engine or 'reference'}); lower is better"
-            if field.endswith("_ms")
-            else f"Gap on {field} against {ref.name}; higher is better"
+            "",
+            "Throughput per GPU at equal interactivity:",
+            "",
+            render_tput_table(
+                tput_gap_at_equal_interactivity(table.curve, ref_curve), reference_label=ref.label()
+            ),
         ]
-        if ref.source:
-            out.append(f"Reference source: {ref.source}")
-        if ref.caveat:
-            out.append(f"Caveat: {ref.caveat}")
-        out += ["", render_gap_table(rows, metric=field, reference_label=ref.label())]
-        ref_curve = ref.tput_curve()
-        if ref_curve:
-            out += [
-                "",
-                "Throughput per GPU at equal interactivity:",
-                "",
-                render_tput_table(
-                    tput_gap_at_equal_interactivity(curve, ref_curve), reference_label=ref.label()
-                ),
-            ]
-    accuracy_rows: list[Any] = []
+    return out, table.rows
+
+
+def _accuracy_part(eval_scores: list[Any], ref: Reference) -> tuple[list[str], list[AccuracyRow]]:
+    rows = compare_accuracy(eval_scores, ref.accuracy)
+    where = ref.accuracy_source or ref.source or ref.name
+    out = [
+        f"Accuracy against {ref.name} ({where if ref.accuracy else 'it publishes no accuracy'}); "
+        "not worse = at most one standard error below the reference",
+        "",
+        render_accuracy_table(rows, reference_label=ref.label()),
+    ]
+    notes = accuracy_notes(rows)
+    if notes:
+        out += [""] + [f"Note: {n}" for n in notes]
+    return out, rows
+
+
+def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
+    """The gap report for a folder of result files against a reference file (pure but for reads).
+
+    The folder may hold benchmark result JSON (either schema), lm-eval result files
+    (``results*.json``, with an optional ``meta_env.json`` beside them) and downloaded artifact
+    zips (``bmk_*.zip``, ``eval_*.zip``); latency files give the latency table, eval files the
+    accuracy table, and the last line is the verdict over both.
+    """
+    ref = load_reference(reference_file)
+    field = metric_field(metric)
+    latency, eval_scores = _read_dir(results)
+    out: list[str] = []
+    rows: list[GapRow] = []
+    if latency:
+        out, rows = _latency_part(latency, ref, reference_file, field)
+    accuracy_rows: list[AccuracyRow] = []
     if eval_scores:
-        accuracy_rows = compare_accuracy(eval_scores, ref.accuracy)
         if out:
             out.append("")
-        where = ref.accuracy_source or ref.source or ref.name
-        out += [
-            f"Accuracy against {ref.name} ({where if ref.accuracy else 'it publishes no accuracy'}); "
-            "not worse = at most one standard error below the reference",
-            "",
-            render_accuracy_table(accuracy_rows, reference_label=ref.label()),
-        ]
-        notes = accuracy_notes(accuracy_rows)
-        if notes:
-            out += [""] + [f"Note: {n}" for n in notes]
+        part, accuracy_rows = _accuracy_part(eval_scores, ref)
+        out += part
     out += ["", f"Verdict: {overall_verdict_line(rows, accuracy_rows)}"]
     return "\n".join(out)
 
@@ -191,10 +208,6 @@ def gap_command(
     ] = "mean_tpot",
 ) -> None:
     """Print the per-concurrency gap and the accuracy table of a folder of results, offline."""
-    from app.core.evals import EvalFileError
-    from app.core.references import ReferenceError
-    from app.flows.results import ArtifactError, ResultFileError
-
     try:
         typer.echo(gap_table_for_dir(results, reference, metric))
     except (ValueError, ReferenceError, ResultFileError, EvalFileError, ArtifactError) as exc:

@@ -47,7 +47,7 @@ def _ring_tick() -> None:
     """Ask a worker for a scheduler tick now, after the commit (beat would get there too, later)."""
     from app.flows import scheduler
 
-    scheduler._enqueue("sweepbot.scheduler_tick")
+    scheduler.tick_later()
 
 
 @sweep_app.command("create")

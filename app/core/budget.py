@@ -7,7 +7,8 @@ Only polling is throttled: dispatches, collections and report edits are the work
 already bounded per job; the repair poll is a fallback for lost webhooks and can wait.
 
 Modes (``decide``):
-- ``normal``: polling at its configured interval fits well inside what is left;
+- ``normal``: polling at its configured interval fits well inside what is left (every poll the
+  beat starts goes out);
 - ``spread``: it would not, so polls are spaced to spend at most ``POLL_FRACTION`` of the allowance
   over the rest of the window;
 - ``webhooks_only``: the allowance is down to the reserve: no polls until the window resets
@@ -115,14 +116,10 @@ def decide(
 
     if snapshot is None:
         reason = "no rate-limit reading yet: polling at the configured interval"
-        return _log(
-            BudgetDecision("normal", due(base_interval_s), base_interval_s, None, None, None, None, reason)
-        )
+        return _log(BudgetDecision("normal", True, base_interval_s, None, None, None, None, reason))
     if snapshot.reset <= now:
         reason = "the window of the last reading has reset: polling at the configured interval"
-        return _log(
-            BudgetDecision("normal", due(base_interval_s), base_interval_s, None, None, None, 0.0, reason)
-        )
+        return _log(BudgetDecision("normal", True, base_interval_s, None, None, None, 0.0, reason))
     cap = int(math.floor(share * snapshot.limit))
     spent = snapshot.used
     allowance = cap - spent
@@ -141,11 +138,7 @@ def decide(
             f"{allowance} of cap {cap} left for {left:.0f} s: {polls_left:.0f} polls at "
             f"{base_interval_s:.0f} s fit in {POLL_FRACTION:.0%} of it"
         )
-        return _log(
-            BudgetDecision(
-                "normal", due(base_interval_s), base_interval_s, cap, spent, allowance, left, reason
-            )
-        )
+        return _log(BudgetDecision("normal", True, base_interval_s, cap, spent, allowance, left, reason))
     interval = min(left, left / affordable)
     reason = (
         f"{allowance} of cap {cap} left for {left:.0f} s: polling every {interval:.0f} s instead of "

@@ -8,6 +8,8 @@
   and interactivity higher is better.
 - Missing data is said, not guessed: "no result" (reference but no recipe run), "no reference at
   this conc" (run but no reference point).
+- ``gap_table`` is the one derivation of a gap table from stored runs and a reference (which
+  reference values apply, which concs are listed): the sticky report and the dashboard both call it.
 - Throughput per GPU at equal interactivity: at each reference point's interactivity, the
   recipe's throughput per GPU is interpolated linearly between its two neighbouring points, only
   where the recipe's curve covers that interactivity; otherwise "not enough data".
@@ -19,6 +21,10 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+from app.core.references import Reference
+from app.core.seqlen import seq_name
 
 SINGLE_RUN_TOLERANCE = 0.01
 NO_RESULT = "no result"
@@ -92,6 +98,75 @@ def compute_gap(
         tol = noise_tolerance(values)
         rows.append(GapRow(conc, mean, len(values), ref, gap, tol, verdict(gap, tol, lower_better=lower)))
     return rows
+
+
+def reference_applies(reference: Reference | None, *, tp: int | None, seq: str | None) -> bool:
+    """A reference speaks for runs at ``tp`` and sequence lengths ``seq`` (``8k1k`` or ``<isl>_<osl>``)
+    when it names no tp or the same one, and no sequence lengths or the same ones (``seq`` None: not
+    checked)."""
+    if reference is None or reference.tp not in (None, tp):
+        return False
+    if seq is None or reference.isl is None or reference.osl is None:
+        return True
+    return seq == seq_name(reference.isl, reference.osl)
+
+
+class Run(Protocol):
+    """One measured run as the gap reads it: a stored result or a parsed result file. The compared
+    metric is read by its field name (``mean_tpot_ms`` ...)."""
+
+    @property
+    def interactivity(self) -> float | None: ...
+
+    @property
+    def tput_per_gpu(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class GapTable:
+    metric: str  # the result field compared (by default the reference's headline metric)
+    applies: bool  # there is a reference and it is for these runs' tp and sequence lengths
+    recipe: dict[int, list[float]]  # conc -> the metric of every run at that conc
+    reference: dict[int, float]  # conc -> the reference's value (empty when it does not apply)
+    curve: list[tuple[float, float]]  # (interactivity, throughput per GPU) of every run that has both
+    rows: list[GapRow]
+
+
+def gap_table(
+    runs: Iterable[tuple[int, Run]],
+    reference: Reference | None,
+    *,
+    tp: int | None,
+    seq: str | None = None,
+    planned: Iterable[int] | None = None,
+    metric: str | None = None,
+) -> GapTable:
+    """The gap table of one group of runs (one tp and sequence length) against ``reference``.
+
+    ``runs``: (conc, stored result) pairs, a result read by metric name (``mean_tpot_ms`` ...).
+    ``planned``: the concs the table lists (a sweep's points), plus the reference's once any run
+    has a value; without it, every conc that has a run or a reference point. ``metric``: the
+    result field compared (default: the reference's headline metric, else ``mean_tpot_ms``).
+    """
+    if metric is None:
+        metric = reference.metric if reference is not None else "mean_tpot_ms"
+    by_conc: dict[int, list[float]] = {}
+    curve: list[tuple[float, float]] = []
+    for conc, row in runs:
+        value = getattr(row, metric, None)
+        if value is not None:
+            by_conc.setdefault(conc, []).append(float(value))
+        if row.interactivity is not None and row.tput_per_gpu is not None:
+            curve.append((row.interactivity, row.tput_per_gpu))
+    applies = reference_applies(reference, tp=tp, seq=seq)
+    ref_values: dict[int, float] = {}
+    if applies and reference is not None:
+        ref_values = {c: v[metric] for c, v in reference.points.items() if metric in v}
+    concs = None
+    if planned is not None:
+        concs = sorted(set(planned) | (set(ref_values) if by_conc else set()))
+    rows = compute_gap(by_conc, ref_values, metric=metric, concs=concs)
+    return GapTable(metric, applies, by_conc, ref_values, curve, rows)
 
 
 def interpolate(curve: Sequence[tuple[float, float]], x: float) -> float | None:

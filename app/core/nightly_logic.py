@@ -233,6 +233,82 @@ def pulls_in(commits: Sequence[Mapping[str, Any]]) -> list[int]:
     return out
 
 
+def merged_pulls(
+    commits: Sequence[Mapping[str, Any]], associated: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> list[int]:
+    """Merged PRs in a commit range, in commit order.
+
+    ``associated``: the commits' associated-pulls answers (``GET .../commits/{sha}/pulls``: for a
+    commit on the default branch, the merged PR that introduced it), for the commits looked up;
+    only merged ones count (``merged_at`` set). A commit not looked up (the range was longer than
+    the lookups allowed) falls back to the PR number its title names ("(#N)", "Merge pull request #N").
+    """
+    out: list[int] = []
+    for c in commits:
+        sha = str(c.get("sha") or "")
+        if sha in associated:
+            found = [
+                int(p["number"])
+                for p in associated[sha]
+                if p.get("merged_at") and isinstance(p.get("number"), int)
+            ]
+        else:
+            found = pulls_in([c])
+        out += [n for n in found if n not in out]
+    return out
+
+
+REFRESH_WINDOW = 10  # nightlies on each side of a fixed bracket that its levels are taken from
+
+
+def refresh_findings(
+    series: Mapping[SeriesKey, Sequence[tuple[str, float]]],
+    last_good: str,
+    first_bad: str,
+    listed: Sequence[Mapping[str, Any]],
+    found: Sequence[Finding],
+    *,
+    min_run: int = 3,
+) -> list[dict[str, Any]]:
+    """The series an open regression lists, measured again at its fixed bracket.
+
+    Every series listed before stays (a series does not silently drop out of the issue); a series
+    this pass's detector found moving in an overlapping bracket joins. Each one's levels are the
+    medians of up to ``REFRESH_WINDOW`` nightlies up to the last good one and from the first bad one
+    (up to where it is back at the old level); ``p`` is the newest detector answer for that series.
+    A series whose bracket is no longer in its measured points keeps its entry as it was.
+    """
+    old = {(str(f["result_name"]), str(f["metric"])): f for f in listed}
+    newest = {(f.result_name, f.metric): f for f in found}
+    out: list[dict[str, Any]] = []
+    for key in [*old, *(k for k in newest if k not in old)]:
+        points = list(series.get(key, ()))
+        tags = [t for t, _ in points]
+        if last_good not in tags or first_bad not in tags or tags.index(first_bad) <= tags.index(last_good):
+            if key in old:
+                out.append(dict(old[key]))
+            continue
+        good_at, bad_at = tags.index(last_good), tags.index(first_bad)
+        end = bad_at + REFRESH_WINDOW
+        if key in old:
+            back = recovered_at(
+                points, first_bad, float(old[key]["before"]), float(old[key]["after"]), min_run=min_run
+            )
+            end = min(end, tags.index(back)) if back is not None else end
+        before = _median([v for _, v in points[max(0, good_at + 1 - REFRESH_WINDOW) : good_at + 1]])
+        after = _median([v for _, v in points[bad_at:end]])
+        p = newest[key].p_value if key in newest else float(old[key].get("p") or 1.0)
+        change = (after - before) / before if before else 0.0
+        out.append(Finding(key[0], key[1], last_good, first_bad, before, after, change, p).to_json())
+    return out
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def issue_marker(repo: str, config_key: str, first_bad_tag: str) -> str:
     return f"<!-- sweepbot:nightly-regression:{repo}:{config_key}:{first_bad_tag} -->"
 
@@ -281,6 +357,7 @@ class IssueView:
     source_repo: str | None = None
     compare_url: str | None = None
     commits: Sequence[Mapping[str, Any]] = ()
+    commits_total: int | None = None  # the compare API's total_commits (more than read: truncated)
     pulls: Sequence[int] = ()
     recovered_tag: str | None = None
     watch_notes: Sequence[str] = ()
@@ -335,6 +412,12 @@ def render_issue(view: IssueView) -> str:
             lines.append(f"- `{str(c.get('sha', ''))[:10]}` {_inert(str(c.get('title') or ''))}")
         if len(view.commits) > len(shown):
             lines.append(f"- ... and {len(view.commits) - len(shown)} more (see the compare link)")
+        total = view.commits_total or 0
+        if total > len(view.commits):
+            lines.append(
+                f"- **truncated**: the range has {total} commits and sweepbot read the first "
+                f"{len(view.commits)}; the PRs above are from those (see the compare link for the rest)"
+            )
         if not view.commits:
             lines.append("- (no commits between the two nightlies' source commits)")
         lines.append("")

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 
@@ -30,8 +31,6 @@ def next_cursor(link_header: str | None) -> str | None:
     m = _NEXT.search(link_header)
     if not m:
         return None
-    from urllib.parse import parse_qs, urlsplit
-
     values = parse_qs(urlsplit(m.group(1)).query).get("cursor")
     return values[0] if values else None
 

@@ -1,8 +1,8 @@
 """Whether the scheduler may release a dispatch now, and which canary runs real work preempts.
 
-Pure: small value types in, a decision with its reason out (no Session, no gateway). The
-scheduler (``app.flows.scheduler._claim_label``) gathers the label's state under the label lock, asks
-these functions, and does the writes.
+Pure: small value types in, a decision with its reason out (no Session, no gateway). The tick
+(``app.flows.tick``) gathers the label's state under the label lock, the release plan
+(``app.core.release.plan_release``) asks these functions, and the tick does the writes.
 
 Canary sweeps (nightly regression watch, ``app.flows.nightlywatch``) use idle runner time only:
 

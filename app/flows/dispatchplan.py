@@ -12,6 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.recipes import expand_points
+from app.core.recipes.evals import parse_eval_mode, plan_with_evals
+from app.core.sweepspec import dispatch_eval_flags, group_fields, point_order, render_dispatch
+from app.core.sweepspec import group_key as _group_key
+from app.core.sweepspec import point_seq as _point_seq
 from app.settings import Settings
 
 PLACEHOLDER_SHA = "0" * 40  # shown as <head-sha> when the caller gives none
@@ -59,17 +64,6 @@ def plan_dispatches(
     Run names use ``sweep_id`` and the 1-based job number in the repo's order, standing in for
     the ids the database would give.
     """
-    from app.core.recipes import expand_points
-    from app.core.recipes.evals import parse_eval_mode, plan_with_evals
-    from app.flows.scheduler import (
-        _group_key,
-        _point_seq,
-        dispatch_eval_flags,
-        group_fields,
-        point_order,
-        render_dispatch,
-    )
-
     # the points with the repo's default eval marks, as /sweep plans them
     points = plan_with_evals(
         master, key, seq=seq, conc=list(conc) if conc else None, mode=parse_eval_mode(evals)

@@ -16,15 +16,22 @@ from typing import Any
 
 import structlog
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from app.adapters import broker, queue  # called through the module: tests replace them there
+from app.adapters.github import GitHubGateway, session_gateway
 from app.core.backlog import QueueProgress, queue_position, readiness, ring_cutoff
 from app.core.delivery import IncomingDelivery
-from app.db import session_scope
-from app.flows.routing import Event, HandlerContext, HandlerSkipped, TransientError, load_handlers
+from app.core.installations import installation_of
+from app.core.routing import Event, GatewayFactory, HandlerContext, HandlerSkipped, TransientError
+from app.db import get_engine, session_factory, session_scope
+from app.flows.handlers import composed
 from app.metrics import DELIVERIES, INGEST_TO_DONE, TASK_FAILURES
 from app.models import Delivery, DeliveryStatus, Heartbeat
+from app.settings import get_settings
+from app.store.audit import record
 
 log = structlog.get_logger(__name__)
 
@@ -57,12 +64,8 @@ def store_batch(items: list[IncomingDelivery]) -> list[Stored]:
     """
     if not items:
         return []
-    from app.db import get_engine
-
     rows = delivery_rows(items, now())
     engine = get_engine()
-    from sqlalchemy.dialects import postgresql, sqlite
-
     dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
     # executemany with RETURNING: SQLAlchemy batches it into multi-row INSERTs ("insertmanyvalues")
     # from one cached compiled statement, and returns the ids that were new.
@@ -140,8 +143,6 @@ def store_delivery(incoming: IncomingDelivery) -> Stored:
 
 
 def _lease_seconds() -> float:
-    from app.settings import get_settings
-
     return get_settings().delivery_lease_seconds
 
 
@@ -183,9 +184,6 @@ def backoff_seconds(attempts: int) -> float:
 
 def process_delivery(delivery_id: str) -> str:
     """Process one stored delivery; returns its final (or retry) status, or ``skipped``."""
-    from app.db import session_factory
-    from app.settings import get_settings
-
     settings = get_settings()
     factory = session_factory()
     with factory() as session:
@@ -199,8 +197,21 @@ def process_delivery(delivery_id: str) -> str:
         structlog.contextvars.unbind_contextvars("delivery_id")
 
 
+def delivery_gateways(session: Session, event: Event) -> GatewayFactory:
+    """The handlers' GitHub: writes audited in the delivery's session as the asked-for actor, tagged
+    with the delivery; GitHub names the installation the delivery belongs to, and that one acts."""
+    installation = installation_of(event.payload)
+
+    def make(actor: str) -> GitHubGateway:
+        return session_gateway(
+            session, actor=actor, delivery_id=event.delivery_id, installation_id=installation, repo=event.repo
+        )
+
+    return make
+
+
 def _run_claimed(factory: Any, delivery_id: str, max_attempts: int) -> str:
-    router = load_handlers()
+    router = composed(tuple(get_settings().extra_handler_modules))
     session: Session = factory()
     try:
         delivery = session.get(Delivery, delivery_id)
@@ -209,7 +220,7 @@ def _run_claimed(factory: Any, delivery_id: str, max_attempts: int) -> str:
         payload = json.loads(delivery.body)
         event = Event(delivery_id=delivery.id, name=delivery.event, action=delivery.action, payload=payload)
         handlers = router.handlers_for(event.name, event.action)
-        ctx = HandlerContext(session=session, event=event)
+        ctx = HandlerContext(session=session, event=event, gateways=delivery_gateways(session, event))
         did_work = False
         for handler in handlers:
             try:
@@ -287,8 +298,6 @@ def _finish(factory: Any, delivery_id: str, attempt: int, status: str, error: st
 
 
 def _retry_later(factory: Any, delivery_id: str, attempt: int, exc: TransientError, max_attempts: int) -> str:
-    from app.adapters.queue import enqueue
-
     TASK_FAILURES.labels(task="process_delivery", kind="transient").inc()
     # A rate limit only delays the work (GitHub said when to come back); it never uses up the
     # delivery's retry budget, so a long secondary-limit episode cannot drop a delivery.
@@ -316,7 +325,7 @@ def _retry_later(factory: Any, delivery_id: str, attempt: int, exc: TransientErr
     if not settled:
         return "superseded"
     log.warning("delivery_retry", error=str(exc), wait_seconds=wait)
-    enqueue("sweepbot.process_delivery", delivery_id, countdown=wait)
+    queue.enqueue("sweepbot.process_delivery", delivery_id, countdown=wait)
     return S.RETRY
 
 
@@ -333,8 +342,6 @@ def queue_progress(session: Session) -> QueueProgress:
 
 
 def _stall() -> timedelta:
-    from app.settings import get_settings
-
     return timedelta(seconds=get_settings().consumption_stall_seconds)
 
 
@@ -344,9 +351,6 @@ def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
     Only what is not already waiting: a delivery still queued behind the ones workers are on is
     left alone (app/core/backlog.py), so a burst's backlog is not multiplied by every reaper run.
     """
-    from app.adapters.queue import enqueue
-    from app.settings import get_settings
-
     grace = timedelta(
         seconds=grace_seconds if grace_seconds is not None else get_settings().reaper_grace_seconds
     )
@@ -389,7 +393,7 @@ def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
     sent: list[str] = []
     for start in range(0, len(ids), REAP_CHUNK):
         chunk = ids[start : start + REAP_CHUNK]
-        if enqueue("sweepbot.process_deliveries", chunk, t.timestamp()):
+        if queue.enqueue("sweepbot.process_deliveries", chunk, t.timestamp()):
             sent += chunk
     if ids:
         log.info(
@@ -404,9 +408,6 @@ def reap(grace_seconds: float | None = None, limit: int = 500) -> list[str]:
 
 def replay(session: Session, delivery_id: str, *, actor: str) -> Delivery:
     """Process a stored delivery again (operator action); handlers converge, so this is safe."""
-    from app.adapters.queue import enqueue
-    from app.store.audit import record
-
     delivery = session.get(Delivery, delivery_id)
     if delivery is None:
         raise LookupError(f"no delivery with id {delivery_id!r}")
@@ -427,7 +428,7 @@ def replay(session: Session, delivery_id: str, *, actor: str) -> Delivery:
         detail={"event": delivery.event, "action": delivery.action, "previous": previous},
     )
     session.commit()
-    enqueue("sweepbot.process_delivery", delivery_id)
+    queue.enqueue("sweepbot.process_delivery", delivery_id)
     return delivery
 
 
@@ -528,16 +529,5 @@ def health(settings: Any) -> dict[str, Any]:
             out["consumption"] = consumption_health(session)
     except Exception as exc:
         out["database"] = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
-    out["broker"] = broker_health()
+    out["broker"] = broker.broker_health()
     return out
-
-
-def broker_health() -> dict[str, Any]:
-    from workers.celery_app import current_celery
-
-    try:
-        with current_celery().connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
-        return {"ok": True}
-    except Exception as exc:
-        return {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}

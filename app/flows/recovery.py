@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.adapters.github import GitHubError
 from app.core.redelivery import Item, ScanState, judge_page, parse_item
-from app.flows.routing import TransientError
+from app.core.routing import TransientError
 from app.metrics import REDELIVERIES
 from app.models import Delivery
 from app.models.redelivery import RedeliveryRequest, RedeliveryScan

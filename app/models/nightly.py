@@ -83,6 +83,8 @@ class NightlyRegression(Base):
     bisect_runs: Mapped[int] = mapped_column(Integer, default=0)
     source_repo: Mapped[str | None] = mapped_column(String(200))
     commits: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)  # [{sha, title}]
+    # the compare API's total_commits; more than len(commits) when the range was longer than read
+    commits_total: Mapped[int | None] = mapped_column(Integer)
     pulls: Mapped[list[int] | None] = mapped_column(JSON)
     compare_url: Mapped[str | None] = mapped_column(String(500))
     issue_repo: Mapped[str | None] = mapped_column(String(200))

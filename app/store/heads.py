@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.approval import HeadSeen
-from app.flows.routing import HandlerContext, HandlerSkipped, router
+from app.models import Delivery
 from app.models.heads import PullHead
 
 log = structlog.get_logger(__name__)
@@ -74,9 +74,8 @@ def heads_seen(session: Session, repo: str, pr_number: int) -> list[HeadSeen]:
     ]
 
 
-def _received_at(session: Session, delivery_id: str | None) -> datetime | None:
-    from app.models import Delivery
-
+def received_at(session: Session, delivery_id: str | None) -> datetime | None:
+    """When the bot stored the delivery (None without one)."""
     if delivery_id is None:
         return None
     at = session.scalar(select(Delivery.received_at).where(Delivery.id == delivery_id))
@@ -85,32 +84,3 @@ def _received_at(session: Session, delivery_id: str | None) -> datetime | None:
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def on_pull_request_head(ctx: HandlerContext) -> None:
-    pr = ctx.event.payload.get("pull_request")
-    repo = ctx.event.repo
-    if not repo or not isinstance(pr, dict):
-        raise HandlerSkipped("no repository or pull_request in the payload")
-    sha = str((pr.get("head") or {}).get("sha") or "")
-    number = pr.get("number")
-    if not sha or not isinstance(number, int):
-        raise HandlerSkipped("no head sha or number")
-    # When the bot received the event, never the payload's updated_at: that can predate the push
-    # (it moves for other reasons too), and an early stamp would date a new head before a comment
-    # written about the old one. A late stamp only ever makes the bot refuse and ask for the sha.
-    at = _received_at(ctx.session, ctx.event.delivery_id) or datetime.now(UTC)
-    if not record_head(
-        ctx.session,
-        repo=repo,
-        pr_number=number,
-        sha=sha,
-        at=at,
-        source=str(ctx.event.action),
-        delivery_id=ctx.event.delivery_id,
-    ):
-        raise HandlerSkipped("head already recorded")
-
-
-for _action in ("opened", "reopened", "synchronize"):
-    router.register("pull_request", _action)(on_pull_request_head)

@@ -1,8 +1,9 @@
 """Dashboard test data shaped like the sim's seed scenario (the MiniMax-M3 MI355X recipe PR).
 
-Results go through the real parser and store (``app.flows.results.parse_result``/``store_result``) with
-benchmark files from the sim's performance model (``sim.perf.benchmark_result``); the other rows
-are written through the ORM, as the capabilities that own them would leave them.
+Results go through the real parser and store (``app.core.resultfile.parse_result``,
+``app.store.results.store_result``) with benchmark files from the sim's performance model
+(``sim.perf.benchmark_result``); the other rows are written through the ORM, as the capabilities
+that own them would leave them.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from app.flows.results import parse_result, store_result
+from app.core.resultfile import parse_result
 from app.models import Delivery, DeliveryStatus
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
 from app.models.tracking import Bump, Dependency, DepState, ImageTag, Watch, WatchState
 from app.store.audit import record
+from app.store.results import store_result
 from sim.perf import PerfInput, benchmark_result
 
 REPO = "SemiAnalysisAI/InferenceX"

@@ -126,6 +126,7 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         app_h = {"Authorization": f"Bearer {token}"}
         call("GET", f"{B}/installation", 200, headers=app_h)
         call("POST", f"/app/installations/{inst.id}/access_tokens", 201, headers=app_h)
+        assert [i["id"] for i in call("GET", "/app/installations", 200, headers=app_h).json()] == [inst.id]
         call("GET", "/rate_limit", 200)
         call("GET", f"{B}/contents/.github/configs/amd-master.yaml", 200)
         call("GET", f"{B}/contents/.github/configs", 200)
@@ -171,6 +172,9 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         call("GET", f"{B}/collaborators/nobody/permission", 404)
         call("GET", f"{B}/pulls?state=all", 200)
         call("GET", f"{B}/pulls/2104", 200)
+        call("GET", f"{B}/pulls/2104/files", 200)
+        call("PATCH", f"{B}/pulls/2104", 200, json={"body": "edited by the contract test"})
+        call("GET", B, 200)
         call("GET", f"{B}/pulls/9999", 404)
         call("GET", f"{B}/pulls/2104/merge", 404)
         call("POST", f"{B}/git/refs", 201, json={"ref": "refs/heads/bump", "sha": new["sha"]})
@@ -178,7 +182,9 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
             "POST", f"{B}/pulls", 201, json={"head": "bump", "base": "main", "title": "t", "body": "b"}
         ).json()
         call("POST", f"{B}/pulls", 422, json={"head": "bump", "base": "main", "title": "t"})
-        call("PUT", f"{B}/pulls/{pr['number']}/merge", 200, json={})
+        merged = call("PUT", f"{B}/pulls/{pr['number']}/merge", 200, json={}).json()["sha"]
+        assert [p["number"] for p in call("GET", f"{B}/commits/{merged}/pulls", 200).json()] == [pr["number"]]
+        assert call("GET", f"{B}/commits/{main}/pulls", 200).json() == []  # on main before any PR
         call("PUT", f"{B}/pulls/{pr['number']}/merge", 405, json={})
         call("GET", f"{B}/pulls/{pr['number']}/merge", 204)
         com = call("POST", f"{B}/issues/2104/comments", 201, json={"body": "hi"}).json()
@@ -209,7 +215,8 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         call("GET", f"{B}/actions/runs", 200)
         call("GET", f"{B}/actions/workflows/e2e-tests.yml/runs", 200)
         call("GET", f"{B}/actions/runs/{run_id}", 200)
-        call("GET", f"{B}/actions/runs/{run_id}/jobs", 200)
+        jobs = call("GET", f"{B}/actions/runs/{run_id}/jobs", 200).json()["jobs"]
+        call("GET", f"{B}/check-runs/{jobs[0]['id']}/annotations", 200)  # a job's check run has its id
         arts = call("GET", f"{B}/actions/runs/{run_id}/artifacts", 200).json()["artifacts"]
         call("GET", f"{B}/actions/artifacts", 200)
         call("GET", f"{B}/actions/artifacts/{arts[0]['id']}", 200)

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -291,15 +291,20 @@ def sibling_accuracy(rows: Iterable[Any], *, name: str) -> list[RefAccuracy]:
     ]
 
 
-def _with_sibling_accuracy(session: Any, ref: Reference, sibling: str, tp: int | None) -> Reference:
-    from sqlalchemy import select
+class SiblingRows(Protocol):
+    """Where the sibling key's stored rows come from (the store implements it over the database)."""
 
-    from app.models.results import EvalResult
+    def results(self, config_key: str, *, isl: int | None, osl: int | None, tp: int | None) -> Iterable[Any]:
+        """Stored results of ``config_key`` (narrowed by isl, osl and tp where given)."""
+        ...
 
-    stmt = select(EvalResult).where(EvalResult.config_key == sibling)
-    if tp is not None:
-        stmt = stmt.where(EvalResult.tp == tp)
-    acc = sibling_accuracy(session.scalars(stmt).all(), name=sibling)
+    def evals(self, config_key: str, *, tp: int | None) -> Iterable[Any]:
+        """Stored eval scores of ``config_key`` (at ``tp`` when given)."""
+        ...
+
+
+def _with_sibling_accuracy(rows: SiblingRows, ref: Reference, sibling: str, tp: int | None) -> Reference:
+    acc = sibling_accuracy(rows.evals(sibling, tp=tp), name=sibling)
     if acc:
         ref.accuracy = acc
         ref.accuracy_source = f"latest eval results of {sibling}"
@@ -313,7 +318,7 @@ def guess_sibling_key(config_key: str, framework: str = "atom") -> str:
 
 
 def choose_reference(
-    session: Any,
+    siblings: SiblingRows | None,
     *,
     config_key: str,
     model: str | None,
@@ -323,7 +328,9 @@ def choose_reference(
     osl: int | None,
     configured: Mapping[str, str] | None = None,
 ) -> Reference | None:
-    """Which reference applies to ``config_key`` (see the module docstring for the rule)."""
+    """Which reference applies to ``config_key`` (see the module docstring for the rule).
+
+    ``siblings`` reads the sibling key's stored rows; without it no sibling is consulted."""
     choice = (configured or {}).get(config_key)
     if choice == "none":
         return None
@@ -339,28 +346,17 @@ def choose_reference(
     if choice != "sibling":
         ref = find_shipped(model=model, hardware=hardware, tp=tp, isl=isl, osl=osl)
         if ref is not None:
-            if not ref.accuracy and session is not None:
-                ref = _with_sibling_accuracy(session, copy.copy(ref), guess_sibling_key(config_key), tp)
+            if not ref.accuracy and siblings is not None:
+                ref = _with_sibling_accuracy(siblings, copy.copy(ref), guess_sibling_key(config_key), tp)
             return ref
-    if session is None:
+    if siblings is None:
         return None
-    from sqlalchemy import select
-
-    from app.models.results import Result
-
     sibling = guess_sibling_key(config_key)
-    stmt = select(Result).where(Result.config_key == sibling)
-    if isl is not None:
-        stmt = stmt.where(Result.isl == isl)
-    if osl is not None:
-        stmt = stmt.where(Result.osl == osl)
-    if tp is not None:
-        stmt = stmt.where(Result.tp == tp)
-    found = sibling_reference(session.scalars(stmt).all(), name=sibling)
+    found = sibling_reference(siblings.results(sibling, isl=isl, osl=osl, tp=tp), name=sibling)
     if found is None:  # an eval-only sibling: accuracy but no latency curve
         found = Reference(
             name=sibling, engine="atom", metric="mean_tpot_ms", points={}, tp=tp, isl=isl, osl=osl
         )
-        found = _with_sibling_accuracy(session, found, sibling, tp)
+        found = _with_sibling_accuracy(siblings, found, sibling, tp)
         return found if found.accuracy else None
-    return _with_sibling_accuracy(session, found, sibling, tp)
+    return _with_sibling_accuracy(siblings, found, sibling, tp)

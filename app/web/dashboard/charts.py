@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from app.core.nightly_logic import METRICS
+
 # Okabe-Ito colours (distinguishable with the common colour-vision deficiencies), each paired
 # with a marker and a dash pattern so colour is never the only cue.
 STYLES: tuple[tuple[str, str, str], ...] = (
@@ -378,8 +380,6 @@ def results_charts(data: Any) -> dict[str, str]:
 
 def nightly_charts(view: dict[str, Any]) -> list[dict[str, Any]]:
     """One chart per metric of a watched key: a line per canary point, one x step per nightly."""
-    from app.core.nightly_logic import METRICS
-
     tags = [n["tag"] for n in view["nightlies"] if n["state"] == "measured"]
     index = {t: i + 1 for i, t in enumerate(tags)}
     out: list[dict[str, Any]] = []

@@ -52,10 +52,27 @@ class Failure(BaseModel):
     link: str
 
 
+class Budget(BaseModel):
+    """The bot's own GitHub budget (app.core.budget): a share of the installation's hourly limit."""
+
+    share: float = Field(
+        description="part of the hourly limit the bot may spend (SWEEPBOT_GITHUB_BUDGET_SHARE)"
+    )
+    mode: str = Field("normal", description="normal | spread | webhooks_only: how the repair poll runs now")
+    cap: int | None = Field(None, description="calls the bot may spend in this window")
+    spent: int | None = Field(None, description="calls used in this window, as GitHub counts them")
+    allowance: int | None = None
+    poll_interval_s: float | None = None
+    resets_at: datetime | None = None
+    last_poll_at: datetime | None = None
+    reason: str | None = None
+
+
 class Overview(BaseModel):
     health: dict[str, HealthPart]
     deliveries_pending: dict[str, int]
     rate_limit: RateLimit
+    budget: Budget | None = None
     labels: list[LabelUsage]
     failures: list[Failure]
 

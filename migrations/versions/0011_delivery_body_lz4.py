@@ -4,16 +4,16 @@ pglz spent about a millisecond of database CPU per 17 KB webhook body at ingest;
 same bodies at nearly the same size (3.3 KB vs 3.0 KB on the real fixtures) several times faster.
 Existing rows keep their compression; a server built without lz4 keeps pglz.
 
-Revision ID: 0010_delivery_body_lz4
-Revises: 0009_evals
+Revision ID: 0011_delivery_body_lz4
+Revises: 0010_nightly_range_total
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "0010_delivery_body_lz4"
-down_revision = "0009_evals"
+revision = "0011_delivery_body_lz4"
+down_revision = "0010_nightly_range_total"
 branch_labels = None
 depends_on = None
 

@@ -1,19 +1,22 @@
-"""Route a stored delivery to the handlers registered for its event and action.
+"""Route a stored delivery to the handlers registered for its event and action (pure).
 
-A small registry in the spirit of gidgethub's ``routing.Router``: capabilities register plain
-functions; the processing task looks them up. A delivery with no handler is ``ignored``.
-Handlers must be idempotent: a delivery can be processed again after a crash (its effects
-converge, they are not repeated).
+A small registry in the spirit of gidgethub's ``routing.Router``: each capability keeps its own
+``Router`` of plain functions and exports it; the application composes them
+(app/flows/handlers.py) and the processing flow looks handlers up. A delivery with no handler is
+``ignored``. Handlers must be idempotent: a delivery can be processed again after a crash (its
+effects converge, they are not repeated).
+
+Nothing here knows the database or GitHub: the context carries the delivery's session and a
+gateway factory, both given by whoever runs the handlers.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy.orm import Session
+from app.core.ratelimit import backoff
 
 
 class HandlerSkipped(Exception):
@@ -45,8 +48,6 @@ class TransientError(Exception):
         """Seconds before retry number ``attempt`` (1 = first retry); ``default`` without a hint."""
         if self.retry_after is None:
             return default
-        from app.core.ratelimit import backoff
-
         return backoff(self.retry_after, self.exponential, attempt)
 
 
@@ -70,38 +71,44 @@ class Event:
         return login if isinstance(login, str) else None
 
 
-@dataclass
-class HandlerContext:
-    """What a handler may use. ``after_commit`` callbacks run once the delivery's work committed
-    (enqueue follow-up tasks there, so a worker never sees uncommitted rows)."""
+GatewayFactory = Callable[[str], Any]
+"""Makes the GitHub gateway that acts as the given actor (the processing flow supplies it)."""
 
-    session: Session
+
+def no_gateway(actor: str) -> Any:
+    """The factory of a context that was given none: a handler asking for GitHub is a bug there."""
+    raise LookupError(f"this handler context has no gateway factory (asked to act as {actor!r})")
+
+
+S = TypeVar("S")
+
+
+@dataclass
+class HandlerContext(Generic[S]):
+    """What a handler may use: the delivery's database session, its event, and GitHub through
+    ``gateway()``. ``after_commit`` callbacks run once the delivery's work committed (enqueue
+    follow-up tasks there, so a worker never sees uncommitted rows)."""
+
+    session: S
     event: Event
+    gateways: GatewayFactory = no_gateway
     after_commit: list[Callable[[], None]] = field(default_factory=list)
-    _gateways: dict[str, Any] = field(default_factory=dict)
+    _made: dict[str, Any] = field(default_factory=dict)
 
     def gateway(self, actor: str = "sweepbot") -> Any:
-        """The GitHub gateway for this delivery: writes audited in this session as ``actor``, tagged
-        with the delivery; one per actor, shared by every handler of the delivery."""
-        if actor not in self._gateways:
-            from app.adapters.github import session_gateway
-            from app.core.installations import installation_of
-
-            # GitHub names the installation a delivery belongs to: that one acts for it.
-            self._gateways[actor] = session_gateway(
-                self.session,
-                actor=actor,
-                delivery_id=self.event.delivery_id,
-                installation_id=installation_of(self.event.payload),
-                repo=self.event.repo,
-            )
-        return self._gateways[actor]
+        """The GitHub gateway acting as ``actor``: one per actor, shared by every handler of the
+        delivery (made on first use, so handlers that need no GitHub cost nothing)."""
+        if actor not in self._made:
+            self._made[actor] = self.gateways(actor)
+        return self._made[actor]
 
 
-Handler = Callable[[HandlerContext], None]
+Handler = Callable[[HandlerContext[Any]], None]
 
 
 class Router:
+    """One capability's handlers, or (``compose``) the whole application's."""
+
     def __init__(self) -> None:
         self._handlers: dict[tuple[str, str | None], list[Handler]] = {}
 
@@ -123,28 +130,11 @@ class Router:
     def known_events(self) -> list[tuple[str, str | None]]:
         return sorted(self._handlers, key=lambda k: (k[0], k[1] or ""))
 
-
-router = Router()
-
-# Modules whose import registers handlers on ``router``. Each capability owns one.
-HANDLER_MODULES = (
-    "app.flows.tracking",
-    "app.flows.scheduler",
-    "app.flows.commands",
-    "app.flows.results",
-    "app.store.heads",
-)
-
-_loaded = False
-
-
-def load_handlers() -> Router:
-    """Import every capability's handler module once (plus ``SWEEPBOT_EXTRA_HANDLER_MODULES``)."""
-    global _loaded
-    if not _loaded:
-        from app.settings import get_settings
-
-        for name in (*HANDLER_MODULES, *get_settings().extra_handler_modules):
-            importlib.import_module(name)
-        _loaded = True
-    return router
+    @classmethod
+    def compose(cls, routers: Iterable[Router]) -> Router:
+        """One router with every handler of ``routers``, in their order."""
+        out = cls()
+        for router in routers:
+            for key, handlers in router._handlers.items():
+                out._handlers.setdefault(key, []).extend(handlers)
+        return out

@@ -1,0 +1,148 @@
+"""The broker: the Celery application (configuration and beat schedule), sending a task by name,
+and the broker's health.
+
+The database is the source of truth and the broker only a doorbell: tasks take ids, load state,
+and are safe to run twice (late acks + reject on worker loss, so a killed worker's task is
+redelivered; the reaper re-enqueues anything the broker lost). The task functions live in
+``workers/`` (named below for Celery to import in a worker); producers only send by name.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+
+from app.settings import get_settings
+
+TASK_MODULES = [
+    "workers.tasks_ingest",
+    "workers.tasks_tracking",
+    "workers.tasks_sweeps",
+    "workers.tasks_results",
+    "workers.tasks_operator",
+]
+
+
+# Beat's periodic work; routed to ``periodic_queue`` (also when the API or a task rings one early).
+PERIODIC_TASKS = (
+    "sweepbot.reap_deliveries",
+    "sweepbot.beat_heartbeat",
+    "sweepbot.poll_watches",
+    "sweepbot.scheduler_tick",
+    "sweepbot.repair_jobs",
+    "sweepbot.flush_reports",
+    "sweepbot.watch_nightlies",
+    "sweepbot.recover_deliveries",
+)
+
+
+def periodic_queue(queue_name: str) -> str:
+    return f"{queue_name}.periodic"
+
+
+def make_celery() -> Celery:
+    settings = get_settings()
+    app = Celery("sweepbot", broker=settings.broker_url, include=TASK_MODULES)
+    transport_options: dict[str, object]
+    if settings.broker_url.startswith("sqla+"):
+        # kombu hands these to SQLAlchemy's create_engine: wait on a locked SQLite file, don't fail.
+        transport_options = {"connect_args": {"timeout": 30}}
+    else:
+        transport_options = {
+            "visibility_timeout": 3600,
+            "socket_connect_timeout": 2,
+            "socket_timeout": 5,
+            "socket_keepalive": True,
+            "health_check_interval": 10,  # notice a restarted Redis on an idle connection too
+            "retry_on_timeout": True,
+        }
+    periodic = periodic_queue(settings.queue_name)
+
+    def every(seconds: float, task: str) -> dict[str, object]:
+        # On their own queue, so a backlog of deliveries never delays (or is crowded by) them; a
+        # tick that waited longer than its period is dropped, the next one does the same work.
+        return {
+            "task": task,
+            "schedule": timedelta(seconds=seconds),
+            "options": {"queue": periodic, "expires": max(seconds, 5.0)},
+        }
+
+    app.conf.update(
+        task_default_queue=settings.queue_name,
+        task_routes={name: {"queue": periodic} for name in PERIODIC_TASKS},
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        broker_transport_options=transport_options,
+        # Ride out a broker restart of any length: reconnect forever (None; 0 would mean never),
+        # with kombu's growing interval, and log each attempt (app/logging.py makes it an event).
+        broker_connection_retry=True,
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        broker_connection_timeout=2,
+        # With late acks, a task running when the connection drops is redelivered after the
+        # reconnect; cancelling it then avoids two copies running at once (Celery 6's default).
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        task_publish_retry=True,
+        task_publish_retry_policy={
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.5,
+        },
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+        worker_send_task_events=False,
+        timezone="UTC",
+        beat_schedule={
+            "reap-deliveries": every(settings.reaper_interval, "sweepbot.reap_deliveries"),
+            "heartbeat-beat": every(min(15.0, settings.reaper_interval), "sweepbot.beat_heartbeat"),
+            "recover-deliveries": every(settings.redelivery_interval, "sweepbot.recover_deliveries"),
+            "poll-watches": every(settings.poll_interval, "sweepbot.poll_watches"),
+            "scheduler-tick": every(settings.scheduler_interval, "sweepbot.scheduler_tick"),
+            "repair-jobs": every(settings.job_repair_interval, "sweepbot.repair_jobs"),
+            "watch-nightlies": every(settings.nightly_watch_interval, "sweepbot.watch_nightlies"),
+            "flush-reports": every(settings.report_debounce_seconds, "sweepbot.flush_reports"),
+        },
+    )
+    return app
+
+
+_app: Celery | None = None
+
+
+def current_celery() -> Celery:
+    """The Celery app for the settings in force now (workers, the API, the CLI, tests).
+
+    Settings are read once per process in production, so this is always the same app; when they
+    change (tests), a fresh app is built instead of sending to a stale broker.
+    """
+    global _app
+    settings = get_settings()
+    if (
+        _app is None
+        or _app.conf.broker_url != settings.broker_url
+        or _app.conf.task_default_queue != settings.queue_name
+    ):
+        _app = make_celery()
+    return _app
+
+
+def send_task(task_name: str, args: list[Any], countdown: float | None = None) -> None:
+    """Publish one task message by name (raises what kombu raises when the broker is unreachable)."""
+    current_celery().send_task(task_name, args=args, countdown=countdown)
+
+
+def broker_health() -> dict[str, Any]:
+    """Can a connection to the broker be made now (``/readyz``, the dashboard)."""
+    try:
+        with current_celery().connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return {"ok": True}
+    except Exception as exc:
+        return {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}

@@ -1,0 +1,210 @@
+"""Which queued dispatches of one runner label go out now: a pure plan the tick only applies.
+
+Order: priority class first; inside a class, round-robin across sweeps (one dispatch per sweep
+per round, the sweep served least recently first, as the caller orders ``queues``); inside a
+sweep, its point order (``app.core.sweepspec.point_order``). A queue's head that a stored result
+already answers is reused instead of run. Whether one dispatch may go is
+``app.core.release_policy.release_decision`` (free slots, canaries only on idle runners and within
+their budget). The plan stops once the label has no free slot left.
+
+Reuse needs a database lookup, which a pure function cannot make: the plan asks for it instead. When
+it reaches a head job whose ``reusable`` is ``None`` it ends with one ``check`` release naming that
+job; the caller looks it up and plans again with the answer. So the caller looks up exactly the
+jobs the plan reaches, as many as it would have looked up inline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import structlog
+
+from app.core.release_policy import Candidate, LabelView, release_decision
+
+log = structlog.get_logger(__name__)
+
+Action = Literal["dispatch", "reuse", "hold", "check"]
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    job_id: int
+    group_key: str  # jobs of a sweep with the same key go out in one dispatch
+    slots: int  # runners that dispatch occupies
+    reusable: bool | None = None  # a stored result answers it; None: not looked up yet
+
+
+@dataclass(frozen=True)
+class SweepQueue:
+    sweep_id: int
+    priority: int
+    jobs: tuple[QueuedJob, ...]  # in the sweep's point order
+    canary: bool = False
+    repo: str = ""
+
+
+@dataclass(frozen=True)
+class CanaryHours:
+    """A repo's canary runner-hours this week: used, the budget (None: no limit), one canary's hours."""
+
+    used: float = 0.0
+    budget: float | None = None
+    expected: float = 0.0
+
+
+@dataclass(frozen=True)
+class Release:
+    """One step of the plan, in order: ``dispatch`` these jobs as one run, ``reuse`` a stored
+    result for one job, ``hold`` a sweep for this tick, or ``check`` whether one job is reusable
+    (the plan ends there; plan again with the answer)."""
+
+    action: Action
+    sweep_id: int
+    job_ids: tuple[int, ...]
+    reason: str
+    slots: int = 0
+    canary: bool = False
+
+    @property
+    def run_name(self) -> str:
+        """The dispatch's deterministic run name (the repair poll finds a lost run by it)."""
+        return f"sweepbot-{self.sweep_id}-{min(self.job_ids)}"
+
+
+@dataclass(frozen=True)
+class DispatchSlots:
+    """One dispatch (one run) holding runners: what GitHub has said of its jobs that we follow."""
+
+    slots: int  # runners it occupies: every point its command expands to
+    running: int  # our jobs of it GitHub has not said finished
+    finished: int  # our jobs of it GitHub said finished (workflow_job or run completed), collected or not
+
+
+def slots_in_use(dispatches: Sequence[DispatchSlots]) -> int:
+    """Runners in use on a label. A runner is free once GitHub says its job finished, not once the
+    bot collected the result (collection runs alongside): a dispatch holds its slots less its
+    finished jobs, and none once every job of ours in it finished (points the sweep filtered out
+    are not followed; the run completing says they are done too)."""
+    return sum(max(0, max(1, d.slots) - d.finished) for d in dispatches if d.running > 0)
+
+
+@dataclass
+class _State:
+    queues: dict[int, list[QueuedJob]]
+    sweeps: dict[int, SweepQueue]
+    hours: dict[str, CanaryHours]
+    in_flight: int
+    out: list[Release] = field(default_factory=list)
+
+    def real_waiting_slots(self) -> int:
+        """Slots of the real (non-canary) dispatches still queued: one count per dispatch group."""
+        groups: dict[tuple[int, str], int] = {}
+        for sid, queue in self.queues.items():
+            if not self.sweeps[sid].canary:
+                for job in queue:
+                    groups[(sid, job.group_key)] = max(1, job.slots)
+        return sum(groups.values())
+
+
+def plan_release(
+    queues: Sequence[SweepQueue],
+    capacity: int,
+    in_flight: int,
+    *,
+    label: str = "",
+    canary_hours: Mapping[str, CanaryHours] | None = None,
+) -> list[Release]:
+    """The releases for one label now (see the module docstring); ``queues`` in serving order."""
+    state = _State(
+        queues={q.sweep_id: list(q.jobs) for q in queues},
+        sweeps={q.sweep_id: q for q in queues},
+        hours=dict(canary_hours or {}),
+        in_flight=in_flight,
+    )
+    for prio in sorted({q.priority for q in queues}):
+        order = [q.sweep_id for q in queues if q.priority == prio]
+        progress = True
+        while progress and order:
+            progress = False
+            for sid in list(order):
+                step = _serve(state, sid, label, capacity)
+                if step == "check":
+                    log.info(
+                        "release_plan", label=label, outcome="needs a reuse lookup", why=state.out[-1].reason
+                    )
+                    return state.out
+                if step == "released":
+                    progress = True
+                if step in ("done", "held") or (step == "released" and not state.queues[sid]):
+                    order.remove(sid)
+                if step == "released" and capacity - state.in_flight <= 0:
+                    return _done(state, label, capacity, "no free slot left")
+    return _done(state, label, capacity, "nothing more queued that may go")
+
+
+def _serve(state: _State, sid: int, label: str, capacity: int) -> str:
+    """One turn of one sweep: reuse heads a stored result answers, then release or hold its head."""
+    queue = state.queues[sid]
+    sweep = state.sweeps[sid]
+    while queue and queue[0].reusable:
+        head = queue.pop(0)
+        state.out.append(
+            Release("reuse", sid, (head.job_id,), "same image, recipe and point already measured")
+        )
+    if not queue:
+        return "done"
+    head = queue[0]
+    if head.reusable is None:
+        state.out.append(
+            Release("check", sid, (head.job_id,), f"is job {head.job_id} answered by a stored result?")
+        )
+        return "check"
+    cost = max(1, head.slots)
+    hours = state.hours.get(sweep.repo, CanaryHours()) if sweep.canary else CanaryHours()
+    decision = release_decision(
+        Candidate(slots=cost, canary=sweep.canary, expected_hours=hours.expected * cost),
+        LabelView(
+            label=label,
+            capacity=capacity,
+            in_flight=state.in_flight,
+            real_waiting_slots=state.real_waiting_slots() if sweep.canary else 0,
+            canary_hours_used=hours.used,
+            canary_budget_hours=hours.budget,
+        ),
+    )
+    if not decision.release:
+        state.out.append(
+            Release("hold", sid, (head.job_id,), decision.reason, slots=cost, canary=sweep.canary)
+        )
+        return "held"
+    group = [j for j in queue if j.group_key == head.group_key]
+    for job in group:
+        queue.remove(job)
+    state.in_flight += cost
+    if sweep.canary:
+        state.hours[sweep.repo] = replace(hours, used=hours.used + hours.expected * cost)
+    state.out.append(
+        Release(
+            "dispatch", sid, tuple(j.job_id for j in group), decision.reason, slots=cost, canary=sweep.canary
+        )
+    )
+    return "released"
+
+
+def _done(state: _State, label: str, capacity: int, why: str) -> list[Release]:
+    counts: dict[str, int] = {}
+    for step in state.out:
+        counts[step.action] = counts.get(step.action, 0) + 1
+    log.info(
+        "release_plan",
+        label=label,
+        capacity=capacity,
+        in_flight=state.in_flight,
+        dispatches=counts.get("dispatch", 0),
+        reused=counts.get("reuse", 0),
+        held=[s.reason for s in state.out if s.action == "hold"],
+        why=why,
+    )
+    return state.out

@@ -1,0 +1,94 @@
+"""Reading the benchmark repo: its master config files, where a key lives, and runner capacity."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Protocol
+
+import structlog
+
+from app.core.recipes import locate_key, runner_capacity
+from app.core.routing import TransientError
+from app.core.sweepspec import SweepError
+from app.settings import Settings, get_settings
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_CAPACITY = 1  # unknown label: one job at a time never oversubscribes a scarce fleet
+CAPACITY_CACHE_SECONDS = 600.0
+RUNNERS_YAML_PATHS = (".github/configs/runners.yaml", "configs/runners.yaml")
+MASTER_DIRS = (".github/configs", "configs")
+
+
+class RepoFiles(Protocol):
+    """The gateway methods that read the repo's files."""
+
+    def get_repo(self, repo: str) -> dict[str, Any]: ...
+    def get_file(self, repo: str, path: str, ref: str | None = None) -> tuple[str, str] | None: ...
+    def list_dir(self, repo: str, path: str, ref: str | None = None) -> list[dict[str, Any]]: ...
+
+
+def master_files(gw: RepoFiles, repo: str, ref: str) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for directory in MASTER_DIRS:
+        for item in gw.list_dir(repo, directory, ref=ref):
+            path = str(item.get("path") or f"{directory}/{item.get('name')}")
+            if item.get("type") == "file" and path.endswith("master.yaml"):
+                got = gw.get_file(repo, path, ref=ref)
+                if got is not None:
+                    files[path] = got[0]
+    return files
+
+
+def locate(files: dict[str, str], key: str) -> str:
+    found = locate_key(files, key)
+    if not found.found or found.path is None:
+        raise SweepError(found.reason)
+    return str(found.path)
+
+
+_capacity_cache: dict[str, tuple[float, dict[str, int]]] = {}
+
+
+_capacity_lock = threading.Lock()
+
+
+def _runners_yaml_capacity(gw: RepoFiles, repo: str) -> dict[str, int]:
+    with _capacity_lock:
+        hit = _capacity_cache.get(repo)
+        if hit is not None and time.monotonic() - hit[0] < CAPACITY_CACHE_SECONDS:
+            return hit[1]
+    counts: dict[str, int] = {}
+    try:
+        default_branch = str(gw.get_repo(repo).get("default_branch") or "main")
+        for path in RUNNERS_YAML_PATHS:
+            got = gw.get_file(repo, path, ref=default_branch)
+            if got is not None:
+                counts = runner_capacity(got[0])
+                break
+    except (TransientError, ValueError) as exc:
+        log.warning("runners_yaml_unreadable", repo=repo, error=str(exc))
+        return {}  # not cached: try again next tick
+    with _capacity_lock:
+        _capacity_cache[repo] = (time.monotonic(), counts)
+    return counts
+
+
+def clear_capacity_cache() -> None:
+    with _capacity_lock:
+        _capacity_cache.clear()
+
+
+def label_capacity(
+    gw: RepoFiles | None, label: str, repo: str | None, settings: Settings | None = None
+) -> tuple[int, str]:
+    """Capacity of a runner label and where it came from: settings, the repo's runners.yaml, or default."""
+    settings = settings or get_settings()
+    if label in settings.runner_capacity:
+        return settings.runner_capacity[label], "settings"
+    if repo is not None and gw is not None:
+        counts = _runners_yaml_capacity(gw, repo)
+        if label in counts:
+            return counts[label], f"runners.yaml of {repo}"
+    return DEFAULT_CAPACITY, "default"

@@ -1,0 +1,174 @@
+"""The repair poll: the fallback for missed deliveries (apply run states, adopt runs by name, time out)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.core.clock import aware, utcnow
+from app.core.routing import TransientError
+from app.flows import runpoll
+from app.flows.dispatch import workflow_name
+from app.flows.jobfinish import finish_job
+from app.flows.labelruns import adopt_label_run, find_label_run
+from app.flows.ring import collect_later, tick_later
+from app.flows.runtracking import apply_workflow_run
+from app.flows.sweepcancel import cancel_runs
+from app.models.sweeps import JobState, Sweep, SweepJob
+from app.settings import Settings, get_settings
+from app.store.audit import record
+from app.store.jobs import requeue
+from app.store.sweeps import sweep_mode
+
+log = structlog.get_logger(__name__)
+
+BOT = "sweepbot"
+GatewayFactory = Callable[[Session], Any]
+
+
+@dataclass
+class RepairResult:
+    checked: int = 0
+    updated: int = 0
+    timed_out: int = 0
+    requeued: int = 0
+    collect_enqueued: int = 0
+
+
+def _poll_targets(session_factory: sessionmaker[Session]) -> list[runpoll.Target]:
+    """In-flight jobs of dispatched (not label-mode) sweeps whose run may still say something new."""
+    with session_factory() as session:
+        rows = session.execute(
+            select(SweepJob, Sweep)
+            .join(Sweep, Sweep.id == SweepJob.sweep_id)
+            .where(SweepJob.state.in_(JobState.IN_FLIGHT))
+            .order_by(SweepJob.id)
+        ).all()
+        return [
+            runpoll.Target(
+                job.id,
+                sweep.repo,
+                job.run_id,
+                job.run_name,
+                job.state,
+                job.run_conclusion,
+                aware(job.dispatched_at),
+            )
+            for job, sweep in rows
+            if sweep_mode(sweep) != "label" and job.run_conclusion != "success"
+        ]
+
+
+def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFactory) -> RepairResult:
+    """Poll fallback for missed deliveries: apply run states, adopt runs by name, fail timeouts.
+
+    Run states come from ``runpoll.poll_runs``: one conditional listing per repository (free when
+    nothing changed), not one read per job; the budget may hold it back (webhooks only then).
+    What is left per job costs no call: timeouts, lost dispatches, collections to ring again, and
+    label-mode runs (the repo's own, not in the dispatch listing: read once per run).
+    """
+    settings = get_settings()
+    result = RepairResult()
+    polled = runpoll.poll_runs(
+        session_factory,
+        gw_factory,
+        _poll_targets(session_factory),
+        workflow=workflow_name(settings),
+        settings=settings,
+    )
+    result.updated += polled.applied
+    with session_factory() as session:
+        ids = list(
+            session.scalars(
+                select(SweepJob.id).where(SweepJob.state.in_(JobState.IN_FLIGHT)).order_by(SweepJob.id)
+            ).all()
+        )
+    label_runs: set[int] = set()
+    for job_id in ids:
+        after: list[Callable[[], None]] = []
+        with session_factory() as session:
+            job = session.get(SweepJob, job_id)
+            sweep = session.get(Sweep, job.sweep_id) if job is not None else None
+            if job is None or sweep is None or job.state not in JobState.IN_FLIGHT:
+                continue
+            result.checked += 1
+            try:
+                _repair_one(session, gw_factory, job, sweep, settings, polled, label_runs, after, result)
+                session.commit()
+            except TransientError as exc:
+                session.rollback()
+                log.warning("repair_job_transient", job=job_id, error=str(exc))
+                continue
+        for callback in after:
+            callback()
+    return result
+
+
+def _repair_one(
+    session: Session,
+    gw_factory: GatewayFactory,
+    job: SweepJob,
+    sweep: Sweep,
+    settings: Settings,
+    polled: runpoll.RunPollResult,
+    label_runs: set[int],
+    after: list[Callable[[], None]],
+    result: RepairResult,
+) -> None:
+    now = utcnow()
+    age = (now - (aware(job.dispatched_at) or now)).total_seconds()
+    if age > settings.job_timeout_seconds:
+        _time_out(session, gw_factory(session), job, sweep, age, settings)
+        result.timed_out += 1
+        after.append(tick_later)
+    elif job.run_id is None and sweep_mode(sweep) == "label":
+        # The repo starts this run itself (label + changelog change): find it, never
+        # re-queue (that would dispatch the same sweep a second way).
+        gw = gw_factory(session)
+        found = find_label_run(session, gw, sweep)
+        if found is not None and adopt_label_run(session, sweep, found):
+            apply_workflow_run(session, gw, found, after_commit=after, settings=settings)
+            result.updated += 1
+    elif job.run_id is None:
+        # The poll's listing adopts the run by its name; a complete listing without it, past the
+        # grace period: the dispatch left no run.
+        if job.id in polled.unseen and age > settings.dispatch_lost_grace_seconds:
+            requeue(job, "dispatch left no run; re-queued")
+            job.attempts = max(0, job.attempts - 1)
+            result.requeued += 1
+    elif job.run_conclusion == "success":
+        # Collected results finish the job; re-ring in case the collect task was lost.
+        after.append(collect_later(job.id))
+        result.collect_enqueued += 1
+    elif sweep_mode(sweep) == "label" and job.run_id not in label_runs:
+        # The repo's own (pull_request) run is not in the dispatch listing: read it once per run.
+        label_runs.add(job.run_id)
+        gw = gw_factory(session)
+        if apply_workflow_run(
+            session, gw, gw.get_run(sweep.repo, job.run_id), after_commit=after, settings=settings
+        ):
+            result.updated += 1
+
+
+def _time_out(session: Session, gw: Any, job: SweepJob, sweep: Sweep, age: float, settings: Settings) -> None:
+    if job.run_id is not None:
+        cancel_runs(gw, sweep.repo, [job.run_id])
+    finish_job(
+        session,
+        job.id,
+        JobState.FAILED,
+        reason=f"timed out: no result {age:.0f} s after dispatch "
+        f"(limit job_timeout_seconds={settings.job_timeout_seconds:.0f})",
+    )
+    record(
+        session,
+        actor=BOT,
+        action="sweep.timeout",
+        target=job.run_name,
+        detail={"job": job.id, "run_id": job.run_id},
+    )

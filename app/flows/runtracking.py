@@ -1,0 +1,411 @@
+"""Following our runs: fold workflow_run / workflow_job (webhook or REST) into jobs' states."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import structlog
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.clock import utcnow
+from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
+from app.core.runmatch import (
+    assign_jobs,
+    classify_failure,
+    has_benchmark_jobs,
+    job_matches_point,
+    parse_job_name,
+    run_name_in_title,
+)
+from app.flows.jobfinish import finish_job
+from app.flows.labelruns import adopt_label_run, drop_label_run, label_sweeps_for_run
+from app.flows.ring import collect_later, tick_later
+from app.flows.sweepcancel import CancelGateway, cancel_runs
+from app.models.sweeps import JobState, Sweep, SweepJob
+from app.settings import Settings, get_settings
+from app.store.audit import record
+from app.store.jobs import match_jobs, requeue
+from app.store.reports import mark_report_dirty
+from app.store.sweeps import sweep_mode
+
+log = structlog.get_logger(__name__)
+
+router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
+
+BOT = "sweepbot"
+
+
+class TrackingGateway(CancelGateway, Protocol):
+    """What following runs uses: a run's jobs, a failed job's annotations, cancelling a run."""
+
+    def list_run_jobs(self, repo: str, run_id: int) -> list[dict[str, Any]]: ...
+    def list_check_run_annotations(self, repo: str, check_run_id: int) -> list[dict[str, Any]]: ...
+
+
+def failure_of(gw: TrackingGateway | None, repo: str, wf_job: dict[str, Any]) -> Any:
+    """Why a finished workflow job failed (runmatch.Failure), from its check-run annotations.
+
+    On GitHub a job's check run has the job's id; a lost runner is only said there.
+    """
+    annotations: list[dict[str, Any]] = []
+    if gw is not None and wf_job.get("id") is not None and repo:
+        try:
+            annotations = gw.list_check_run_annotations(repo, int(wf_job["id"]))
+        except TransientError:
+            raise
+        except Exception as exc:  # an unreadable annotation list must not lose the job's state
+            log.warning("annotations_unreadable", job=wf_job.get("id"), error=str(exc))
+    return classify_failure(
+        annotations, conclusion=str(wf_job.get("conclusion") or ""), steps=wf_job.get("steps") or []
+    )
+
+
+def _job_for_wf_job(
+    session: Session, gw: TrackingGateway | None, jobs: Sequence[SweepJob], wf_job: dict[str, Any]
+) -> SweepJob | None:
+    """Our job that a workflow job runs, by the real job-name format (app.core.runmatch)."""
+    parsed = parse_job_name(str(wf_job.get("name") or ""))
+    if parsed is None:
+        return None  # get-jobs, collect-results, ...: not a benchmark job
+    hits = sorted((j for j in jobs if job_matches_point(parsed, j.point)), key=lambda j: j.id)
+    if len(hits) <= 1:
+        return hits[0] if hits else None
+    # Same name for several of our points (seq-lens share a conc in e2e-tests.yml): matrix order.
+    if gw is None or wf_job.get("run_id") is None:
+        return None
+    run_jobs = run_job_list(gw, sweep_repo(session, hits[0]), wf_job)
+    assigned = assign_jobs(run_jobs, [j.point for j in hits])
+    for index, got in assigned.items():
+        if got.get("id") == wf_job.get("id"):
+            return hits[index]
+    return None
+
+
+RUN_JOBS_CACHED = 256
+_run_jobs: OrderedDict[tuple[str, int, int], list[dict[str, Any]]] = OrderedDict()
+_run_jobs_lock = threading.Lock()
+
+
+def run_job_list(gw: TrackingGateway, repo: str, wf_job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The jobs of ``wf_job``'s run in matrix order, read once per run attempt and process.
+
+    Only names and order are used (``assign_jobs``), and they do not change within an attempt, so
+    every later event of the run is told apart without a call; a list that does not hold this job
+    under its name (a new attempt, another run) is read again.
+    """
+    key = (repo, int(wf_job["run_id"]), int(wf_job.get("run_attempt") or 1))
+    with _run_jobs_lock:
+        cached = _run_jobs.get(key)
+        if cached is not None and any(
+            j.get("id") == wf_job.get("id") and j.get("name") == wf_job.get("name") for j in cached
+        ):
+            _run_jobs.move_to_end(key)
+            return cached
+    fresh = gw.list_run_jobs(repo, key[1])
+    with _run_jobs_lock:
+        _run_jobs[key] = fresh
+        while len(_run_jobs) > RUN_JOBS_CACHED:
+            _run_jobs.popitem(last=False)
+    return fresh
+
+
+def clear_run_jobs_cache() -> None:
+    with _run_jobs_lock:
+        _run_jobs.clear()
+
+
+def retry_or_fail(session: Session, job: SweepJob, why: str, settings: Settings) -> str:
+    retries = job.attempts - 1  # the first dispatch is not a retry
+    sweep = session.get(Sweep, job.sweep_id)
+    if sweep is not None and sweep_mode(sweep) == "label":
+        # The repo's run, not ours: re-dispatching through e2e-tests.yml would be both modes.
+        finish_job(
+            session,
+            job.id,
+            JobState.FAILED,
+            reason=f"infrastructure failure in the repo's sweep run (label mode does not re-run it; "
+            f"re-run the failed job there or re-add the sweep label): {why}",
+        )
+        return "failed"
+    if retries < settings.infra_retry_limit:
+        record(
+            session,
+            actor=BOT,
+            action="sweep.infra_retry",
+            target=job.run_name,
+            detail={"job": job.id, "run_id": job.run_id, "reason": why, "attempt": job.attempts},
+        )
+        requeue(job, f"infrastructure failure, retry {retries + 1}/{settings.infra_retry_limit}: {why}")
+        mark_report_dirty(session, job.sweep_id)
+        return "requeued"
+    finish_job(
+        session,
+        job.id,
+        JobState.FAILED,
+        reason=f"infrastructure failure after {job.attempts} attempt(s): {why}",
+    )
+    return "failed"
+
+
+def apply_workflow_job(
+    session: Session,
+    wf_job: dict[str, Any],
+    *,
+    after_commit: list[Callable[[], None]],
+    settings: Settings | None = None,
+    gw: TrackingGateway | None = None,
+) -> bool:
+    """Fold one ``workflow_job`` (webhook or REST shape) into our job; True when something changed.
+
+    ``gw`` reads the failed job's check-run annotations (and, rarely, the run's job list).
+    """
+    settings = settings or get_settings()
+    run_id = wf_job.get("run_id")
+    if run_id is None:
+        return False
+    job = _job_for_wf_job(session, gw, match_jobs(session, int(run_id), None), wf_job)
+    if job is None or job.run_id != int(run_id):
+        return False
+    status, conclusion = wf_job.get("status"), wf_job.get("conclusion")
+    now = utcnow()
+    if job.state in JobState.FINAL:
+        return False
+    if status == "in_progress" and job.state == JobState.DISPATCHED:
+        job.state, job.started_at, job.updated_at = JobState.RUNNING, now, now
+        mark_report_dirty(session, job.sweep_id)
+        return True
+    if status != "completed":
+        return False
+    if conclusion == "success":
+        if job.run_conclusion != "success":
+            job.run_conclusion, job.updated_at = "success", now
+            job.started_at = job.started_at or now
+            job.state = JobState.RUNNING  # until collection stores the result
+            after_commit.append(collect_later(job.id))
+            after_commit.append(tick_later)
+            mark_report_dirty(session, job.sweep_id)
+            return True
+        return False
+    job.run_conclusion = str(conclusion)
+    failure = failure_of(gw, sweep_repo(session, job), wf_job)
+    if failure.infrastructure:
+        runner = wf_job.get("runner_name") or "the runner"
+        retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
+    else:
+        url = wf_job.get("html_url") or job.run_url
+        finish_job(
+            session, job.id, JobState.FAILED, reason=f"benchmark {conclusion}: {failure.message} (see {url})"
+        )
+    after_commit.append(tick_later)
+    return True
+
+
+def apply_workflow_run(
+    session: Session,
+    gw: TrackingGateway | None,
+    run: dict[str, Any],
+    *,
+    after_commit: list[Callable[[], None]],
+    settings: Settings | None = None,
+) -> bool:
+    """Fold one ``workflow_run`` (webhook or REST shape) into our jobs; True when something changed."""
+    settings = settings or get_settings()
+    run_id = int(run["id"])
+    # `name` is the workflow's name; the run's own title (run-name) is `display_title`.
+    jobs = match_jobs(session, run_id, run_name_in_title(str(run.get("display_title") or "")))
+    if not jobs:
+        return False
+    now = utcnow()
+    changed = False
+    for job in jobs:
+        if job.run_id is None and job.state in JobState.IN_FLIGHT:  # found by name: adopt the run
+            job.run_id, job.run_url, changed = run_id, run.get("html_url"), True
+    live = [j for j in jobs if j.state not in JobState.FINAL and j.run_id == run_id]
+    if run.get("status") != "completed":
+        if (
+            any(j.state == JobState.CANCELLED and j.run_id == run_id for j in jobs)
+            and not live
+            and gw is not None
+        ):
+            cancel_runs(gw, sweep_repo(session, jobs[0]), [run_id])  # a cancel that did not take
+        if run.get("status") == "in_progress":
+            for job in live:
+                if job.state == JobState.DISPATCHED:
+                    job.state, job.started_at, job.updated_at = JobState.RUNNING, now, now
+                    mark_report_dirty(session, job.sweep_id)
+                    changed = True
+        return changed
+    if not live:
+        return changed
+    wf_jobs: list[dict[str, Any]] | None = None
+    label_jobs = [j for j in live if is_label_job(session, j)]
+    if label_jobs:
+        wf_jobs = _label_run_jobs(session, gw, run, label_jobs)
+        if wf_jobs is None:  # not the run that runs this sweep: dropped, the next one is followed
+            return True
+    return _run_completed(session, gw, run, live, wf_jobs, after_commit, settings) or changed
+
+
+def _label_run_jobs(
+    session: Session, gw: TrackingGateway | None, run: dict[str, Any], label_jobs: list[SweepJob]
+) -> list[dict[str, Any]] | None:
+    """A completed repo run that label-mode jobs follow: its jobs, or None when it is not the run
+    that runs the sweep (and the jobs were let go of it, to follow the next one)."""
+    run_id = int(run["id"])
+    sweep = session.get(Sweep, label_jobs[0].sweep_id)
+    if sweep is None:
+        return []
+    if run.get("conclusion") == "cancelled":
+        # run-sweep.yml cancels a PR's older run when a newer one starts (its concurrency group):
+        # follow the next run instead of reading the cancel as the benchmark's failure.
+        drop_label_run(
+            session, sweep, label_jobs, run_id, f"the repo cancelled its run {run_id}", ignore=False
+        )
+        return None
+    wf_jobs = gw.list_run_jobs(sweep.repo, run_id) if gw is not None else None
+    if wf_jobs is not None and not has_benchmark_jobs(wf_jobs):
+        # e.g. the run a push to the PR started before it had the sweep label: run-sweep.yml's
+        # check-changelog ran, its setup (and so every benchmark job) was skipped.
+        drop_label_run(
+            session, sweep, label_jobs, run_id, f"the repo's run {run_id} ran no benchmark job", ignore=True
+        )
+        return None
+    return wf_jobs
+
+
+def _run_completed(
+    session: Session,
+    gw: TrackingGateway | None,
+    run: dict[str, Any],
+    live: list[SweepJob],
+    wf_jobs: list[dict[str, Any]] | None,
+    after_commit: list[Callable[[], None]],
+    settings: Settings,
+) -> bool:
+    """A completed run: success frees the runners and collects; otherwise each job's own outcome."""
+    run_id, conclusion, now = int(run["id"]), run.get("conclusion"), utcnow()
+    by_job: dict[int, dict[str, Any]] = {}
+    if conclusion != "success" and gw is not None:
+        if wf_jobs is None:
+            wf_jobs = gw.list_run_jobs(sweep_repo(session, live[0]), run_id)
+        ordered = sorted(live, key=lambda j: j.id)
+        for index, got in assign_jobs(wf_jobs, [j.point for j in ordered]).items():
+            by_job[ordered[index].id] = dict(got)
+    changed = False
+    for job in live:
+        if conclusion == "success":
+            if job.run_conclusion != "success":
+                job.run_conclusion, job.state, job.updated_at = "success", JobState.RUNNING, now
+                job.started_at = job.started_at or now
+                after_commit.append(collect_later(job.id))
+                mark_report_dirty(session, job.sweep_id)
+                changed = True
+            continue
+        wf_job = by_job.get(job.id)
+        if wf_job is not None and wf_job.get("status") == "completed":
+            changed |= _apply_assigned(session, gw, job, {**wf_job, "run_id": run_id}, after_commit, settings)
+            continue
+        if conclusion in ("startup_failure", "cancelled"):
+            why = "startup_failure" if conclusion == "startup_failure" else "cancelled by the system"
+            retry_or_fail(session, job, f"run {conclusion}: {why}", settings)
+        else:
+            finish_job(
+                session,
+                job.id,
+                JobState.FAILED,
+                reason=f"run {conclusion} without a job for this point: see {run.get('html_url')}",
+            )
+        after_commit.append(tick_later)
+        changed = True
+    return changed
+
+
+def _apply_assigned(
+    session: Session,
+    gw: TrackingGateway | None,
+    job: SweepJob,
+    wf_job: dict[str, Any],
+    after_commit: list[Callable[[], None]],
+    settings: Settings,
+) -> bool:
+    """A completed workflow job already matched to ``job`` (by the run's job list)."""
+    if job.state in JobState.FINAL:
+        return False
+    if wf_job.get("conclusion") == "success":
+        if job.run_conclusion == "success":
+            return False
+        now = utcnow()
+        job.run_conclusion, job.state, job.updated_at = "success", JobState.RUNNING, now
+        job.started_at = job.started_at or now
+        after_commit.append(collect_later(job.id))
+        mark_report_dirty(session, job.sweep_id)
+        return True
+    job.run_conclusion = str(wf_job.get("conclusion"))
+    failure = failure_of(gw, sweep_repo(session, job), wf_job)
+    if failure.infrastructure:
+        runner = wf_job.get("runner_name") or "the runner"
+        retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
+    else:
+        url = wf_job.get("html_url") or job.run_url
+        finish_job(
+            session,
+            job.id,
+            JobState.FAILED,
+            reason=f"benchmark {wf_job.get('conclusion')}: {failure.message} (see {url})",
+        )
+    after_commit.append(tick_later)
+    return True
+
+
+def is_label_job(session: Session, job: SweepJob) -> bool:
+    sweep = session.get(Sweep, job.sweep_id)
+    return sweep is not None and sweep_mode(sweep) == "label"
+
+
+def sweep_repo(session: Session, job: SweepJob) -> str:
+    sweep = session.get(Sweep, job.sweep_id)
+    return sweep.repo if sweep is not None else ""
+
+
+class LazyGateway:
+    """The handler's gateway, made only when a call needs it (most job events need none)."""
+
+    def __init__(self, ctx: HandlerContext) -> None:
+        self._ctx = ctx
+        self._gw: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._gw is None:
+            self._gw = self._ctx.gateway()
+        return getattr(self._gw, name)
+
+
+@router.register("workflow_job")
+def on_workflow_job(ctx: HandlerContext) -> None:
+    wf_job = ctx.event.payload.get("workflow_job") or {}
+    if not isinstance(wf_job, dict) or not apply_workflow_job(
+        ctx.session, wf_job, after_commit=ctx.after_commit, gw=LazyGateway(ctx)
+    ):
+        raise HandlerSkipped("not a job of ours, or nothing new")
+
+
+@router.register("workflow_run")
+def on_workflow_run(ctx: HandlerContext) -> None:
+    run = ctx.event.payload.get("workflow_run") or {}
+    if not isinstance(run, dict) or "id" not in run:
+        raise HandlerSkipped("no workflow_run in the payload")
+    adopted = False
+    for sweep in label_sweeps_for_run(ctx.session, run):
+        adopted |= adopt_label_run(ctx.session, sweep, run)
+    if (
+        not adopted
+        and run_name_in_title(str(run.get("display_title") or "")) is None
+        and ctx.session.scalars(select(SweepJob.id).where(SweepJob.run_id == int(run["id"]))).first() is None
+    ):
+        raise HandlerSkipped("not a sweepbot run")
+    if not apply_workflow_run(ctx.session, ctx.gateway(), run, after_commit=ctx.after_commit):
+        raise HandlerSkipped("nothing new for our jobs")

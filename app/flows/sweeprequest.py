@@ -1,0 +1,299 @@
+"""Requesting a sweep: plan a config key's points at the PR's head, queue them, and say what happens next."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core.clock import aware
+from app.core.recipes import expand_points, parse_master, recipe_fingerprint
+from app.core.recipes.errors import RecipeError
+from app.core.recipes.evals import parse_eval_mode, plan_with_evals
+from app.core.recipes.master import get_entry, script_candidates
+from app.core.sweepspec import (
+    KEY_RE,
+    SEQ_RE,
+    SHA_RE,
+    SweepError,
+    SweepFilters,
+    display_key,
+    group_fields,
+    group_key,
+    point_conc,
+    pr_heads,
+    validate_repo,
+)
+from app.flows.benchrepo import RepoFiles, label_capacity, locate, master_files
+from app.flows.labelruns import LabelGateway, sweep_settings, trigger_label_run
+from app.flows.sweepcancel import CancelGateway
+from app.flows.sweepcreate import create_sweep
+from app.models.sweeps import PRIORITIES, JobState, Sweep, SweepJob, SweepState
+from app.settings import get_settings
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class SweepPlan:
+    points: list[dict[str, Any]]
+    runner_label: str
+    capacity: int
+    capacity_source: str
+    jobs_ahead: int  # queued or in-flight slots on that label before this sweep
+    expected_wait_seconds: float | None  # None when no finished job tells how long one takes
+    reused: int = 0
+
+
+@dataclass
+class SweepRequest:
+    sweep: Sweep
+    plan: SweepPlan
+    created: bool  # False when an identical active sweep was returned instead
+    reply: str
+    superseded: list[int] = field(default_factory=list)
+
+
+class RequestGateway(RepoFiles, LabelGateway, CancelGateway, Protocol):
+    """What requesting a sweep uses: the PR, the repo's files, its label (label mode), and run
+    cancels (a superseded sweep's runs)."""
+
+    def get_pull(self, repo: str, number: int) -> dict[str, Any]: ...
+
+
+def priority_value(priority: str | int) -> int:
+    if isinstance(priority, int):
+        return priority
+    if priority not in PRIORITIES:
+        raise SweepError(f"priority {priority!r} is not one of {', '.join(PRIORITIES)}")
+    return PRIORITIES[priority]
+
+
+def request_sweep(
+    session: Session,
+    gw: RequestGateway,
+    *,
+    repo: str,
+    pr_number: int,
+    config_key: str,
+    requested_by: str,
+    reason: str,
+    filters: SweepFilters | None = None,
+    priority: str | int = "normal",
+) -> SweepRequest:
+    """Plan ``config_key`` at the PR's head and queue one job per point (see module docstring)."""
+    _check_request(repo, config_key, reason, filters)
+    prio = priority_value(priority)
+    filters = filters or SweepFilters()
+    pr = gw.get_pull(repo, pr_number)
+    if pr.get("state") != "open":
+        raise SweepError(f"{repo}#{pr_number} is {pr.get('state')}: sweeps run on open pull requests only")
+    head_sha, head_ref, head_repo, base_ref, is_fork = pr_heads(pr, repo)
+    if not SHA_RE.match(head_sha):
+        raise SweepError(f"{repo}#{pr_number} has no usable head sha")
+    # The PR's files live at its head sha (a fork's commits are reachable from the base repo).
+    files = master_files(gw, repo, head_sha)
+    path = locate(files, config_key)
+    try:
+        master = parse_master(files[path])
+        entry = get_entry(master, config_key)
+        rows, slots = _plan_points(master, config_key, filters)
+    except RecipeError as exc:
+        raise SweepError(str(exc)) from exc
+    sweep_cfg = sweep_settings(session, repo)
+    if sweep_cfg.mode == "label":
+        _check_label_mode(repo, sweep_cfg, filters, is_fork)
+    sweep, created, superseded = create_sweep(
+        session,
+        gw,
+        mode=sweep_cfg.mode,
+        repo=repo,
+        pr_number=pr_number,
+        head_sha=head_sha,
+        head_ref=head_ref,
+        base_ref=base_ref,
+        head_repo=head_repo,
+        is_fork=is_fork,
+        config_key=config_key,
+        config_path=path,
+        image=str(rows[0]["image"]) if rows else "",
+        fingerprint=_fingerprint(gw, repo, head_sha, entry),
+        points=rows,
+        requested_by=requested_by,
+        reason=reason,
+        filters=filters,
+        priority=prio,
+        slots=slots,
+    )
+    if sweep_cfg.mode == "label":  # also for a replay: the trigger is idempotent (labelruns)
+        trigger_label_run(session, gw, sweep, pr, sweep_cfg.label)
+    plan = plan_for(session, gw, sweep)
+    return SweepRequest(
+        sweep=sweep, plan=plan, created=created, reply=reply_text(sweep, plan, created), superseded=superseded
+    )
+
+
+def _check_request(repo: str, config_key: str, reason: str, filters: SweepFilters | None) -> None:
+    validate_repo(repo)
+    if not KEY_RE.match(config_key):
+        raise SweepError(f"config key {config_key!r} is malformed: use letters, digits, '.', '_' and '-'")
+    if reason not in ("command", "bump", "api"):
+        raise SweepError(f"reason {reason!r} must be command, bump or api")
+    if filters is not None and filters.seq is not None and not SEQ_RE.match(filters.seq):
+        raise SweepError(f"seq={filters.seq!r} is not 1k1k, 8k1k or <isl>_<osl>")
+
+
+def _plan_points(
+    master: dict[str, Any], config_key: str, filters: SweepFilters
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The sweep's points (with the repo's eval marks) and the runner slots of each dispatch group.
+
+    RecipeError when the master file cannot plan the key; SweepError when the filters match nothing.
+    """
+    mode = parse_eval_mode(filters.evals)
+    rows = plan_with_evals(
+        master,
+        config_key,
+        seq=filters.seq,
+        conc=list(filters.conc) if filters.conc else None,
+        tp=filters.tp,
+        mode=mode,
+    )
+    if filters.conc_range is not None:
+        lo, hi = filters.conc_range
+        kept = [r for r in rows if lo <= point_conc(r) <= hi]
+        if not kept:
+            raise SweepError(
+                f"conc={lo}..{hi} matches none of {config_key}'s "
+                f"{'eval ' if mode.value == 'only' else ''}conc values "
+                f"({', '.join(str(c) for c in sorted({point_conc(r) for r in rows}))})"
+            )
+        rows = kept
+    log.info(
+        "sweep_planned",
+        key=config_key,
+        points=len(rows),
+        evals=sum(1 for r in rows if r.get("run-eval")),
+        eval_mode=mode.value,
+        why="eval points per the repo's documented selection (8k1k, highest and median conc per TP)",
+    )
+    fields = group_fields(get_settings())
+    # Slots per dispatch: every point the workflow's command expands to for that group; every
+    # point of the key, at every seq-len: one dispatch at a conc runs them all.
+    slots: dict[str, int] = {}
+    for p in expand_points(master, config_key):
+        gk = group_key(p.to_json(), fields)
+        slots[gk] = slots.get(gk, 0) + 1
+    return rows, slots
+
+
+def _fingerprint(gw: RepoFiles, repo: str, head_sha: str, entry: Any) -> str:
+    """The recipe's fingerprint: its entry plus the benchmark script it runs (when the repo has it)."""
+    script_text = None
+    for candidate in script_candidates(entry):
+        got = gw.get_file(repo, candidate, ref=head_sha)
+        if got is not None:
+            script_text = got[0]
+            break
+    return str(recipe_fingerprint(entry, script_text))
+
+
+def _check_label_mode(repo: str, cfg: Any, filters: SweepFilters, is_fork: bool) -> None:
+    if filters.seq or filters.conc or filters.conc_range or filters.tp:
+        raise SweepError(
+            f"{repo} runs sweeps in label mode (.github/sweepbot.yml sweep.mode): the repo's "
+            f"{cfg.workflow} runs the key's full sweep, so seq/conc/tp filters cannot apply; "
+            "drop them, or use sweep.mode: dispatch"
+        )
+    if is_fork:
+        raise SweepError(
+            "label mode follows the repo's own run-sweep.yml, which does not fan out for fork PRs; "
+            "use sweep.mode: dispatch (with /sweep approve) for this PR"
+        )
+
+
+def plan_for(session: Session, gw: RepoFiles | None, sweep: Sweep) -> SweepPlan:
+    jobs = session.scalars(
+        select(SweepJob).where(SweepJob.sweep_id == sweep.id).order_by(SweepJob.position)
+    ).all()
+    label = jobs[0].runner_label if jobs else ""
+    capacity, source = label_capacity(gw, label, sweep.repo)
+    ahead_rows = session.execute(
+        select(func.count())
+        .select_from(SweepJob)
+        .join(Sweep, Sweep.id == SweepJob.sweep_id)
+        .where(
+            SweepJob.runner_label == label,
+            SweepJob.sweep_id != sweep.id,
+            SweepJob.state.in_((JobState.QUEUED, *JobState.IN_FLIGHT)),
+            Sweep.state == SweepState.ACTIVE,
+            Sweep.priority <= sweep.priority,
+        )
+    ).scalar_one()
+    durations = [
+        (aware(j.finished_at) - aware(j.started_at)).total_seconds()  # type: ignore[operator]
+        for j in session.scalars(
+            select(SweepJob)
+            .where(
+                SweepJob.runner_label == label,
+                SweepJob.state == JobState.SUCCEEDED,
+                SweepJob.started_at.is_not(None),
+                SweepJob.finished_at.is_not(None),
+            )
+            .order_by(SweepJob.id.desc())
+            .limit(50)
+        )
+    ]
+    wait = None
+    if durations:
+        avg = sum(durations) / len(durations)
+        wait = (int(ahead_rows) // max(1, capacity)) * avg
+    return SweepPlan(
+        points=[j.point for j in sorted(jobs, key=display_key)],
+        runner_label=label,
+        capacity=capacity,
+        capacity_source=source,
+        jobs_ahead=int(ahead_rows),
+        expected_wait_seconds=wait,
+        reused=sum(1 for j in jobs if j.state == JobState.REUSED),
+    )
+
+
+def fmt_seconds(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def reply_text(sweep: Sweep, plan: SweepPlan, created: bool) -> str:
+    concs = sorted({point_conc(p) for p in plan.points})
+    head = (
+        (f"Sweep {sweep.id} queued" if created else f"Sweep {sweep.id} is already queued for this head")
+        + f" for `{sweep.config_key}` at `{sweep.head_sha[:7]}`: {len(plan.points)} point(s), conc "
+        + ", ".join(str(c) for c in concs)
+        + f", on `{plan.runner_label}` "
+        + f"({plan.capacity} runner(s), {plan.capacity_source})."
+    )
+    lines = [head]
+    if plan.reused:
+        lines.append(f"{plan.reused} point(s) reuse stored results for the same image and recipe.")
+    if plan.jobs_ahead:
+        wait = (
+            f", expected wait about {fmt_seconds(plan.expected_wait_seconds)}"
+            if plan.expected_wait_seconds is not None
+            else ""
+        )
+        lines.append(f"{plan.jobs_ahead} job(s) ahead on `{plan.runner_label}`{wait}.")
+    else:
+        lines.append("No jobs ahead: it starts on the next scheduler tick.")
+    if sweep.state == SweepState.AWAITING_APPROVAL:
+        lines.append(
+            f"This PR comes from a fork: a maintainer must comment `/sweep approve` for head "
+            f"`{sweep.head_sha[:7]}` before anything runs (a new push needs a new approval)."
+        )
+    return "\n".join(lines)

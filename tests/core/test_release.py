@@ -1,0 +1,191 @@
+"""The release plan (app.core.release.plan_release), table by table: every path of the decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import structlog
+
+from app.core.release import (
+    CanaryHours,
+    DispatchSlots,
+    QueuedJob,
+    Release,
+    SweepQueue,
+    plan_release,
+    slots_in_use,
+)
+
+
+def q(sid: int, *jobs: QueuedJob, prio: int = 1, canary: bool = False, repo: str = "o/r") -> SweepQueue:
+    return SweepQueue(sweep_id=sid, priority=prio, jobs=jobs, canary=canary, repo=repo)
+
+
+def j(jid: int, group: str | None = None, slots: int = 1, reusable: bool | None = False) -> QueuedJob:
+    return QueuedJob(job_id=jid, group_key=group or f"g{jid}", slots=slots, reusable=reusable)
+
+
+def steps(plan: list[Release]) -> list[tuple[str, int, tuple[int, ...]]]:
+    return [(r.action, r.sweep_id, r.job_ids) for r in plan]
+
+
+CASES: list[tuple[str, list[SweepQueue], int, int, list[tuple[str, int, tuple[int, ...]]]]] = [
+    ("nothing queued", [], 4, 0, []),
+    ("one job, free slot", [q(1, j(10))], 1, 0, [("dispatch", 1, (10,))]),
+    (
+        "label full: the head is held with the reason",
+        [q(1, j(10))],
+        2,
+        2,
+        [("hold", 1, (10,))],
+    ),
+    (
+        "a group goes out as one dispatch (same group key, not adjacent)",
+        [q(1, j(10, "a", 2), j(11, "b"), j(12, "a", 2))],
+        2,
+        0,
+        [("dispatch", 1, (10, 12))],
+    ),
+    (
+        "round-robin: one dispatch per sweep per round, in the order given",
+        [q(1, j(10), j(11)), q(2, j(20), j(21))],
+        3,
+        0,
+        [("dispatch", 1, (10,)), ("dispatch", 2, (20,)), ("dispatch", 1, (11,))],
+    ),
+    (
+        "priority class first: the lower number is served before any other class",
+        [q(2, j(20), prio=0), q(1, j(10), prio=1)],
+        1,
+        0,
+        [("dispatch", 2, (20,))],
+    ),
+    (
+        "a wider dispatch than the free slots waits; a narrower one of another sweep goes",
+        [q(1, j(10, slots=3)), q(2, j(20))],
+        4,
+        2,
+        [("hold", 1, (10,)), ("dispatch", 2, (20,))],
+    ),
+    (
+        "a dispatch wider than the whole label runs alone on an idle label",
+        [q(1, j(10, slots=6))],
+        4,
+        0,
+        [("dispatch", 1, (10,))],
+    ),
+    (
+        "reusable heads are reused, then the next job goes",
+        [q(1, j(10, reusable=True), j(11, reusable=True), j(12))],
+        1,
+        0,
+        [("reuse", 1, (10,)), ("reuse", 1, (11,)), ("dispatch", 1, (12,))],
+    ),
+    (
+        "a sweep whose every job is reusable only reuses (no slot used)",
+        [q(1, j(10, reusable=True)), q(2, j(20))],
+        1,
+        0,
+        [("reuse", 1, (10,)), ("dispatch", 2, (20,))],
+    ),
+    (
+        "an unknown head asks for a lookup and the plan stops there",
+        [q(1, j(10), j(11, reusable=None)), q(2, j(20))],
+        4,
+        0,
+        [("dispatch", 1, (10,)), ("dispatch", 2, (20,)), ("check", 1, (11,))],
+    ),
+    (
+        "the plan stops when the last slot is taken (later heads are not looked at)",
+        [q(1, j(10)), q(2, j(20, reusable=None))],
+        1,
+        0,
+        [("dispatch", 1, (10,))],
+    ),
+    (
+        "a full label still reuses what it reaches (reuse needs no runner)",
+        [q(1, j(10, reusable=True), j(11))],
+        1,
+        1,
+        [("reuse", 1, (10,)), ("hold", 1, (11,))],
+    ),
+    (
+        "canary: held while real work waits on the label",
+        [q(1, j(10, slots=2)), q(9, j(90), canary=True, prio=9)],
+        2,
+        1,
+        [("hold", 1, (10,)), ("hold", 9, (90,))],
+    ),
+    (
+        "canary: released onto an idle runner when no real work waits",
+        [q(9, j(90), canary=True, prio=9)],
+        2,
+        1,
+        [("dispatch", 9, (90,))],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "queues", "capacity", "in_flight", "expected"), CASES, ids=[c[0] for c in CASES]
+)
+def test_plan_release(
+    name: str, queues: list[SweepQueue], capacity: int, in_flight: int, expected: list[Any]
+) -> None:
+    assert steps(plan_release(queues, capacity, in_flight, label="mi355x")) == expected
+
+
+def test_reasons_name_the_slots_and_the_run_name_is_deterministic() -> None:
+    plan = plan_release([q(7, j(31, "a", 3), j(30, "a", 3)), q(8, j(40, slots=2))], 4, 0, label="mi355x")
+    go, held = plan
+    assert (go.action, go.reason, go.slots, go.run_name) == (
+        "dispatch",
+        "3 slot(s) free on mi355x",
+        3,
+        "sweepbot-7-30",
+    )
+    assert (held.action, held.reason) == ("hold", "2 slot(s) needed, 1 free on mi355x")
+
+
+def test_canary_budget_is_spent_within_the_plan() -> None:
+    """Two canaries of one repo, room in the weekly budget for one: the second is held, saying why."""
+    hours = {"o/r": CanaryHours(used=9.0, budget=10.0, expected=1.0)}
+    queues = [q(1, j(10), canary=True, prio=9), q(2, j(20), canary=True, prio=9)]
+    plan = plan_release(queues, 4, 0, label="mi355x", canary_hours=hours)
+    assert steps(plan) == [("dispatch", 1, (10,)), ("hold", 2, (20,))]
+    assert plan[1].canary and plan[1].reason == (
+        "canary budget: 10.0 of 10.0 runner-hours used this week, the next canary needs about 1.0"
+    )
+
+
+def test_every_path_logs_why() -> None:
+    with structlog.testing.capture_logs() as logs:
+        plan_release([q(1, j(10))], 1, 0, label="a")
+        plan_release([q(1, j(10, reusable=None))], 1, 0, label="b")
+        plan_release([], 1, 0, label="c")
+    lines = [(e["label"], e["why"]) for e in logs if e["event"] == "release_plan"]
+    assert lines == [
+        ("a", "no free slot left"),
+        ("b", "is job 10 answered by a stored result?"),
+        ("c", "nothing more queued that may go"),
+    ]
+
+
+SLOT_CASES = [
+    ("nothing in flight", [], 0),
+    ("a dispatch nothing of which finished holds all its slots", [DispatchSlots(5, 5, 0)], 5),
+    ("each finished job frees its runner (collected or not)", [DispatchSlots(5, 1, 4)], 1),
+    ("every job of ours finished: the dispatch holds nothing", [DispatchSlots(5, 0, 5)], 0),
+    (
+        "points the sweep filtered out still run while ours do",
+        [DispatchSlots(6, 3, 0), DispatchSlots(6, 2, 1)],
+        11,
+    ),
+    ("a label-mode job holds its one runner until GitHub says it finished", [DispatchSlots(1, 1, 0)], 1),
+]
+
+
+@pytest.mark.parametrize(("name", "dispatches", "expected"), SLOT_CASES, ids=[c[0] for c in SLOT_CASES])
+def test_slots_in_use(name: str, dispatches: list[DispatchSlots], expected: int) -> None:
+    assert slots_in_use(dispatches) == expected

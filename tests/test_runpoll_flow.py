@@ -1,0 +1,97 @@
+"""The repair poll reads runs with one conditional listing per repository, under the budget."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.budget import RateSnapshot
+from app.flows import ring, runpoll, scheduler
+from app.flows.scheduler import SweepFilters
+from app.models.sweeps import JobState, SweepJob
+from tests.sweep_fakes import KEY, REPO, FakeGateway
+
+
+@pytest.fixture
+def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    from app.db import session_factory
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=32")
+    reset_settings_cache()
+    scheduler.clear_capacity_cache()
+    enqueued: list[tuple[str, tuple[Any, ...]]] = []
+    settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
+    yield {"factory": session_factory(), "enqueued": enqueued}
+
+
+def _dispatched(env: dict[str, Any], gw: FakeGateway) -> list[SweepJob]:
+    factory = env["factory"]
+    with factory() as s:
+        scheduler.request_sweep(
+            s,
+            gw,
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=(256, 512)),
+        )
+        s.commit()
+    scheduler.tick(factory, lambda s: gw)
+    with factory() as s:
+        return list(s.scalars(select(SweepJob).order_by(SweepJob.id)).all())
+
+
+def test_one_listing_per_poll_not_one_read_per_job(env: dict[str, Any]) -> None:
+    gw = FakeGateway()
+    jobs = _dispatched(env, gw)
+    runs = {j.run_id for j in jobs}
+    assert len(runs) >= 2 and None not in runs
+    for run in gw.runs.values():
+        run["status"] = "in_progress"
+    res = scheduler.repair_jobs(env["factory"], lambda s: gw)
+    assert res.updated == len(runs) and gw.run_reads == 0 and len(gw.listings) == 1
+    op, _path, params, changed = gw.listings[0]
+    assert op == "actions/list-workflow-runs" and params["event"] == "workflow_dispatch"
+    assert params["created"].startswith(">=") and changed
+    with env["factory"]() as s:
+        assert {j.state for j in s.scalars(select(SweepJob)).all()} == {JobState.RUNNING}
+    # nothing moved: the same request, answered "not modified", nothing applied
+    res = scheduler.repair_jobs(env["factory"], lambda s: gw)
+    assert res.updated == 0 and gw.listings[-1][3] is False and gw.listings[-1][2] == params
+    # one run finished: only that job is folded in (collection rung), still one listing
+    first = jobs[0]
+    gw.runs[first.run_id].update(status="completed", conclusion="success")
+    res = scheduler.repair_jobs(env["factory"], lambda s: gw)
+    assert res.updated == 1 and len(gw.listings) == 3 and gw.run_reads == 0
+    assert ("sweepbot.collect_job", (first.id,)) in env["enqueued"]
+
+
+def test_a_low_budget_holds_the_poll_back_and_the_dashboard_says_so(env: dict[str, Any]) -> None:
+    from app.settings import get_settings
+    from app.web.dashboard.data.overview import github_budget
+
+    gw = FakeGateway()
+    _dispatched(env, gw)
+    now = time.time()
+    with env["factory"]() as s:
+        # cap 2500 (50% of 5000), 2450 used: under the reserve
+        runpoll.note_rate(s, RateSnapshot(5000, 2550, now + 1800, now))
+        s.commit()
+    for run in gw.runs.values():
+        run["status"] = "in_progress"
+    res = scheduler.repair_jobs(env["factory"], lambda s: gw)
+    assert res.updated == 0 and gw.listings == []
+    with env["factory"]() as s:
+        shown = github_budget(s, get_settings())
+        state = runpoll.load_budget(s)
+    assert shown.mode == "webhooks_only" and shown.cap == 2500 and shown.spent == 2450
+    assert state.decision is not None and state.decision["mode"] == "webhooks_only"
+    assert "webhooks only" in (shown.reason or "")
