@@ -65,7 +65,7 @@ def payloads() -> list[tuple[str, bytes]]:
     return found
 
 
-def wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+def wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
