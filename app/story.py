@@ -268,6 +268,8 @@ def observe(
             if run.repo == repo and bench:
                 by_event[run.event] += 1
             for job in bench:
+                if job.point.get("eval-only"):
+                    continue  # an evaluated point's separate eval job (e2e-tests.yml's `eval /`)
                 if job.conclusion == "success":
                     ok_runs[str(job.point.get("result-name"))] += 1
                 elif job.fate == "runner_lost" and job.status == "completed":

@@ -18,7 +18,7 @@ from app.core.changelog_modes import added_entries, eval_mode_for_key, parse_ent
 from app.core.recipes import EntryFlags, append_changelog
 from app.core.recipes.evals import EvalMode
 from sim.scenario import BENCH_REPO, RECIPE_BRANCH, VLLM_REPO
-from tests import test_tracking_sim
+from tests import test_commands_sim, test_tracking_sim
 from tests.recipe_helpers import SEED_KEY, fixture_text
 from tests.test_tracking_sim import _gw, _open_pr, _poll
 
@@ -144,3 +144,35 @@ def test_the_bump_sweep_runs_the_mode_the_recipe_entry_asks_for(
     if evals == "all":
         # every point of the key's search space is evaluated, not just the selected ones
         assert len(points) > 2 and all(p.get("run-eval") for p in points)
+
+
+# ------------------------------------------------------------------- /sweep without evals=
+
+world = test_commands_sim.world
+
+
+@pytest.mark.parametrize(
+    ("body", "flags", "evals"),
+    [
+        ("/sweep conc=4", {"all_evals": True}, "all"),
+        ("/sweep", {"evals_only": True}, "only"),
+        ("/sweep conc=4 evals=default", {"all_evals": True}, "default"),  # an explicit evals= wins
+        ("/sweep conc=4", {}, "default"),
+    ],
+)
+def test_a_sweep_command_without_evals_uses_the_prs_changelog_entry(
+    world: Any, db_session: Session, body: str, flags: dict[str, bool], evals: str
+) -> None:
+    from app.models.sweeps import Sweep
+
+    changelog = world.read_file(BENCH_REPO, "perf-changelog.yaml", RECIPE_BRANCH).decode()
+    world.commit_files(
+        BENCH_REPO,
+        RECIPE_BRANCH,
+        {"perf-changelog.yaml": _with(changelog, **flags)},
+        "perf-changelog entry for the recipe",
+        author="carol-writer",
+    )
+    test_commands_sim._comment(db_session, world, "bob-maintainer", body)
+    sweep = db_session.scalars(select(Sweep).where(Sweep.reason == "command")).one()
+    assert ((sweep.filters or {}).get("evals") or "default") == evals
