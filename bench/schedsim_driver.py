@@ -54,7 +54,7 @@ class Driver:
         self.loops = 0
         self.next_lost = cfg.runner_lost_every
         self.runs_seen: set[int] = set()
-        self.cancel_at: list[tuple[float, int]] = []  # (time, sim run id) system cancellations
+        self.cancel_at: list[tuple[float, int]] = []  # (time, sim run id) runs to cancel through the API
         self.sweeps: dict[int, int] = {}  # pr index -> sweep id
         self.user_cancel: dict[int, float] = {}  # pr index -> time its sweep is cancelled
         self.server: Any = None
@@ -353,7 +353,7 @@ class Driver:
             run = self.world.runs.get(run_id)
             if run is not None and run.status != "completed":
                 self.world.cancel_run(run_id)
-                self.injected["system_cancel"] += 1
+                self.injected["run_cancelled"] += 1
 
     def _user_cancels(self) -> None:
         from app.flows import scheduler

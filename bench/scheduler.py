@@ -4,11 +4,12 @@ The real bot (request_sweep, tick, the webhook handlers, the repair poll, collec
 report) against the sim's GitHub API on loopback, with every call counted by the sim; the sim's
 clock is virtual, so nothing sleeps (bench/schedsim.py). PRs arrive over time (a burst of 10, then
 exponential gaps), every 5th asks for priority high; runners are lost mid-job, runs are cancelled
-by the system, two PRs cancel their sweep, 2% of webhook deliveries never arrive.
+through the API, two PRs cancel their sweep, 2% of webhook deliveries never arrive.
 
 The same workload runs twice in one invocation: ``baseline`` (the repair poll of main before
-issue 19: one get-workflow-run per in-flight job per poll, and the report looked up before every
-edit) and ``runpoll`` (this code). Printed for each, in simulated seconds:
+issue 19: one get-workflow-run per in-flight job per poll, the report looked up before every edit,
+a run's job list read on every workflow_job event whose name two points share) and ``runpoll``
+(this code), each in a process of its own. Printed for each, in simulated seconds:
 
 - makespan / lower bound (aim <= 1.05), the bound being, over every arrival time a,
   a + (work arriving at or after a) / runners, and every PR's arrival plus its longest job;
