@@ -15,6 +15,7 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # ATOM published points: conc -> (mean_ttft, p99_ttft, mean_tpot, p99_tpot)
 _ATOM: dict[int, tuple[float, float, float, float]] = {
@@ -271,14 +272,28 @@ def eval_result(
     }
 
 
-def meta_env(point: dict[str, object], runner_type: str) -> dict[str, object]:
-    """`meta_env.json` as the benchmark script writes it (strings for isl/osl, as it does)."""
-    return {
+def eval_concs(point: dict[str, Any]) -> list[int]:
+    """The concs an eval runs at: a multi-node row's `eval-conc` (one value, or under all-evals
+    its whole list), else the highest of its concs; a single-node point's conc."""
+    raw = point.get("eval-conc", point.get("conc"))
+    values = raw if isinstance(raw, list) else [raw]
+    if "eval-conc" not in point and isinstance(raw, list):
+        values = [max(raw)]
+    return [int(v) for v in values if v is not None]
+
+
+def meta_env(point: dict[str, Any], runner_type: str) -> dict[str, object]:
+    """`meta_env.json` as the benchmark script writes it (strings for isl/osl, as it does).
+
+    A multi-node row has no single TP (EVALS.md): its workers' fields instead, and the eval's conc.
+    """
+    concs = eval_concs(point)
+    env: dict[str, object] = {
         "framework": point.get("framework"),
         "precision": point.get("precision"),
         "spec_decoding": point.get("spec-decoding", "none"),
         "tp": point.get("tp"),
-        "conc": point.get("conc"),
+        "conc": concs[0] if len(concs) == 1 else " ".join(str(c) for c in concs),
         "ep": point.get("ep", 1),
         "dp_attention": bool(point.get("dp-attn", False)),
         "model": point.get("model"),
@@ -287,3 +302,14 @@ def meta_env(point: dict[str, object], runner_type: str) -> dict[str, object]:
         "isl": str(point.get("isl")),
         "osl": str(point.get("osl")),
     }
+    if "prefill" in point:
+        del env["tp"], env["ep"], env["dp_attention"]
+        for role in ("prefill", "decode"):
+            w = point[role]
+            env |= {
+                f"{role}_tp": w.get("tp"),
+                f"{role}_ep": w.get("ep"),
+                f"{role}_num_workers": w.get("num-worker"),
+                f"{role}_dp_attention": bool(w.get("dp-attn", False)),
+            }
+    return env

@@ -7,10 +7,11 @@ key set; REST responses may carry more, so they reuse those shapes and add what 
 from __future__ import annotations
 
 import base64
+import difflib
 import hashlib
 from typing import Any
 
-from sim.models import Comment, Pull, Repo, iso
+from sim.models import Comment, Issue, Pull, Repo, iso
 from sim.world_state import WorldState as World
 
 
@@ -220,22 +221,7 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
     urls = _pr_urls(world, repo, pr.number)
     head_sha = world.pull_head_sha(pr)
     base_sha = repo.refs.get(f"refs/heads/{pr.base_ref}", "")
-    hrepo = world.repos.get(pr.head_repo, repo)
     mergeable = world.mergeable(pr)
-    changed = additions = deletions = commits = 0
-    if (
-        head_sha
-        and base_sha
-        and head_sha in repo.objects.commits
-        or (head_sha and hrepo and head_sha in hrepo.objects.commits)
-    ):
-        files = changed_files(world, repo, pr)
-        changed = len(files)
-        additions = sum(f["additions"] for f in files)
-        deletions = sum(f["deletions"] for f in files)
-        src = hrepo if head_sha in hrepo.objects.commits else repo
-        mb = src.objects.merge_base(base_sha, head_sha) if base_sha in src.objects.commits else None
-        commits = len(src.objects.commits_between(mb, head_sha)) if mb else 1
     status_url = f"{api(world)}/repos/{repo.full_name}/statuses/{head_sha}"
     d: dict[str, Any] = {
         **{k: v for k, v in urls.items() if k in ("url",)},
@@ -265,21 +251,7 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
             if k in ("commits_url", "review_comments_url", "review_comment_url", "comments_url")
         },
         "statuses_url": status_url,
-        "head": {
-            "label": f"{hrepo.owner}:{pr.head_ref}",
-            "ref": pr.head_ref,
-            "sha": head_sha,
-            "user": user(world, hrepo.owner if not pr.head_repo_deleted else pr.user),
-            # a deleted fork: GitHub answers head.repo null
-            "repo": hook_repository(world, hrepo) if not pr.head_repo_deleted else None,
-        },
-        "base": {
-            "label": f"{repo.owner}:{pr.base_ref}",
-            "ref": pr.base_ref,
-            "sha": base_sha,
-            "user": user(world, repo.owner),
-            "repo": hook_repository(world, repo),
-        },
+        **_head_and_base(world, repo, pr, head_sha, base_sha),
         "_links": {
             "self": {"href": urls["url"]},
             "html": {"href": urls["html_url"]},
@@ -302,12 +274,50 @@ def pull_request(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
         "comments": sum(1 for c in repo.comments.values() if c.issue_number == pr.number),
         "review_comments": 0,
         "maintainer_can_modify": False,
-        "commits": commits,
-        "additions": additions,
-        "deletions": deletions,
-        "changed_files": changed,
+        **_diff_stats(world, repo, pr, head_sha, base_sha),
     }
     return d
+
+
+def _head_and_base(world: World, repo: Repo, pr: Pull, head_sha: str, base_sha: str) -> dict[str, Any]:
+    hrepo = world.repos.get(pr.head_repo, repo)
+    return {
+        "head": {
+            "label": f"{hrepo.owner}:{pr.head_ref}",
+            "ref": pr.head_ref,
+            "sha": head_sha,
+            "user": user(world, hrepo.owner if not pr.head_repo_deleted else pr.user),
+            # a deleted fork: GitHub answers head.repo null
+            "repo": hook_repository(world, hrepo) if not pr.head_repo_deleted else None,
+        },
+        "base": {
+            "label": f"{repo.owner}:{pr.base_ref}",
+            "ref": pr.base_ref,
+            "sha": base_sha,
+            "user": user(world, repo.owner),
+            "repo": hook_repository(world, repo),
+        },
+    }
+
+
+def _diff_stats(world: World, repo: Repo, pr: Pull, head_sha: str, base_sha: str) -> dict[str, int]:
+    """commits / additions / deletions / changed_files of the PR's diff against its base."""
+    hrepo = world.repos.get(pr.head_repo, repo)
+    changed = additions = deletions = commits = 0
+    if (
+        head_sha
+        and base_sha
+        and head_sha in repo.objects.commits
+        or (head_sha and hrepo and head_sha in hrepo.objects.commits)
+    ):
+        files = changed_files(world, repo, pr)
+        changed = len(files)
+        additions = sum(f["additions"] for f in files)
+        deletions = sum(f["deletions"] for f in files)
+        src = hrepo if head_sha in hrepo.objects.commits else repo
+        mb = src.objects.merge_base(base_sha, head_sha) if base_sha in src.objects.commits else None
+        commits = len(src.objects.commits_between(mb, head_sha)) if mb else 1
+    return {"commits": commits, "additions": additions, "deletions": deletions, "changed_files": changed}
 
 
 def pull_request_simple(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
@@ -353,8 +363,6 @@ def diff_files(world: World, repo: Repo, store: Any, base: str, head: str) -> li
             continue
         old = store.blobs[a[path][1]].decode(errors="replace").splitlines() if path in a else []
         new = store.blobs[b[path][1]].decode(errors="replace").splitlines() if path in b else []
-        import difflib
-
         diff = list(difflib.unified_diff(old, new, lineterm="", n=3))
         adds = sum(1 for line in diff if line.startswith("+") and not line.startswith("+++"))
         dels = sum(1 for line in diff if line.startswith("-") and not line.startswith("---"))
@@ -422,88 +430,64 @@ def label(world: World, repo: Repo, name: str) -> dict[str, Any]:
     }
 
 
+def _issue_common(world: World, repo: Repo, item: Pull | Issue, kind: str) -> dict[str, Any]:
+    """The issue shape both a PR (as an issue) and a plain issue share; ``kind``: pull | issues."""
+    u = f"{api(world)}/repos/{repo.full_name}"
+    n = item.number
+    return {
+        "url": f"{u}/issues/{n}",
+        "repository_url": u,
+        "labels_url": f"{u}/issues/{n}/labels{{/name}}",
+        "comments_url": f"{u}/issues/{n}/comments",
+        "events_url": f"{u}/issues/{n}/events",
+        "html_url": f"{html(world)}/{repo.full_name}/{kind}/{n}",
+        "id": item.id + 1 if kind == "pull" else item.id,
+        "node_id": node_id("I_", item.id),
+        "number": n,
+        "title": item.title,
+        "user": user(world, item.user),
+        "labels": [],
+        "state": item.state,
+        "locked": False,
+        "assignee": None,
+        "assignees": [],
+        "milestone": None,
+        "comments": sum(1 for c in repo.comments.values() if c.issue_number == n),
+        "created_at": iso(item.created_at),
+        "updated_at": iso(item.updated_at),
+        "closed_at": iso(item.closed_at) if item.closed_at else None,
+        "author_association": _author_association(world, repo, item.user),
+        "active_lock_reason": None,
+        "body": item.body,
+    }
+
+
 def hook_issue(world: World, repo: Repo, pr: Pull) -> dict[str, Any]:
-    u = f"{api(world)}/repos/{repo.full_name}"
-    n = pr.number
-    return {
-        "url": f"{u}/issues/{n}",
-        "repository_url": u,
-        "labels_url": f"{u}/issues/{n}/labels{{/name}}",
-        "comments_url": f"{u}/issues/{n}/comments",
-        "events_url": f"{u}/issues/{n}/events",
-        "html_url": f"{html(world)}/{repo.full_name}/pull/{n}",
-        "id": pr.id + 1,
-        "node_id": node_id("I_", pr.id),
-        "number": n,
-        "title": pr.title,
-        "user": user(world, pr.user),
-        "labels": [label(world, repo, name) for name in pr.labels],
-        "state": pr.state,
-        "locked": False,
-        "assignee": None,
-        "assignees": [],
-        "milestone": None,
-        "comments": sum(1 for c in repo.comments.values() if c.issue_number == n),
-        "created_at": iso(pr.created_at),
-        "updated_at": iso(pr.updated_at),
-        "closed_at": iso(pr.closed_at) if pr.closed_at else None,
-        "author_association": _author_association(world, repo, pr.user),
-        "active_lock_reason": None,
-        "body": pr.body,
-        "draft": False,
-        "pull_request": {
-            "url": f"{u}/pulls/{n}",
-            "html_url": f"{html(world)}/{repo.full_name}/pull/{n}",
-            "diff_url": f"{html(world)}/{repo.full_name}/pull/{n}.diff",
-            "patch_url": f"{html(world)}/{repo.full_name}/pull/{n}.patch",
-            "merged_at": iso(pr.merged_at) if pr.merged_at else None,
-        },
-        "reactions": {
-            "url": f"{u}/issues/{n}/reactions",
-            "total_count": 0,
-            "+1": 0,
-            "-1": 0,
-            "laugh": 0,
-            "confused": 0,
-            "heart": 0,
-            "hooray": 0,
-            "eyes": 0,
-            "rocket": 0,
-        },
+    """A pull request as the `issue` of an issue_comment payload."""
+    d = _issue_common(world, repo, pr, "pull")
+    d["labels"] = [label(world, repo, name) for name in pr.labels]
+    u, h, n = f"{api(world)}/repos/{repo.full_name}", f"{html(world)}/{repo.full_name}", pr.number
+    d["draft"] = False
+    d["pull_request"] = {
+        "url": f"{u}/pulls/{n}",
+        "html_url": f"{h}/pull/{n}",
+        "diff_url": f"{h}/pull/{n}.diff",
+        "patch_url": f"{h}/pull/{n}.patch",
+        "merged_at": iso(pr.merged_at) if pr.merged_at else None,
     }
+    d["reactions"] = {"url": f"{u}/issues/{n}/reactions", "total_count": 0} | {r: 0 for r in _REACTION_KEYS}
+    return d
 
 
-def rest_issue(world: World, repo: Repo, issue: Any) -> dict[str, Any]:
+_REACTION_KEYS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "eyes", "rocket")
+
+
+def rest_issue(world: World, repo: Repo, issue: Issue) -> dict[str, Any]:
     """A plain issue as ``GET /repos/{owner}/{repo}/issues/{n}`` returns it (no ``pull_request``)."""
-    u = f"{api(world)}/repos/{repo.full_name}"
-    n = issue.number
-    return {
-        "url": f"{u}/issues/{n}",
-        "repository_url": u,
-        "labels_url": f"{u}/issues/{n}/labels{{/name}}",
-        "comments_url": f"{u}/issues/{n}/comments",
-        "events_url": f"{u}/issues/{n}/events",
-        "html_url": f"{html(world)}/{repo.full_name}/issues/{n}",
-        "id": issue.id,
-        "node_id": node_id("I_", issue.id),
-        "number": n,
-        "title": issue.title,
-        "user": user(world, issue.user),
-        "labels": [{"name": name, "color": "ededed", "default": False} for name in issue.labels],
-        "state": issue.state,
-        "state_reason": issue.state_reason,
-        "locked": False,
-        "assignee": None,
-        "assignees": [],
-        "milestone": None,
-        "comments": sum(1 for c in repo.comments.values() if c.issue_number == n),
-        "created_at": iso(issue.created_at),
-        "updated_at": iso(issue.updated_at),
-        "closed_at": iso(issue.closed_at) if issue.closed_at else None,
-        "author_association": _author_association(world, repo, issue.user),
-        "active_lock_reason": None,
-        "body": issue.body,
-    }
+    d = _issue_common(world, repo, issue, "issues")
+    d["labels"] = [{"name": name, "color": "ededed", "default": False} for name in issue.labels]
+    d["state_reason"] = issue.state_reason
+    return d
 
 
 def reaction(world: World, r: Any) -> dict[str, Any]:

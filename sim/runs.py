@@ -55,6 +55,8 @@ TRIGGER_LABELS = (
     "ci-patchwork-waived",
     "ci-checklist-complete",
 )
+# run-sweep.yml's throughput jobs per seq-len, in the file's order (sweep-*-1k1k, sweep-*-8k1k)
+SWEEP_SEQS = ("1k1k", "8k1k")
 SIM_PRIORITY = 50  # what utils/ci_priority.py would score; any number, the bot must not care
 _FW_SHORT = {"sglang": "sgl", "dynamo-sglang": "dyn-sgl", "sglang-disagg": "sgl-disagg"}
 _EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
@@ -156,33 +158,71 @@ def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = 
     return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
 
 
-def job_name(caller: str, point: dict[str, Any], priority: int = SIM_PRIORITY) -> str:
-    """benchmark-tmpl.yml's `name: >-` (six folded lines, empty expressions kept) behind the caller's.
+def _eval_suffix(point: dict[str, Any]) -> str:
+    return " | eval-only" if point.get("eval-only") else (" | eval" if point.get("run-eval") else "")
 
-    Multi-node and agentic rows run other templates (benchmark-multinode-tmpl.yml is not among
-    the fixtures): they are named `multi-node / <result-name>` / `agentic / <result-name>`.
-    """
-    if "tp" not in point or isinstance(point.get("conc"), list):
-        return f"multi-node / {point['result-name']}"
-    if point.get("scenario-type") == "agentic-coding":
-        return f"agentic / {point['result-name']}"
-    fw = str(point["framework"])
+
+def _parallel(w: dict[str, Any]) -> str:
     par = "".join(
-        f"/{tag}{point.get(k)}"
+        f"/{tag}{w.get(k)}"
         for tag, k in (("PP", "pp"), ("DCP", "dcp-size"), ("PCP", "pcp-size"), ("EP", "ep"))
-        if str(point.get(k, 1)) not in ("", "1")
+        if str(w.get(k, 1)) not in ("", "1")
     )
-    dpa = "/DPA" if point.get("dp-attn") else ""
+    return f"TP{w['tp']}{par}{'/DPA' if w.get('dp-attn') else ''}"
+
+
+def multinode_job_name(caller: str, point: dict[str, Any], priority: int = SIM_PRIORITY) -> str:
+    """benchmark-multinode-tmpl.yml's job name behind the caller's: seven folded lines, the
+    prefill count and the decode workers only for a disaggregated row, the conc list joined by x.
+
+    That template is not among the fixtures (843c6254); the format is its later copy's, which
+    names the same fields (app.core.runmatch's docstring says more).
+    """
+    fw = str(point["framework"])
+    pre, dec = point["prefill"], point["decode"]
+    disagg = _flag(point.get("disagg", False)) == "true"
     spec = str(point.get("spec-decoding") or "none")
-    ev = " | eval-only" if point.get("eval-only") else (" | eval" if point.get("run-eval") else "")
+    concs = point["conc"] if isinstance(point["conc"], list) else [point["conc"]]
+    fw = _FW_SHORT.get(fw, fw)
+    lines = [
+        f"p{priority} | {point['model-prefix']} {point['precision']} {point['runner']} {fw}",
+        (f"{pre['num-worker']}P " if disagg else "") + f"({_parallel(pre)})",
+        f"x {dec['num-worker']}D ({_parallel(dec)})" if disagg else "",
+        spec if spec != "none" else "",
+        *_offload_words(point),
+        f"c{'x'.join(str(c) for c in concs)}{_eval_suffix(point)}",
+    ]
+    return f"{caller} {' '.join(lines)}"
+
+
+def _offload_words(point: dict[str, Any]) -> tuple[str, str]:
+    """The name's kv-offload lines (agentic rows): `<mode> KV offload`, and the backend's name
+    unless it is none/default."""
+    if point.get("scenario-type") != "agentic-coding":
+        return "", ""
+    mode = str(point.get("kv-offloading") or "")
+    backend = point.get("kv-offload-backend")
+    name = str(backend.get("name") or "") if isinstance(backend, dict) else str(backend or "")
+    return (
+        f"{mode} KV offload" if mode not in ("", "none") else "",
+        name if name not in ("", "none", "default") else "",
+    )
+
+
+def job_name(caller: str, point: dict[str, Any], priority: int = SIM_PRIORITY) -> str:
+    """benchmark-tmpl.yml's `name: >-` (six folded lines, empty expressions kept) behind the caller's
+    (a multi-node row: benchmark-multinode-tmpl.yml's, `multinode_job_name`)."""
+    if "prefill" in point:
+        return multinode_job_name(caller, point, priority)
+    fw = str(point["framework"])
+    spec = str(point.get("spec-decoding") or "none")
     lines = [
         f"p{priority} | {point['model-prefix']} {point['precision']} {point['runner']} "
         f"{_FW_SHORT.get(fw, fw)}",
-        f"TP{point['tp']}{par}{dpa}",
+        _parallel(point),
         spec if spec != "none" else "",
-        "",  # kv offloading (agentic only)
-        "",  # kv offload backend
-        f"c{point['conc']}{ev}",
+        *_offload_words(point),
+        f"c{point['conc']}{_eval_suffix(point)}",
     ]
     return f"{caller} {' '.join(lines)}"
 
@@ -196,7 +236,8 @@ def point_dict(point: Any) -> dict[str, Any]:
 
 
 def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
-    """The single-node throughput matrix e2e-tests.yml's get-jobs emits for the run's command."""
+    """The rows `generate_sweep_configs.py $GENERATE_COMMAND` emits for the run's command, each with
+    the generator's eval marks (`run-eval`, `eval-only`; e2e_jobs splits them into jobs)."""
 
     cmd = str(run.inputs.get("generate-cli-command") or "")
     if not cmd:
@@ -211,8 +252,6 @@ def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
         if text is None:
             raise CommandError(f"FileNotFoundError: {path}")
         masters[path] = parse_master(text.decode())
-    if parsed.evals == "only":
-        return []  # eval-only jobs are not throughput points (the sim runs none)
     points: list[dict[str, Any]] = []
     try:
         if parsed.command == "test-config":
@@ -238,8 +277,56 @@ def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
     except RecipeError as exc:
         raise CommandError(str(exc)) from exc
     # The generator's eval selection runs on the rows it generated (the dispatched slice), in the
-    # command's eval mode; those rows' jobs also run the eval (`| eval`) and upload its artifact.
+    # command's eval mode.
     return plan_evals(points, EvalMode.ALL if parsed.all_evals else EvalMode(parsed.evals))
+
+
+def _throughput_row(point: dict[str, Any]) -> dict[str, Any]:
+    return point | {"run-eval": False, "eval-only": False}
+
+
+def _eval_row(point: dict[str, Any]) -> dict[str, Any]:
+    return point | {"run-eval": True, "eval-only": True}
+
+
+def e2e_jobs(world: World, run: Run) -> list[tuple[str, dict[str, Any]]]:
+    """e2e-tests.yml's matrix jobs for the run, in the file's job order, each (name, point).
+
+    get-jobs splits the generated rows by `prefill` (multi-node: benchmark-multinode-tmpl.yml) and
+    `scenario-type` (agentic) into throughput families (`multi-node /`, `agentic /`,
+    `multi-node agentic /`, `single-node /`, each passing `run-eval: false`: a throughput job never
+    runs the eval) and eval families (`multi-node eval /`, `agentic eval /`,
+    `multi-node agentic eval /`, `eval /`, each passing `eval-only: true`): every row the selection
+    marked `run-eval` has its own eval-only job.
+
+    Not modelled: at 843c6254 the get-jobs script writes `eval-config=$EVALS` but never assigns
+    EVALS, so on GitHub test-sweep-evals' matrix (`fromJson('')`) would not evaluate; the sim
+    runs the eval-only jobs the job declares, from the rows its single-node filters imply.
+    """
+    rows = plan_points(world, run)
+
+    def rows_of(*, multi: bool, agentic: bool) -> list[dict[str, Any]]:
+        return [
+            r
+            for r in rows
+            if ("prefill" in r) == multi and (r.get("scenario-type") == "agentic-coding") == agentic
+        ]
+
+    multi, single = rows_of(multi=True, agentic=False), rows_of(multi=False, agentic=False)
+    agentic, multi_agentic = rows_of(multi=False, agentic=True), rows_of(multi=True, agentic=True)
+    # get-jobs' filters: fixed-seq-len throughput skips eval-only rows, agentic throughput skips
+    # run-eval rows; every eval family takes the run-eval rows (its callers pass eval-only: true).
+    families = (
+        ("multi-node /", [_throughput_row(r) for r in multi if not r.get("eval-only")]),
+        ("multi-node eval /", [_eval_row(r) for r in multi if r.get("run-eval")]),
+        ("agentic /", [_throughput_row(r) for r in agentic if not r.get("run-eval")]),
+        ("agentic eval /", [_eval_row(r) for r in agentic if r.get("run-eval")]),
+        ("multi-node agentic /", [_throughput_row(r) for r in multi_agentic if not r.get("run-eval")]),
+        ("multi-node agentic eval /", [_eval_row(r) for r in multi_agentic if r.get("run-eval")]),
+        ("single-node /", [_throughput_row(r) for r in single if not r.get("eval-only")]),
+        ("eval /", [_eval_row(r) for r in single if r.get("run-eval")]),
+    )
+    return [(job_name(caller, r), r) for caller, family in families for r in family]
 
 
 def _full_sweep_keeps(point: dict[str, Any], f: dict[str, Any], seq_lens: tuple[str, ...]) -> bool:
@@ -308,13 +395,13 @@ def changelog_keys(base_text: str, head_text: str) -> list[str]:
 
 
 def sweep_points(world: World, run: Run) -> list[dict[str, Any]]:
-    """The single-node points a run-sweep.yml run fans out: every point of each changed key.
+    """The rows a run-sweep.yml run plans: every point of each changed key (multi-node rows too).
 
-    `sweep-enabled` trims each configuration to its minimum concurrency (TRIM_CONC); the full-sweep
-    labels run everything (the canary-first ordering of `full-sweep-enabled` is not modelled).
+    `sweep-enabled` trims each single-node configuration to its minimum concurrency (TRIM_CONC;
+    multi-node rows are kept whole); the full-sweep labels run everything (the canary-first
+    ordering of `full-sweep-enabled` is not modelled).
     """
-
-    masters = [p for p in find_master_files(world, run.repo, run.head_sha)]
+    masters = find_master_files(world, run.repo, run.head_sha)
     points: list[dict[str, Any]] = []
     trim = "sweep-enabled" in run.inputs.get("labels", [])
     for key in run.inputs.get("keys", []):
@@ -325,16 +412,65 @@ def sweep_points(world: World, run: Run) -> list[dict[str, Any]]:
             try:
                 expanded = [point_dict(p) for p in expand_points(master, key)]
             except RecipeError:
-                continue  # multi-node / agentic: not simulated
-            if trim:
-                low: dict[tuple[Any, ...], dict[str, Any]] = {}
-                for d in expanded:
-                    ident = (d["exp-name"], d["tp"], d["ep"], d["dp-attn"], d["spec-decoding"])
-                    if ident not in low or int(d["conc"]) < int(low[ident]["conc"]):
-                        low[ident] = d
-                expanded = list(low.values())
-            points.extend(expanded)
+                continue  # a key the planner cannot expand (process_changelog.py would fail setup)
+            points.extend(_trimmed(expanded) if trim else expanded)
     return points
+
+
+def _trimmed(expanded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    low: dict[tuple[Any, ...], dict[str, Any]] = {}
+    kept: list[dict[str, Any]] = []
+    for d in expanded:
+        if "prefill" in d or d.get("scenario-type") == "agentic-coding":
+            kept.append(d)
+            continue
+        ident = (d["exp-name"], d["tp"], d["ep"], d["dp-attn"], d["spec-decoding"])
+        if ident not in low or int(d["conc"]) < int(low[ident]["conc"]):
+            low[ident] = d
+    return list(low.values()) + kept
+
+
+def sweep_jobs(world: World, run: Run) -> list[tuple[str, dict[str, Any]]]:
+    """run-sweep.yml's matrix jobs, each (name, point), in the file's job order.
+
+    setup's process_changelog.py runs with the PR's modifier labels (`all-evals`: every
+    fixed-seq-len eval besides throughput; `evals-only`: the selected evals without throughput;
+    both: every eval only) and splits the rows into `single_node[seq]` (`single-node <seq> /`),
+    `multi_node[seq]` (`multi-node <seq> /`), `evals` (`eval /`) and `multinode_evals`
+    (`multi-node eval /`), the eval jobs being eval-only. The file has throughput jobs for 1k1k
+    and 8k1k only: rows of another seq-len are not run. Not modelled: agentic families, the
+    canary, the changelog entries' own `evals-only`/`all-evals` fields.
+    """
+    labels = run.inputs.get("labels", [])
+    everything, only = "all-evals" in labels, "evals-only" in labels
+    mode = EvalMode.ALL if everything and only else EvalMode.ONLY if only else EvalMode.DEFAULT
+    rows = plan_evals(sweep_points(world, run), mode)
+    if everything and not only:  # throughput as usual, and an eval of every fixed-seq-len row
+        rows = [r | {"run-eval": True} for r in rows]
+    fixed = [r for r in rows if r.get("scenario-type") != "agentic-coding"]
+    jobs: list[tuple[str, dict[str, Any]]] = []
+    for multi, family in ((True, "multi-node"), (False, "single-node")):
+        for seq in SWEEP_SEQS:
+            caller = f"{family} {seq} /"
+            jobs += [
+                (job_name(caller, _throughput_row(r)), _throughput_row(r))
+                for r in fixed
+                if ("prefill" in r) == multi
+                and not r.get("eval-only")
+                and str(r["exp-name"]).endswith(f"_{seq}")
+            ]
+    for multi, caller in ((False, "eval /"), (True, "multi-node eval /")):
+        jobs += [
+            (job_name(caller, _eval_row(r)), _eval_row(r))
+            for r in fixed
+            if ("prefill" in r) == multi and r.get("run-eval")
+        ]
+    return jobs
+
+
+def _seq_order(seq: str) -> tuple[int, str]:
+    # the workflow's job order: 1k1k before 8k1k
+    return (0 if seq == "1k1k" else 1, seq)
 
 
 def find_master_files(world: World, full_name: str, sha: str) -> list[str]:

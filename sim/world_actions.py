@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sim.models import Job, Run, SimError, Workflow, iso
-from sim.runs import dispatch_error, evaluate_title, job_name, plan_points, read_workflow
+from sim.runs import dispatch_error, e2e_jobs, evaluate_title, read_workflow
 from sim.world_fleet import Fleet
 
 
@@ -74,7 +74,7 @@ class Actions(Fleet):
             return run
 
     def _plan_jobs(self, run: Run) -> None:
-        self._fan_out(run, lambda: [(job_name("single-node /", p), p) for p in plan_points(self, run)])
+        self._fan_out(run, lambda: e2e_jobs(self, run))
 
     def _fan_out(
         self, run: Run, plan: Callable[[], list[tuple[str, dict[str, Any]]]], *, empty_ok: bool = False

@@ -105,21 +105,7 @@ class Fleet(Registry):
         # A multi-node row runs its whole conc list on one engine; the simulated result is the
         # row's highest conc on its decode workers (one result per job, as the bot tracks them).
         conc = max(p["conc"]) if isinstance(p["conc"], list) else p["conc"]
-        tp = p["tp"] if "tp" in p else (p.get("decode") or {}).get("tp", 4)
-        return perf.benchmark_result(
-            perf.PerfInput(
-                str(p.get("framework", "vllm")),
-                int(conc),
-                int(p.get("isl", 8192)),
-                int(p.get("osl", 1024)),
-                int(tp),
-                str(p.get("model", "")),
-                str(p.get("image", "")),
-                self.image_slowdown(str(p.get("image", ""))),
-            ),
-            self.settings.seed,
-            attempt,
-        )
+        return perf.benchmark_result(self._perf_input(p, int(conc)), self.settings.seed, attempt)
 
     def _complete_job(self, job: Job) -> None:
         if job.fate == "runner_lost":
@@ -162,7 +148,8 @@ class Fleet(Registry):
             self.artifacts[art.id] = art
 
     def _eval_members(self, job: Job) -> dict[str, str]:
-        """The eval upload: `meta_env.json` and the harness's `results_<time>.json` (EVALS.md)."""
+        """The eval upload: `meta_env.json` and the harness's `results_<time>.json` (EVALS.md); a
+        multi-node eval at several concs (`all-evals`) stages one `results_<time>_conc<N>.json` each."""
         p = job.point
         when = self.now()
         stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H-%M-%S.%f")
@@ -171,26 +158,34 @@ class Fleet(Registry):
             for j in self.jobs.values()
             if j.point.get("result-name") == p.get("result-name") and j.id < job.id
         )
-        result = perf.eval_result(
-            perf.PerfInput(
-                str(p.get("framework", "vllm")),
-                int(p["conc"]),
-                int(p.get("isl", 8192)),
-                int(p.get("osl", 1024)),
-                int(p.get("tp", 4)),
-                str(p.get("model", "")),
-                str(p.get("image", "")),
-            ),
-            self.settings.seed,
-            attempt,
-            limit=self.eval_limit,
-            accuracy=self.eval_accuracy.get(str(p.get("framework"))),
-            date=when,
+        concs = perf.eval_concs(p)
+        members = {"meta_env.json": json.dumps(perf.meta_env(p, str(job.label)), indent=2)}
+        for conc in concs:
+            result = perf.eval_result(
+                self._perf_input(p, conc),
+                self.settings.seed,
+                attempt,
+                limit=self.eval_limit,
+                accuracy=self.eval_accuracy.get(str(p.get("framework"))),
+                date=when,
+            )
+            suffix = f"_conc{conc}" if len(concs) > 1 else ""
+            members[f"results_{stamp}{suffix}.json"] = json.dumps(result, indent=2)
+        return members
+
+    def _perf_input(self, p: dict[str, Any], conc: int) -> perf.PerfInput:
+        # A multi-node row: its decode workers' TP (one engine serves the whole conc list).
+        tp = p["tp"] if "tp" in p else (p.get("decode") or {}).get("tp", 4)
+        return perf.PerfInput(
+            str(p.get("framework", "vllm")),
+            int(conc),
+            int(p.get("isl", 8192)),
+            int(p.get("osl", 1024)),
+            int(tp),
+            str(p.get("model", "")),
+            str(p.get("image", "")),
+            self.image_slowdown(str(p.get("image", ""))),
         )
-        return {
-            "meta_env.json": json.dumps(perf.meta_env(p, str(job.label)), indent=2),
-            f"results_{stamp}.json": json.dumps(result, indent=2),
-        }
 
     # benchmark-tmpl.yml's steps of a fixed-seq-len throughput job, with the `if:` that runs each
     # (None: only on success so far; "always": `always()`; "never": an eval-only or agentic step).

@@ -136,6 +136,51 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
     assert len(gw.dispatches) == 3 and _inflight(env["factory"]) <= 10
 
 
+def test_a_runner_is_free_when_github_says_its_job_finished_not_when_collected(env: dict[str, Any]) -> None:
+    """Issue 19: each workflow job that completes frees its runner at once, while collection of its
+    result runs alongside (the job stays `running` until the result is stored)."""
+    from app.settings import reset_settings_cache
+
+    env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=6")
+    reset_settings_cache()
+    gw = FakeGateway()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
+    req = _request(env["factory"], gw)  # every point of the key: a dispatch's jobs are all ours
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 2  # conc 1024 + 512: 1 + 5
+    assert _inflight(env["factory"]) == 6
+    runs = [d["run_id"] for d in gw.dispatches]
+    by_run = {r: [j for j in _jobs(env["factory"], req.sweep.id) if j.run_id == r] for r in runs}
+    assert [len(by_run[r]) for r in runs] == [1, 5]
+    for run_id in runs:  # the run's job list, in matrix order: several points share a job name
+        gw.run_jobs[run_id] = [_wf_job(gw, run_id, j, "success") for j in by_run[run_id]]
+    done = gw.run_jobs[runs[0]] + gw.run_jobs[runs[1]][:4]  # one job of conc 512 still runs
+    after: list[Any] = []
+    with env["factory"]() as s:
+        for wf in done:
+            ctx = _ctx(s, "workflow_job", {"action": "completed", "workflow_job": wf})
+            scheduler.on_workflow_job(ctx)
+            after += ctx.after_commit
+        s.commit()
+    for callback in after:
+        callback()
+    finished = [j.id for j in by_run[runs[0]] + by_run[runs[1]][:4]]
+    states = {j.id: (j.state, j.run_conclusion) for j in _jobs(env["factory"], req.sweep.id)}
+    assert {states[i] for i in finished} == {(JobState.RUNNING, "success")}  # not collected yet
+    assert _inflight(env["factory"]) == 1
+    # Five runners are free: the next dispatch (conc 256, five slots) goes out now.
+    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1
+    assert gw.dispatches[-1]["inputs"]["generate-cli-command"].split("--conc ")[1].startswith("256")
+    assert _inflight(env["factory"]) == 6
+    # Collection was only asked for, alongside; storing the results frees no further runner.
+    collects = sorted(args[0] for task, args in env["enqueued"] if task == "sweepbot.collect_job")
+    assert collects == sorted(finished)
+    with env["factory"]() as s:
+        for job_id in finished:
+            scheduler.finish_job(s, job_id, JobState.SUCCEEDED)
+        s.commit()
+    assert _inflight(env["factory"]) == 6
+
+
 def test_capacity_from_runners_yaml_when_not_configured(env: dict[str, Any]) -> None:
     from app.settings import reset_settings_cache
 

@@ -49,6 +49,23 @@ def _sim_in_flight(sim: SimServer, label: str) -> int:
         return sum(1 for j in sim.world.jobs.values() if j.label == label and j.status != "completed")
 
 
+def _sim_peak(sim: SimServer, label: str) -> int:
+    """The most jobs of ``label`` that were ever running at once, from the sim's workflow_job events
+    (exact, where sampling between ticks can miss short jobs on a loaded machine)."""
+    busy = peak = 0
+    with sim.world.lock:
+        for d in sim.world.deliveries:
+            job = d.payload.get("workflow_job") if d.event == "workflow_job" else None
+            if job is None or label not in job["labels"]:
+                continue
+            if d.action == "in_progress":
+                busy += 1
+            elif d.action == "completed" and job["runner_name"]:
+                busy -= 1
+            peak = max(peak, busy)
+    return peak
+
+
 def _drive(bot: dict[str, Any], until: float = 20.0, collect: bool = True) -> int:
     """Tick + repair until nothing is open; 'collect' successful runs. Returns peak sim in-flight."""
     factory: sessionmaker[Session] = bot["factory"]
@@ -56,7 +73,7 @@ def _drive(bot: dict[str, Any], until: float = 20.0, collect: bool = True) -> in
     deadline = time.monotonic() + until
     while time.monotonic() < deadline:
         scheduler.tick(factory, bot["gw"])
-        peak = max(peak, _sim_in_flight(bot["sim"], "mi355x"))
+        peak = max(peak, _sim_peak(bot["sim"], "mi355x"))
         scheduler.repair_jobs(factory, bot["gw"])
         with factory() as s:
             open_jobs = s.scalars(select(SweepJob).where(SweepJob.state.notin_(JobState.FINAL))).all()
@@ -106,8 +123,17 @@ def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
         assert {j.state for j in jobs} == {JobState.SUCCEEDED}
         names = {j.result_name for j in jobs}
     with bot["sim"].world.lock:
-        ran = [j.point["result-name"] for j in bot["sim"].world.jobs.values() if j.point]
-    assert set(ran) == names and len(ran) == len(names)  # every point ran exactly once
+        ran = [j.point for j in bot["sim"].world.jobs.values() if j.point]
+    throughput = [p["result-name"] for p in ran if not p["eval-only"]]
+    assert set(throughput) == names and len(throughput) == len(names)  # every point ran exactly once
+    # ... and each evaluated point's eval ran once, in its own eval-only job (e2e-tests.yml's `eval /`)
+    with factory() as s:
+        evaluated = {
+            j.result_name
+            for j in s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id))
+            if j.point.get("run-eval")
+        }
+    assert sorted(p["result-name"] for p in ran if p["eval-only"]) == sorted(evaluated)
 
 
 def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.MonkeyPatch) -> None:

@@ -73,6 +73,23 @@ class Release:
         return f"sweepbot-{self.sweep_id}-{min(self.job_ids)}"
 
 
+@dataclass(frozen=True)
+class DispatchSlots:
+    """One dispatch (one run) holding runners: what GitHub has said of its jobs that we follow."""
+
+    slots: int  # runners it occupies: every point its command expands to
+    running: int  # our jobs of it GitHub has not said finished
+    finished: int  # our jobs of it GitHub said finished (workflow_job or run completed), collected or not
+
+
+def slots_in_use(dispatches: Sequence[DispatchSlots]) -> int:
+    """Runners in use on a label. A runner is free once GitHub says its job finished, not once the
+    bot collected the result (collection runs alongside): a dispatch holds its slots less its
+    finished jobs, and none once every job of ours in it finished (points the sweep filtered out
+    are not followed; the run completing says they are done too)."""
+    return sum(max(0, max(1, d.slots) - d.finished) for d in dispatches if d.running > 0)
+
+
 @dataclass
 class _State:
     queues: dict[int, list[QueuedJob]]

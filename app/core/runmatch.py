@@ -10,8 +10,18 @@ Jobs: benchmark-tmpl.yml names every benchmark job
     [/EP<ep>][/DPA] [<spec-decoding>] [<kv offload>] c<conc>[ | eval | | eval-only]
 
 (*``sglang`` -> ``sgl``, ``dynamo-sglang`` -> ``dyn-sgl``, ``sglang-disagg`` -> ``sgl-disagg``), and
-GitHub prefixes jobs of a called workflow with the caller's name (``single-node /``,
-``single-node 8k1k /``, ``canary /`` ...). A job name carries no seq-len; in run-sweep.yml the
+benchmark-multinode-tmpl.yml names a multi-node job (one job runs its whole conc list)
+
+    p<priority> | <model-prefix> <precision> <runner> <framework*> [<n>P ](TP<tp>[/PP..][/DCP..][/PCP..]
+    [/EP..][/DPA]) [x <m>D (TP<tp>...)] [<spec-decoding>] [<kv offload>] c<conc>[x<conc>...][ | eval-only]
+
+(the ``<n>P`` prefill count and the ``x <m>D (...)`` decode part only when the row is ``disagg``).
+That template is not among the fixtures (InferenceX 843c6254): the format was read from the
+repo's later copy of benchmark-multinode-tmpl.yml, whose name expression takes the same fields
+(there read from a ``config`` JSON input, at 843c6254 from one input per field, as e2e-tests.yml
+and run-sweep.yml pass them). GitHub prefixes jobs of a called workflow with the caller's name
+(``single-node /``, ``single-node 8k1k /``, ``canary /``, ``eval /``, ``multi-node /``,
+``multi-node eval /``, ``multi-node 8k1k /`` ...). A job name carries no seq-len; in run-sweep.yml the
 caller's name does, in e2e-tests.yml it does not, so two points that differ only in seq-len are
 told apart there by the matrix order (seq-len major) and, once uploaded, by the ``bmk_`` artifact.
 
@@ -41,6 +51,12 @@ _JOB = re.compile(
     r"(?P<extras>(?:\s+\S+)*?)\s+c(?P<conc>\d+)(?P<eval> \| eval-only| \| eval)?\s*$"
 )
 _PAR = re.compile(r"/(PP|DCP|PCP|EP)(\d+)|/(DPA)")
+_WORKER = r"\(TP(?P<{r}tp>\d+)(?P<{r}par>(?:/(?:PP|DCP|PCP|EP)\d+|/DPA)*)\)"
+_MULTI_JOB = re.compile(
+    r"p(?P<priority>-?\d+) \| (?P<prefix>\S+) (?P<precision>\S+) (?P<runner>\S+) (?P<framework>\S+)\s+"
+    r"(?:(?P<pn>\d+)P )?" + _WORKER.format(r="p") + r"(?:\s+x (?P<dn>\d+)D " + _WORKER.format(r="d") + ")?"
+    r"(?P<extras>(?:\s+\S+)*?)\s+c(?P<concs>\d+(?:x\d+)*)(?P<eval> \| eval-only| \| eval)?\s*$"
+)
 # Annotation texts GitHub writes when the machine, not the benchmark, failed.
 INFRA_MESSAGES = (
     "lost communication with the server",
@@ -175,23 +191,54 @@ class JobName:
     ep: int
     dpa: bool
     extras: tuple[str, ...]  # spec-decoding, kv offload words
-    conc: int
+    conc: int  # a multi-node job: the highest of its concs
     eval: str  # "" | "eval" | "eval-only"
+    # A multi-node job (benchmark-multinode-tmpl.yml): its workers and its whole conc list.
+    prefill: Worker | None = None
+    decode: Worker | None = None  # named only for a disaggregated row
+    concs: tuple[int, ...] = ()
 
 
-def parse_job_name(name: str) -> JobName | None:
-    """A benchmark job's name parsed, or None for any other job (setup, collect, ...)."""
-    m = _JOB.search(" ".join(name.split()))
-    if m is None:
-        return None
+@dataclass(frozen=True)
+class Worker:
+    num: int | None  # the `<n>P` / `<m>D` count (named only for a disaggregated row)
+    tp: int
+    pp: int
+    dcp: int
+    pcp: int
+    ep: int
+    dpa: bool
+
+
+def _parallelism(text: str) -> tuple[dict[str, int], bool]:
     par = {"PP": 1, "DCP": 1, "PCP": 1, "EP": 1}
     dpa = False
-    for pm in _PAR.finditer(m.group("par")):
+    for pm in _PAR.finditer(text):
         if pm.group(3):
             dpa = True
         else:
             par[pm.group(1)] = int(pm.group(2))
-    caller = " ".join(name.split())[: m.start()].strip()
+    return par, dpa
+
+
+def _worker(m: re.Match[str], role: str, num: str | None) -> Worker:
+    par, dpa = _parallelism(m.group(f"{role}par"))
+    count = int(num) if num is not None else None
+    return Worker(count, int(m.group(f"{role}tp")), par["PP"], par["DCP"], par["PCP"], par["EP"], dpa)
+
+
+def _eval_of(m: re.Match[str]) -> str:
+    return (m.group("eval") or "").replace("|", "").strip()
+
+
+def parse_job_name(name: str) -> JobName | None:
+    """A benchmark job's name parsed, or None for any other job (setup, collect, ...)."""
+    flat = " ".join(name.split())
+    m = _JOB.search(flat)
+    if m is None:
+        return _parse_multinode(flat)
+    par, dpa = _parallelism(m.group("par"))
+    caller = flat[: m.start()].strip()
     return JobName(
         caller=caller,
         priority=int(m.group("priority")),
@@ -207,13 +254,46 @@ def parse_job_name(name: str) -> JobName | None:
         dpa=dpa,
         extras=tuple(m.group("extras").split()),
         conc=int(m.group("conc")),
-        eval=(m.group("eval") or "").replace("|", "").strip(),
+        eval=_eval_of(m),
     )
 
 
-def job_matches_point(job: JobName, point: Mapping[str, Any]) -> bool:
-    """Whether a parsed job name is the throughput job of ``point`` (plan JSON)."""
-    if job.eval == "eval-only":
+def _parse_multinode(flat: str) -> JobName | None:
+    m = _MULTI_JOB.search(flat)
+    if m is None:
+        return None
+    prefill = _worker(m, "p", m.group("pn"))
+    decode = _worker(m, "d", m.group("dn")) if m.group("dtp") else None
+    concs = tuple(int(c) for c in m.group("concs").split("x"))
+    return JobName(
+        caller=flat[: m.start()].strip(),
+        priority=int(m.group("priority")),
+        model_prefix=m.group("prefix"),
+        precision=m.group("precision"),
+        runner=m.group("runner"),
+        framework=m.group("framework"),
+        tp=prefill.tp,
+        pp=prefill.pp,
+        dcp=prefill.dcp,
+        pcp=prefill.pcp,
+        ep=prefill.ep,
+        dpa=prefill.dpa,
+        extras=tuple(m.group("extras").split()),
+        conc=max(concs),
+        eval=_eval_of(m),
+        prefill=prefill,
+        decode=decode,
+        concs=concs,
+    )
+
+
+def job_matches_point(job: JobName, point: Mapping[str, Any], *, eval_job: bool | None = None) -> bool:
+    """Whether a parsed job name is ``point``'s job (plan JSON): its throughput job, or its separate
+    eval-only job (``eval /``, ``multi-node eval /``) with ``eval_job`` — by default, the job an
+    ``eval-only`` point runs as."""
+    if eval_job is None:
+        eval_job = bool(point.get("eval-only"))
+    if (job.eval == "eval-only") != eval_job:
         return False
     spec = str(point.get("spec-decoding") or "none")
     framework = str(point.get("framework"))
@@ -224,20 +304,52 @@ def job_matches_point(job: JobName, point: Mapping[str, Any]) -> bool:
         and seq not in job.caller.split()
     ):
         return False  # run-sweep.yml's caller names carry the seq-len
-    return (
+    same_recipe = (
         job.model_prefix == str(point.get("model-prefix"))
         and job.precision == str(point.get("precision"))
         and job.runner == str(point.get("runner"))
         and job.framework == _FRAMEWORK_SHORT.get(framework, framework)
+        and (spec == "none" or spec in job.extras)
+    )
+    if "prefill" in point or job.prefill is not None:
+        return same_recipe and _workers_match(job, point)
+    return (
+        same_recipe
         and job.tp == int(point.get("tp", 0))
         and job.pp == int(point.get("pp", 1))
         and job.dcp == int(point.get("dcp-size", 1))
         and job.pcp == int(point.get("pcp-size", 1))
         and job.ep == int(point.get("ep", 1))
         and job.dpa == bool(point.get("dp-attn", False))
-        and (spec == "none" or spec in job.extras)
         and job.conc == int(point.get("conc", 0))
     )
+
+
+def _worker_is(got: Worker | None, want: Any, *, counted: bool) -> bool:
+    if got is None or not isinstance(want, Mapping):
+        return False
+    return (
+        (not counted or got.num == int(want.get("num-worker") or 0))
+        and got.tp == int(want.get("tp") or 0)
+        and got.pp == int(want.get("pp") or 1)
+        and got.dcp == int(want.get("dcp-size") or 1)
+        and got.pcp == int(want.get("pcp-size") or 1)
+        and got.ep == int(want.get("ep") or 1)
+        and got.dpa == bool(want.get("dp-attn", False))
+    )
+
+
+def _workers_match(job: JobName, point: Mapping[str, Any]) -> bool:
+    """A multi-node job: the same workers (the decode side and the counts only when disaggregated)
+    and the same conc list."""
+    concs = point.get("conc")
+    want = tuple(int(c) for c in concs) if isinstance(concs, list | tuple) else (int(concs or 0),)
+    disagg = bool(point.get("disagg", False))
+    if job.concs != want or (job.decode is not None) != disagg:
+        return False
+    if not _worker_is(job.prefill, point.get("prefill"), counted=disagg):
+        return False
+    return not disagg or _worker_is(job.decode, point.get("decode"), counted=True)
 
 
 def _seq_of(point: Mapping[str, Any]) -> str:

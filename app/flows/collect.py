@@ -186,6 +186,8 @@ def _fetch_result(
         gpus = (tp or 1) * as_int(point.get("pp"), 1) * as_int(point.get("pcp-size"), 1) if tp else None
         parsed = parse_result(body, file_name, tp=tp, gpus=gpus)
         want_conc = point.get("conc")
+        if isinstance(want_conc, list):  # a multi-node row: one result, at its highest conc
+            want_conc = max(int(c) for c in want_conc) if want_conc else None
         if want_conc is not None and parsed.conc is not None and int(want_conc) != parsed.conc:
             raise ResultFileError(
                 file_name,

@@ -6,6 +6,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
+from app.core.release import DispatchSlots, slots_in_use
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob, SweepState
 
 
@@ -20,22 +21,32 @@ def labels_with_work(session: Session) -> list[tuple[str, str]]:
 
 
 def inflight_slots(session: Session, label: str) -> int:
-    """Runner slots in use on ``label``: each in-flight dispatch counts its slots once.
-
-    A job whose workflow job already succeeded only waits for collection: its runner is free.
-    """
+    """Runner slots in use on ``label`` (``app.core.release.slots_in_use``): each in-flight dispatch
+    counts its slots once, less the jobs of it GitHub already said finished."""
     rows = session.execute(
-        select(SweepJob.run_name, SweepJob.id, SweepJob.slots).where(
-            SweepJob.runner_label == label,
-            SweepJob.state.in_(JobState.IN_FLIGHT),
-            or_(SweepJob.run_conclusion.is_(None), SweepJob.run_conclusion != "success"),
-        )
+        select(
+            SweepJob.run_name, SweepJob.id, SweepJob.slots, SweepJob.run_conclusion, SweepJob.run_id
+        ).where(SweepJob.runner_label == label, SweepJob.state.in_(JobState.IN_FLIGHT))
     ).all()
-    per_run: dict[str, int] = {}
-    for run_name, job_id, slots in rows:
+    per_run: dict[str, list[int]] = {}  # run name -> [slots, running, finished]
+    run_of: dict[int, str] = {}  # run id -> run name, of dispatches with jobs still running
+    for run_name, job_id, slots, conclusion, run_id in rows:
         key = run_name or f"job-{job_id}"
-        per_run[key] = max(per_run.get(key, 0), int(slots or 1))
-    return sum(per_run.values())
+        got = per_run.setdefault(key, [1, 0, 0])
+        got[0] = max(got[0], int(slots or 1))
+        got[1 if conclusion is None else 2] += 1
+        if run_name and run_id is not None:
+            run_of[int(run_id)] = key
+    if run_of:
+        # Jobs of those runs already final (failed, or collected) finished there too. By run id:
+        # a retried group is dispatched again under the same run name.
+        for run_id, count in session.execute(
+            select(SweepJob.run_id, func.count())
+            .where(SweepJob.run_id.in_(list(run_of)), SweepJob.state.in_(JobState.FINAL))
+            .group_by(SweepJob.run_id)
+        ).all():
+            per_run[run_of[int(run_id or 0)]][2] += int(count)
+    return slots_in_use([DispatchSlots(*got) for got in per_run.values()])
 
 
 def match_jobs(session: Session, run_id: int, run_name: str | None) -> list[SweepJob]:

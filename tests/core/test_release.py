@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 import structlog
 
-from app.core.release import CanaryHours, QueuedJob, Release, SweepQueue, plan_release
+from app.core.release import (
+    CanaryHours,
+    DispatchSlots,
+    QueuedJob,
+    Release,
+    SweepQueue,
+    plan_release,
+    slots_in_use,
+)
 
 
 def q(sid: int, *jobs: QueuedJob, prio: int = 1, canary: bool = False, repo: str = "o/r") -> SweepQueue:
@@ -162,3 +170,22 @@ def test_every_path_logs_why() -> None:
         ("b", "is job 10 answered by a stored result?"),
         ("c", "nothing more queued that may go"),
     ]
+
+
+SLOT_CASES = [
+    ("nothing in flight", [], 0),
+    ("a dispatch nothing of which finished holds all its slots", [DispatchSlots(5, 5, 0)], 5),
+    ("each finished job frees its runner (collected or not)", [DispatchSlots(5, 1, 4)], 1),
+    ("every job of ours finished: the dispatch holds nothing", [DispatchSlots(5, 0, 5)], 0),
+    (
+        "points the sweep filtered out still run while ours do",
+        [DispatchSlots(6, 3, 0), DispatchSlots(6, 2, 1)],
+        11,
+    ),
+    ("a label-mode job holds its one runner until GitHub says it finished", [DispatchSlots(1, 1, 0)], 1),
+]
+
+
+@pytest.mark.parametrize(("name", "dispatches", "expected"), SLOT_CASES, ids=[c[0] for c in SLOT_CASES])
+def test_slots_in_use(name: str, dispatches: list[DispatchSlots], expected: int) -> None:
+    assert slots_in_use(dispatches) == expected

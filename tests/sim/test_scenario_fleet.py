@@ -78,7 +78,7 @@ def test_runner_capacity_is_never_exceeded(seeded: SimServer) -> None:
     wf = g.get_repo("SemiAnalysisAI/InferenceX").get_workflow("e2e-tests.yml")
     ids = [
         wf.create_dispatch(
-            RECIPE_BRANCH,  # the recipe branch's key has 8k1k only: 10 points
+            RECIPE_BRANCH,  # the recipe branch's key has 8k1k only: 10 points, 2 of them evaluated
             {"generate-cli-command": f"{TEST_CONFIG} {KEY}"},
             throw=True,
             return_run_details=True,
@@ -96,7 +96,8 @@ def test_runner_capacity_is_never_exceeded(seeded: SimServer) -> None:
             busy -= 1
         peak = max(peak, busy)
     assert peak == 3
-    assert sum(len([j for j in seeded.world.runs[i].jobs if seeded.world.jobs[j].point]) for i in ids) == 20
+    # each run: 10 throughput jobs and the 2 eval-only jobs of the default eval selection
+    assert sum(len([j for j in seeded.world.runs[i].jobs if seeded.world.jobs[j].point]) for i in ids) == 24
 
 
 def test_fleet_faults_runner_lost_and_failed_benchmark(seeded: SimServer) -> None:
@@ -106,7 +107,7 @@ def test_fleet_faults_runner_lost_and_failed_benchmark(seeded: SimServer) -> Non
     wf = g.get_repo("SemiAnalysisAI/InferenceX").get_workflow("e2e-tests.yml")
     run = wf.create_dispatch(
         RECIPE_BRANCH,
-        {"generate-cli-command": f"{TEST_CONFIG} {KEY} --conc 1 2 4"},
+        {"generate-cli-command": f"{TEST_CONFIG} {KEY} --conc 1 2 4 --no-evals"},  # throughput jobs only
         throw=True,
         return_run_details=True,
     )

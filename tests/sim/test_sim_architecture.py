@@ -17,15 +17,10 @@ KNOWN = {
     "inner-import sim.app:admin_scenario",
     "inner-import sim.app:create_sim_app",
     "inner-import sim.cli:seed_scenario",
-    "inner-import sim.github_api:create_commit",
-    "inner-import sim.github_api:create_ref",
-    "inner-import sim.render:diff_files",
     "size sim.app",
     "size sim.app:_handle_sync",
     "size sim.app:admin_action",
     "size sim.app:create_sim_app",
-    "size sim.github_api",
-    "size sim.render:pull_request",
     "size sim.scenario:load",
 }
 

@@ -1,0 +1,161 @@
+"""Eval results end to end through the simulator: the bot dispatches e2e-tests.yml, the sim runs it as
+the real file does (throughput jobs with `run-eval: false`, and a separate eval-only job under
+`eval /` or `multi-node eval /` uploading the `eval_` artifact), and the bot collects both.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.adapters.github import gateway
+from app.adapters.permissions import clear_cache
+from app.db import session_factory
+from app.flows import ring, scheduler
+from app.flows.collect import collect_job
+from app.flows.scheduler import SweepFilters
+from app.models.results import EvalResult, Result
+from app.models.sweeps import JobState, SweepJob
+from app.settings import get_settings, reset_settings_cache
+from sim.scenario import BENCH_REPO, MASTER_PATH, RECIPE_BRANCH, SeedScenario, runner_counts, runner_nodes
+from sim.server import SimServer
+from sim.world import SimSettings, World
+from tests.recipe_helpers import fixture_text
+
+PR = 2104
+SINGLE_KEY = "minimaxm3-fp4-mi355x-vllm"
+RUNNERS_PATH = ".github/configs/runners.yaml"
+MULTI_KEY = "qwen3.5-fp8-mi355x-sglang-disagg"  # one disaggregated 1P+1D row, conc 8..128, 8k1k
+
+
+def _top_level_entry(text: str, key: str) -> str:
+    """A master config's top-level entry, verbatim (up to the next top-level key)."""
+    m = re.search(rf"^{re.escape(key)}:\n(?:[ #\n].*\n|\n)*", text, re.M)
+    assert m is not None, key
+    return m.group(0)
+
+
+@pytest.fixture
+def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[World]:
+    with SimServer(settings=SimSettings(time_scale=0.0002, seed=5)) as sim:
+        SeedScenario(sim.world).load()
+        # the PR branch also carries the repo's real multi-node key (amd-master.yaml at 843c6254)
+        current = (sim.world.read_file(BENCH_REPO, MASTER_PATH, RECIPE_BRANCH) or b"").decode()
+        entry = _top_level_entry(fixture_text("amd-master.head.yaml"), MULTI_KEY)
+        runners = fixture_text("runners.yaml")  # the real one: it has the mi355x-disagg nodes
+        sim.world.commit_files(
+            BENCH_REPO,
+            RECIPE_BRANCH,
+            {MASTER_PATH: current.rstrip("\n") + "\n\n" + entry, RUNNERS_PATH: runners},
+            "add a disagg key",
+        )
+        sim.world.runner_nodes["mi355x-disagg"] = runner_nodes(runners)["mi355x-disagg"]
+        sim.world.set_runners("mi355x-disagg", runner_counts(runners)["mi355x-disagg"])
+        settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
+        settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
+        settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
+        settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES", "0")
+        reset_settings_cache()
+        scheduler.clear_capacity_cache()
+        clear_cache()
+        settings_env.setattr(ring, "enqueue", lambda task, *args: None)
+        yield sim.world
+        clear_cache()
+
+
+def _gw(session: Session) -> Any:
+    return gateway(get_settings(), session)
+
+
+def _wait(cond: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _sweep(db_session: Session, key: str, filters: SweepFilters) -> int:
+    req = scheduler.request_sweep(
+        db_session,
+        _gw(db_session),
+        repo=BENCH_REPO,
+        pr_number=PR,
+        config_key=key,
+        requested_by="carol-writer",
+        reason="command",
+        filters=filters,
+    )
+    db_session.commit()
+    return int(req.sweep.id)
+
+
+def _run_and_collect(db_session: Session, world: World, sweep_id: int) -> list[SweepJob]:
+    factory = session_factory()
+    deadline = time.monotonic() + 60
+    while True:
+        scheduler.tick(factory, _gw)
+        _wait(lambda: all(r.status == "completed" for r in world.runs.values()), "the runs")
+        scheduler.repair_jobs(factory, _gw)
+        db_session.expire_all()
+        jobs = db_session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id)).all()
+        for job in jobs:
+            if job.run_conclusion == "success" and job.state not in JobState.FINAL:
+                collect_job(db_session, _gw(db_session), job.id)
+        db_session.commit()
+        if all(j.state in JobState.FINAL for j in jobs):
+            return list(jobs)
+        assert time.monotonic() < deadline, [(j.id, j.state, j.reason) for j in jobs]
+
+
+def _run_jobs(world: World) -> list[str]:
+    with world.lock:
+        return [world.jobs[j].name for run in world.runs.values() for j in run.jobs]
+
+
+def test_a_single_node_eval_point_is_collected_from_its_eval_only_job(
+    world: World, db_session: Session
+) -> None:
+    sweep_id = _sweep(db_session, SINGLE_KEY, SweepFilters(seq="8k1k", conc=(32, 64)))
+    jobs = _run_and_collect(db_session, world, sweep_id)
+    assert {j.state for j in jobs} == {JobState.SUCCEEDED}, [(j.state, j.reason) for j in jobs]
+    names = _run_jobs(world)
+    # the key's default selection (over conc 1..512: the highest and the median) evaluates conc 32:
+    # its throughput job and, beside it, its eval-only job; conc 64 is dispatched --no-evals
+    evaluated = next(j for j in jobs if j.point.get("run-eval"))
+    assert evaluated.conc == 32
+    assert sorted(n for n in names if n != "get-jobs") == [
+        "eval / p50 | minimaxm3 fp4 mi355x vllm TP4    c32 | eval-only",
+        "single-node / p50 | minimaxm3 fp4 mi355x vllm TP4    c32",
+        "single-node / p50 | minimaxm3 fp4 mi355x vllm TP4    c64",
+    ]
+    results = db_session.scalars(select(Result).where(Result.sweep_id == sweep_id)).all()
+    assert len(results) == 2
+    scores = db_session.scalars(select(EvalResult).where(EvalResult.job_id == evaluated.id)).all()
+    assert scores and {s.task for s in scores} == {"gsm8k"}
+    with world.lock:
+        eval_job = next(j for j in world.jobs.values() if j.name.startswith("eval / "))
+        uploaded = {a.name for a in world.artifacts.values() if a.run_id == eval_job.run_id}
+    assert any(name.startswith("eval_minimaxm3_8k1k_") for name in uploaded)
+    assert all(s.artifact_name.startswith("eval_minimaxm3_8k1k_") for s in scores)
+
+
+def test_a_multi_node_row_and_its_eval_are_collected(world: World, db_session: Session) -> None:
+    sweep_id = _sweep(db_session, MULTI_KEY, SweepFilters(seq="8k1k"))
+    jobs = _run_and_collect(db_session, world, sweep_id)
+    assert len(jobs) == 1 and jobs[0].state == JobState.SUCCEEDED, [(j.state, j.reason) for j in jobs]
+    point = jobs[0].point
+    assert point.get("run-eval") and point.get("eval-conc") == 128
+    names = [n for n in _run_jobs(world) if n != "get-jobs"]
+    body = "p50 | qwen3.5 fp8 mi355x-disagg sgl-disagg 1P (TP4) x 1D (TP8)    c8x16x32x64x128"
+    assert names == [f"multi-node / {body}", f"multi-node eval / {body} | eval-only"]
+    results = db_session.scalars(select(Result).where(Result.job_id == jobs[0].id)).all()
+    assert len(results) == 1
+    scores = db_session.scalars(select(EvalResult).where(EvalResult.job_id == jobs[0].id)).all()
+    assert scores and {s.task for s in scores} == {"gsm8k"}
+    assert all(s.conc == 128 for s in scores)
