@@ -8,7 +8,7 @@ driver jumps from one event to the next (a job ends, a webhook is due, a PR arri
 is due), so thousands of simulated hours take minutes and nothing sleeps.
 
 Injected: PRs arriving over time (a burst, then exponential gaps), some with high priority;
-runners lost mid-job (an infrastructure failure the bot retries); runs cancelled by the system;
+runners lost mid-job (an infrastructure failure the bot retries); runs cancelled through the API;
 sweeps cancelled by their PR; a share of webhook deliveries that never arrive (GitHub does not
 retry them), which only the repair poll recovers.
 """
@@ -43,7 +43,7 @@ class Config:
     mean_gap_s: float = 1800.0
     high_every: int = 5  # every 5th PR asks for priority high
     runner_lost_every: int = 50  # every Nth job start loses its runner (infrastructure failure)
-    system_cancel_every: int = 40  # every Nth run is cancelled by the system halfway through
+    system_cancel_every: int = 40  # every Nth run is cancelled through the API 240 s in
     user_cancels: int = 2  # PRs that cancel their sweep halfway
     webhook_drop: float = 0.02  # deliveries GitHub failed to send
     webhook_delay_s: float = 1.0
@@ -51,6 +51,7 @@ class Config:
     scheduler_interval_s: float = 15.0  # the beat's tick (webhooks ring one sooner)
     debounce_s: float = 30.0  # report flush interval
     strategy: str = "runpoll"  # "runpoll" (this code) | "baseline" (main before: get_run per job)
+    rate_limit: int = 5000  # the sim's hourly limit per token (GitHub's for a user token)
     seed: int = 7
 
 
@@ -81,6 +82,8 @@ class Figures:
     dropped_deliveries: int = 0
     injected: dict[str, int] = field(default_factory=dict)
     loops: int = 0
+    budget_modes: dict[str, int] = field(default_factory=dict)  # repair polls by budget mode
+    max_hour_calls: int = 0  # most rate-limited calls the sim counted in one of its hourly windows
 
 
 class VirtualClock:

@@ -48,11 +48,13 @@ class Driver:
         self.job_events = 0
         self.injected: Counter[str] = Counter()
         self.violations = 0
+        self.budget_modes: Counter[str] = Counter()
+        self.max_hour_calls = 0
         self.violation_log: list[tuple[float, int, int]] = []
         self.loops = 0
         self.next_lost = cfg.runner_lost_every
         self.runs_seen: set[int] = set()
-        self.cancel_at: list[tuple[float, int]] = []  # (time, sim run id) system cancellations
+        self.cancel_at: list[tuple[float, int]] = []  # (time, sim run id) runs to cancel through the API
         self.sweeps: dict[int, int] = {}  # pr index -> sweep id
         self.user_cancel: dict[int, float] = {}  # pr index -> time its sweep is cancelled
         self.server: Any = None
@@ -77,7 +79,7 @@ class Driver:
             if name.startswith(("sim.world", "sim.models")) and getattr(module, "time", None) is time:
                 self._patch(module, "time", self.clock)
         assert sim.world is not None
-        world = World(SimSettings(time_scale=1.0, seed=self.cfg.seed))
+        world = World(SimSettings(time_scale=1.0, seed=self.cfg.seed, rate_limit=self.cfg.rate_limit))
         self.server = SimServer(world=world).start()
         self.world = world
         scenario = SeedScenario(world)
@@ -151,7 +153,7 @@ class Driver:
         # sweeps cancelled by their PR: spread over the PRs, halfway through their expected work
         for k in range(self.cfg.user_cancels):
             i = (k * 7 + 3) % self.cfg.prs
-            self.user_cancel[i] = arrivals[i] + 4 * 3600.0
+            self.user_cancel[i] = arrivals[i] + 1800.0
         w.deliveries.clear()
 
     def close(self) -> None:
@@ -193,10 +195,13 @@ class Driver:
     def _deliver(self, d: Any) -> None:
         """What a worker does with a stored delivery (app.flows.ingest): its handlers, one session."""
         from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
+        from app.flows import runtracking
         from app.flows.handlers import composed
         from app.flows.ingest import delivery_gateways
 
         router = composed()
+        if self.cfg.strategy == "baseline":
+            runtracking.clear_run_jobs_cache()  # main read the run's jobs on every ambiguous event
         with self.factory() as session:
             event = Event(d.guid, d.event, d.action, d.payload)
             ctx = HandlerContext(session=session, event=event, gateways=delivery_gateways(session, event))
@@ -254,9 +259,18 @@ class Driver:
         if self.cfg.strategy == "baseline":
             self._baseline_repair()
             return
-        from app.flows import scheduler
+        from app.flows import runpoll, scheduler
 
         scheduler.repair_jobs(self.factory, self.gw)
+        with self.factory() as s:
+            decision = runpoll.load_budget(s).decision or {}
+        self.budget_modes[str(decision.get("mode") or "none")] += 1
+        self._note_hour()
+
+    def _note_hour(self) -> None:
+        with self.world.lock:
+            used = max((b.used for b in self.world.budgets.values()), default=0)
+        self.max_hour_calls = max(self.max_hour_calls, used)
 
     def _baseline_repair(self) -> None:
         """main before this change: one get-workflow-run per in-flight job per poll (a run is
@@ -339,7 +353,7 @@ class Driver:
             run = self.world.runs.get(run_id)
             if run is not None and run.status != "completed":
                 self.world.cancel_run(run_id)
-                self.injected["system_cancel"] += 1
+                self.injected["run_cancelled"] += 1
 
     def _user_cancels(self) -> None:
         from app.flows import scheduler
@@ -406,6 +420,7 @@ class Driver:
         with self.world.lock:
             busy = sum(1 for j in self.world.jobs.values() if j.label == LABEL and j.status == "in_progress")
         self.samples.append((self.clock.now, busy, int(waiting or 0)))
+        self._note_hour()
         self.open_jobs = int(open_jobs or 0)
 
     def _next_time(self, beats: dict[str, float]) -> float:
@@ -537,4 +552,6 @@ class Driver:
             dropped_deliveries=self.dropped,
             injected=dict(self.injected),
             loops=self.loops,
+            budget_modes=dict(self.budget_modes),
+            max_hour_calls=self.max_hour_calls,
         )

@@ -4,11 +4,12 @@ The real bot (request_sweep, tick, the webhook handlers, the repair poll, collec
 report) against the sim's GitHub API on loopback, with every call counted by the sim; the sim's
 clock is virtual, so nothing sleeps (bench/schedsim.py). PRs arrive over time (a burst of 10, then
 exponential gaps), every 5th asks for priority high; runners are lost mid-job, runs are cancelled
-by the system, two PRs cancel their sweep, 2% of webhook deliveries never arrive.
+through the API, two PRs cancel their sweep, 2% of webhook deliveries never arrive.
 
 The same workload runs twice in one invocation: ``baseline`` (the repair poll of main before
-issue 19: one get-workflow-run per in-flight job per poll, and the report looked up before every
-edit) and ``runpoll`` (this code). Printed for each, in simulated seconds:
+issue 19: one get-workflow-run per in-flight job per poll, the report looked up before every edit,
+a run's job list read on every workflow_job event whose name two points share) and ``runpoll``
+(this code), each in a process of its own. Printed for each, in simulated seconds:
 
 - makespan / lower bound (aim <= 1.05), the bound being, over every arrival time a,
   a + (work arriving at or after a) / runners, and every PR's arrival plus its longest job;
@@ -28,6 +29,8 @@ import dataclasses
 import json
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -74,16 +77,29 @@ def main(argv: list[str] | None = None) -> int:
         "--conc-end", type=int, default=512, help="concs 1..N (powers of 2) x 4 spaces per PR"
     )
     parser.add_argument("--strategies", default="baseline,runpoll")
+    parser.add_argument("--burst", type=int, default=10, help="PRs that arrive at t=0")
+    parser.add_argument("--mean-gap", type=float, default=1800.0, help="mean seconds between later PRs")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
-    figures = []
-    for strategy in args.strategies.split(","):
-        started = time.monotonic()
-        cfg = Config(prs=args.prs, conc_end=args.conc_end, strategy=strategy.strip(), seed=args.seed)
-        got = run(cfg)
-        figures.append(got)
-        print(f"{strategy}: {got.jobs} jobs in {time.monotonic() - started:.0f} s of wall time", flush=True)
+    configs = [
+        Config(
+            prs=args.prs,
+            conc_end=args.conc_end,
+            burst=args.burst,
+            mean_gap_s=args.mean_gap,
+            strategy=name.strip(),
+            seed=args.seed,
+        )
+        for name in args.strategies.split(",")
+    ]
+    started = time.monotonic()
+    # Each strategy in a process of its own (own sim, database and settings), side by side.
+    with ProcessPoolExecutor(max_workers=len(configs), mp_context=get_context("spawn")) as pool:
+        figures = list(pool.map(run, configs))
+    print(
+        f"{sum(f.jobs for f in figures)} jobs in {time.monotonic() - started:.0f} s of wall time", flush=True
+    )
     print(table(figures))
     for f in figures:
         print(

@@ -4,7 +4,8 @@ Runs the ``both-merge`` variant of the seed story (so "the nightly that contains
 dependency" is a real event) with the bot as separate API, worker and beat processes, then
 watches a quiet window of several poll cycles. Prints:
 
-- GitHub API calls of the whole story: total, rate-limited, conditional 304s, by operation;
+- GitHub API calls of the whole story: total, rate-limited, conditional 304s, by operation, and
+  rate-limited calls per dispatched job;
 - rate-limited calls during the quiet window (aim: 0 — a poll that finds nothing new is free);
 - seconds from that nightly's push to "bump committed" and to "first job dispatched"
   (aim: the bump within one poll interval).
@@ -28,6 +29,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# What a job costs after its sweep is planned: dispatch, following the run, collection, the report.
+JOB_OPS = (
+    "actions/create-workflow-dispatch",
+    "actions/get-workflow-run",
+    "actions/list-workflow-runs",
+    "actions/list-workflow-runs-for-repo",
+    "actions/list-jobs-for-workflow-run",
+    "checks/list-annotations",
+    "actions/list-workflow-run-artifacts",
+    "actions/download-artifact",
+    "issues/list-comments",
+    "issues/create-comment",
+    "issues/update-comment",
+)
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
@@ -42,11 +57,12 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=0.001)
     args = parser.parse_args()
 
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import create_engine, func, select, text
 
     from app.db import dispose_engines, session_factory
     from app.demo import play_story
     from app.launcher import SIM_CADENCE, stack
+    from app.models.sweeps import SweepJob
     from app.settings import Settings, reset_settings_cache
     from sim.scenario import SeedScenario
     from sim.server import SimServer, free_port
@@ -78,6 +94,12 @@ def main() -> int:
                     sim.world, scenario, session_factory(), say=lambda _: None, poll_interval=poll
                 )
                 story_calls = sim.world.call_summary()
+                with session_factory()() as session:  # the sweep jobs the story ran (reused ones too)
+                    jobs = int(session.scalar(select(func.count(SweepJob.id))) or 0)
+                    ran = int(
+                        session.scalar(select(func.count(SweepJob.id)).where(SweepJob.run_id.is_not(None)))
+                        or 0
+                    )
                 time.sleep(poll)  # let the last report flush land
                 before = sim.world.call_summary()
                 time.sleep(args.quiet_cycles * poll)
@@ -107,6 +129,16 @@ def main() -> int:
         f"story GitHub calls: total {story_calls['total']}, rate-limited {story_calls['rate_limited']}, "
         f"conditional 304 {story_calls['not_modified']}"
     )
+    if ran:
+        by_op = story_calls["by_operation"]
+        job_calls = sum(
+            n for op in JOB_OPS for status, n in by_op.get(op, {}).items() if status not in ("304", "404")
+        )
+        print(
+            f"rate-limited calls per job: {story_calls['rate_limited'] / ran:.2f} for the whole story "
+            f"(bump, commands, recovery included), {job_calls / ran:.2f} on the job path "
+            f"(dispatch, run reads, artifacts, the report comment; aim <= 4); {ran} jobs dispatched of {jobs}"
+        )
     for op, statuses in sorted(story_calls["by_operation"].items()):
         print(f"  {op:45s} {json.dumps(statuses)}")
     print(

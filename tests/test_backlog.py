@@ -186,9 +186,9 @@ def test_a_stalled_queue_is_rung_again_after_the_stall(
 def test_readyz_not_ready_while_work_waits_unconsumed_and_metrics_show_the_age(
     client: TestClient, sent: list[tuple[str, list[str]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.flows.ingest
+    import app.adapters.broker
 
-    monkeypatch.setattr(app.flows.ingest, "broker_health", lambda: {"ok": True})  # the broker is fine
+    monkeypatch.setattr(app.adapters.broker, "broker_health", lambda: {"ok": True})  # the broker is fine
     ids = _burst(client, sent, 2, prefix="r")
     assert client.get("/readyz").status_code == 200
     _age(ids, 400)

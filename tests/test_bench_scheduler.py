@@ -31,7 +31,10 @@ def test_pr_master_rewrites_only_the_key() -> None:
 def test_small_bench_computes_every_figure(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("SWEEPBOT_DATABASE_URL", "SWEEPBOT_GITHUB_API_URL", "SWEEPBOT_DATA_DIR"):
         monkeypatch.delenv(var, raising=False)  # the bench sets its own; restored after the test
-    cfg = Config(prs=3, conc_end=4, burst=2, mean_gap_s=300.0, user_cancels=0, runner_lost_every=10)
+    # a small hourly limit (cap 150 at the default share 0.5): the repair poll must spread, then stop
+    cfg = Config(
+        prs=3, conc_end=4, burst=2, mean_gap_s=300.0, user_cancels=0, runner_lost_every=10, rate_limit=300
+    )
     f = run(cfg)
     assert f.jobs == 3 * 3 * 4 and f.runners == 9
     assert f.states.get("succeeded", 0) + f.states.get("failed", 0) == f.jobs  # every job final
@@ -44,5 +47,8 @@ def test_small_bench_computes_every_figure(monkeypatch: pytest.MonkeyPatch) -> N
     assert f.webhook_path_calls_per_job <= f.calls_per_job
     assert f.by_operation["actions/create-workflow-dispatch"]
     assert "get-workflow-run" not in " ".join(f.by_operation)  # the poll lists runs, never reads one per job
+    assert f.budget_modes.get("normal") and (
+        f.budget_modes.get("spread") or f.budget_modes.get("webhooks_only")
+    )
     text = table([f, f])
     assert "makespan / lower bound" in text and "1.000" in text

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from app.flows.commands import GRAMMAR, handle_comment, help_text, is_bot, parse_commands
+from app.core.commands import GRAMMAR, help_text, is_bot, parse_commands
+from app.flows.commands import RUNNERS, handle_comment
 
 
 def one(body: str) -> Any:
@@ -160,3 +161,8 @@ def _payload(
 def test_handler_ignores_without_any_github_call(payload: dict[str, Any]) -> None:
     out = handle_comment(None, NoCalls(), payload, bot_login="sweepbot[bot]")  # type: ignore[arg-type]
     assert out.status == "ignored" and out.reason
+
+
+def test_every_command_of_the_grammar_has_a_runner() -> None:
+    """The grammar (app.core.commands) and the flow's table of what runs each command agree."""
+    assert sorted(RUNNERS) == sorted(spec.words for spec in GRAMMAR)

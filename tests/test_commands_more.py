@@ -157,8 +157,8 @@ def _job_states(session: Session, sweep_id: int | None = None) -> list[str]:
 
 
 def test_help_through_the_registered_handler(sim: dict[str, Any], db_session: Session) -> None:
+    from app.core.commands import help_text
     from app.core.routing import Event, HandlerContext
-    from app.flows.commands import help_text
     from app.flows.handlers import composed
     from app.flows.ingest import delivery_gateways
 
@@ -415,7 +415,7 @@ def test_depends_on_drop_and_bump(sim: dict[str, Any], db_session: Session) -> N
 
 def test_docs_commands_md_holds_the_generated_help() -> None:
     """docs/commands.md embeds help_text() verbatim between markers, so the docs cannot drift."""
-    from app.flows.commands import GRAMMAR, help_text
+    from app.core.commands import GRAMMAR, help_text
     from tests.conftest import ROOT
 
     text = (ROOT / "docs" / "commands.md").read_text()
@@ -424,7 +424,7 @@ def test_docs_commands_md_holds_the_generated_help() -> None:
     embedded = text.split(begin, 1)[1].split(end, 1)[0]
     assert embedded == help_text(), (
         "docs/commands.md is out of date: paste the output of "
-        '`.venv/bin/python -c "from app.flows.commands import help_text; print(help_text())"` '
+        '`.venv/bin/python -c "from app.core.commands import help_text; print(help_text())"` '
         "between the markers"
     )
     for spec in GRAMMAR:  # every command is also explained below the generated block

@@ -381,8 +381,8 @@ def test_tampered_session_cookie_is_ignored(dash: tuple[TestClient, Session, See
 def _rate_limit_row(session: Session, remaining: int) -> None:
     import json
 
+    from app.flows.githubstatus import RATE_LIMIT_KEY
     from app.models import HttpCacheEntry
-    from app.web.dashboard.data import RATE_LIMIT_KEY
 
     core: dict[str, Any] = {"limit": 5000, "remaining": remaining, "reset": 1_900_000_000}
     session.add(HttpCacheEntry(key=RATE_LIMIT_KEY, etag=None, body=json.dumps({"resources": {"core": core}})))
@@ -401,7 +401,7 @@ def test_results_gap_compares_only_runs_of_the_references_tp(db_session: Session
     # tp4 and tp8 runs of one key at conc 4: the tp4 ATOM table's gap must use the tp4 run only,
     # not average it with tp8 and call their spread "noise".
     from app.models.results import Result
-    from app.web.dashboard import data
+    from app.web.dashboard.data import results as data
 
     for tp, tpot in ((8, 5.0), (4, 7.5)):  # tp4 newest: its table is the one chosen
         db_session.add(
@@ -472,3 +472,52 @@ def test_results_show_the_accuracy_table_and_the_overall_verdict(
     page = client.get(f"/results/{KEY}").text
     assert "Accuracy (lm-eval)" in page and "0.9500 ± 0.0219" in page and "limit 100" in page
     assert "wide interval" in page and "<strong>Verdict</strong>" in page
+
+
+def test_cancel_queues_the_runs_to_stop_instead_of_calling_github(
+    dash: tuple[TestClient, Session, Seeded], settings_env: pytest.MonkeyPatch
+) -> None:
+    """The request changes the database only; the runs of its in-flight jobs go to a worker
+    (``sweepbot.cancel_runs``), which cancels each through the gateway as the operator."""
+    import app.adapters.queue
+    from app.flows.operator import stop_runs
+    from workers.tasks_operator import cancel_runs
+
+    client, session, s = dash
+    queued: list[tuple[str, tuple[Any, ...]]] = []
+    settings_env.setattr(
+        app.adapters.queue, "enqueue", lambda name, *a, **k: queued.append((name, a)) or True
+    )
+    session.expire_all()
+    jobs = list(session.scalars(select(SweepJob).where(SweepJob.sweep_id == s.active_sweep)))
+    running = sorted(int(j.run_id) for j in jobs if j.state in JobState.IN_FLIGHT and j.run_id is not None)
+    waiting = next(j.id for j in jobs if j.state == JobState.QUEUED)
+    assert running  # the seed has jobs running on GitHub
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    # A queued job has no run: cancelling it leaves nothing to stop; a second cancel is refused.
+    resp = client.post(f"/api/jobs/{waiting}/cancel", headers=headers)
+    assert resp.status_code == 200 and queued == []
+    again = client.post(f"/api/jobs/{waiting}/cancel", headers=headers)
+    assert again.status_code == 409 and "already cancelled" in again.json()["message"]
+
+    resp = client.post(f"/api/sweeps/{s.active_sweep}/cancel", headers=headers)
+    assert resp.status_code == 200 and f"stopping {len(running)} run(s) on GitHub" in resp.json()["message"]
+    sweep = session.get(Sweep, s.active_sweep)
+    assert sweep is not None
+    actor = _audit(session, "dashboard.cancel_sweep")[-1].actor
+    assert queued == [("sweepbot.cancel_runs", (sweep.repo, running, actor))]
+    assert cancel_runs.name == "sweepbot.cancel_runs"
+
+    class Gw:
+        def __init__(self) -> None:
+            self.cancelled: list[tuple[str, int]] = []
+
+        def cancel_run(self, repo: str, run_id: int) -> None:
+            if run_id == running[0]:
+                raise RuntimeError("409 the run already finished")
+            self.cancelled.append((repo, run_id))
+
+    gw = Gw()
+    errors = stop_runs(gw, sweep.repo, running)
+    assert gw.cancelled == [(sweep.repo, r) for r in running[1:]]  # one failure does not stop the rest
+    assert len(errors) == 1 and str(running[0]) in errors[0]

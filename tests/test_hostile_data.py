@@ -108,7 +108,7 @@ def test_collect_refuses_hostile_artifacts_and_stores_nothing(
 
 @pytest.mark.parametrize("option", ["conc", "tp"])
 def test_a_conc_of_5000_digits_is_a_syntax_error_not_a_crash(option: str) -> None:
-    from app.flows.commands import parse_commands
+    from app.core.commands import parse_commands
 
     for value in ("9" * 5000, "1.." + "9" * 5000, "1," + "9" * 5000):
         if option == "tp" and not value.isdigit():

@@ -14,7 +14,8 @@ from markdown_it import MarkdownIt
 
 from app.core import inert
 from app.core.approval import HeadSeen, bind_approval
-from app.flows.commands import handle_comment, parse_commands
+from app.core.commands import parse_commands
+from app.flows.commands import handle_comment
 
 _md = MarkdownIt("commonmark")
 

@@ -494,7 +494,7 @@ def test_the_report_and_the_dashboard_show_the_same_gap(db_session: Session) -> 
     from app.flows.collect import collect_job
     from app.flows.reports import load_report_data, render_report_data
     from app.models.sweeps import SweepJob
-    from app.web.dashboard.data import results_for_key
+    from app.web.dashboard.data.results import results_for_key
 
     job_id = _job(db_session)
     assert (

@@ -76,7 +76,7 @@ def test_one_listing_per_poll_not_one_read_per_job(env: dict[str, Any]) -> None:
 
 def test_a_low_budget_holds_the_poll_back_and_the_dashboard_says_so(env: dict[str, Any]) -> None:
     from app.settings import get_settings
-    from app.web.dashboard.data import github_budget
+    from app.web.dashboard.data.overview import github_budget
 
     gw = FakeGateway()
     _dispatched(env, gw)

@@ -3,8 +3,6 @@ key, and the one readiness explanation the dashboard shows (explain_readiness)."
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from structlog.testing import capture_logs
 
@@ -115,22 +113,3 @@ EXPLAIN = [
 def test_explain_readiness(name: str, kw: dict[str, str], deps: list[DepView], want: str | None) -> None:
     args = {"watch_state": "waiting", "reason": None, "bump_state": None, **kw}
     assert explain_readiness(deps=deps, **args) == want, name
-
-
-@pytest.mark.parametrize(("name", "kw", "deps", "want"), EXPLAIN, ids=[row[0] for row in EXPLAIN])
-def test_the_dashboard_explanation_says_the_same(
-    name: str, kw: dict[str, str], deps: list[DepView], want: str | None
-) -> None:
-    """Until the dashboard calls explain_readiness, its own copy must not drift from it."""
-    data = pytest.importorskip("app.web.dashboard.data")
-    why = getattr(data, "_why_no_bump", None)
-    if why is None:
-        pytest.skip("the dashboard calls explain_readiness now")
-    args = {"watch_state": "waiting", "reason": None, "bump_state": None, **kw}
-    watch = SimpleNamespace(state=args["watch_state"], reason=args["reason"])
-    rows = [
-        SimpleNamespace(ref=d.ref, state=d.state, dropped=d.dropped, contained_in=d.contained_in)
-        for d in deps
-    ]
-    dashboard = None if args["bump_state"] in ("committed", "already") else why(watch, rows)
-    assert dashboard == explain_readiness(deps=deps, **args), name

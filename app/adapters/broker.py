@@ -21,6 +21,7 @@ TASK_MODULES = [
     "workers.tasks_tracking",
     "workers.tasks_sweeps",
     "workers.tasks_results",
+    "workers.tasks_operator",
 ]
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.core.references import Reference
+from app.core.seqlen import seq_name
 
 SINGLE_RUN_TOLERANCE = 0.01
 NO_RESULT = "no result"
@@ -107,10 +108,7 @@ def reference_applies(reference: Reference | None, *, tp: int | None, seq: str |
         return False
     if seq is None or reference.isl is None or reference.osl is None:
         return True
-    names = {f"{reference.isl}_{reference.osl}"}
-    if reference.isl % 1024 == 0 and reference.osl % 1024 == 0:
-        names.add(f"{reference.isl // 1024}k{reference.osl // 1024}k")
-    return seq in names
+    return seq == seq_name(reference.isl, reference.osl)
 
 
 class Run(Protocol):

@@ -1,418 +1,57 @@
-"""PR comment commands: one grammar that parses them and also writes ``/help``.
-
-Rules (``parse_commands``):
-
-- a command is a line that starts with ``/<name>`` (at most three leading spaces, as Markdown
-  allows for a paragraph); text that merely mentions ``/sweep`` mid-sentence is not a command;
-- quoted lines (``> /sweep``), fenced code blocks (```` ``` ```` / ``~~~``), indented code (four
-  spaces or a tab) and HTML comments are ignored, so quoting or documenting a command never runs it;
-- parsing is strict: unknown options, duplicates, malformed values and stray words are errors
-  whose message says the fix.
+"""PR comment commands, the flow: the grammar is ``app.core.commands`` (parsing, ``/help``).
 
 The handler runs on ``issue_comment`` ``created`` only (an edited comment does not run again),
 on pull requests only, never for the bot itself or other bots. It reacts on receipt, checks the
 permission (write, maintain or admin) for anything that spends runner time or changes files,
 runs the command, and answers in one reply per triggering comment (hidden marker with the comment
 id, looked up before creating, so a redelivery neither re-runs nor re-posts). Every command,
-allowed or refused, is written to the audit log.
+allowed or refused, is written to the audit log. What it asks of GitHub is ``CommandGateway``.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy.orm import Session
 
+from app.adapters import queue
+from app.adapters.github import GitHubError
+from app.adapters.permissions import WRITE_ROLES, can_write
+from app.core.approval import bind_approval
+from app.core.commands import Command, help_text, is_bot, parse_commands, reply_marker
+from app.core.deprefs import parse_dependency_refs
 from app.core.inert import code
 from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
-from app.flows.changelogmode import changelog_filters
+from app.core.sweepspec import SweepFilters
+from app.flows import tracking
+from app.flows.changelogmode import ChangelogGateway, changelog_filters
+from app.flows.forkapproval import ApprovalGateway, approve_pr
+from app.flows.recipefiles import target_keys
+from app.flows.reports import pr_status_text
+from app.flows.sweepcancel import cancel_pr_sweeps
+from app.flows.sweeprequest import RequestGateway, request_sweep
+from app.flows.trackports import TrackingGateway
+from app.settings import get_settings
+from app.store.audit import record
+from app.store.heads import heads_seen, parse_time
 
 log = structlog.get_logger(__name__)
 
 router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
 
-MAX_COMMANDS = 10
 
-# ------------------------------------------------------------------------------------------ grammar
+class CommandGateway(TrackingGateway, RequestGateway, ApprovalGateway, ChangelogGateway, Protocol):
+    """The GitHub the commands use: the reply (reaction, marker lookup, upsert), the author's
+    permission, and what the commands they run ask for (a sweep, an approval, dependencies)."""
 
-_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-_SEQ_RE = re.compile(r"^(?:\d+k\d+k|\d+_\d+)$")
-_REF_RE = re.compile(
-    r"^(?:https://github\.com/)?([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:#|/pull/|/issues/)(\d+)/?$"
-)
-MAX_CONC = 4096
-_SHA_ARG_RE = re.compile(r"^[0-9a-fA-F]{7,40}$")
+    def add_reaction(self, repo: str, comment_id: int, content: str) -> Any: ...
 
+    def find_comment(self, repo: str, number: int, marker: str) -> dict[str, Any] | None: ...
 
-class CommandSyntaxError(ValueError):
-    pass
-
-
-def _small_int(text: str, max_digits: int = 5) -> int | None:
-    """An ASCII decimal of at most ``max_digits`` digits, else None ("²".isdigit() is True, and
-    int() of 5,000 digits raises past Python's 4,300-digit limit)."""
-    if not text or len(text) > max_digits or not text.isascii() or not text.isdigit():
-        return None
-    return int(text)
-
-
-def _v_key(value: str) -> str:
-    if not _KEY_RE.match(value):
-        raise CommandSyntaxError(
-            f"{code('config=' + value)} is not a config key; write it as in the master config, "
-            "e.g. config=minimaxm3-fp4-mi355x-vllm"
-        )
-    return value
-
-
-def _v_conc(value: str) -> dict[str, Any]:
-    fix = "write a list like conc=32,64 or a range like conc=4..256 (positive integers)"
-    if ".." in value:
-        lo_s, _, hi_s = value.partition("..")
-        lo, hi = _small_int(lo_s), _small_int(hi_s)
-        if lo is None or hi is None:
-            if lo_s.isdigit() and hi_s.isdigit():
-                raise CommandSyntaxError(f"{code('conc=' + value)}: values go up to {MAX_CONC}: {fix}")
-            raise CommandSyntaxError(f"{code('conc=' + value)} is not a range: {fix}")
-        if lo < 1 or hi > MAX_CONC or lo > hi:
-            raise CommandSyntaxError(
-                f"{code('conc=' + value)}: the range must go up, from 1 to at most {MAX_CONC}: {fix}"
-            )
-        return {"range": (lo, hi)}
-    parts = value.split(",")
-    numbers = [_small_int(p) for p in parts]
-    if not parts or any(n is None for n in numbers):
-        if all(p.isdigit() for p in parts):
-            raise CommandSyntaxError(
-                f"{code('conc=' + value)}: each value must be between 1 and {MAX_CONC}: {fix}"
-            )
-        raise CommandSyntaxError(f"{code('conc=' + value)} is not a list of concurrencies: {fix}")
-    values = sorted({n for n in numbers if n is not None})
-    if values[0] < 1 or values[-1] > MAX_CONC:
-        raise CommandSyntaxError(
-            f"{code('conc=' + value)}: each value must be between 1 and {MAX_CONC}: {fix}"
-        )
-    return {"list": values}
-
-
-def _v_seq(value: str) -> str:
-    if not _SEQ_RE.match(value):
-        raise CommandSyntaxError(
-            f"{code('seq=' + value)} is not a sequence-length name; "
-            "use one like seq=8k1k, seq=1k1k or seq=<isl>_<osl>"
-        )
-    return value
-
-
-def _v_tp(value: str) -> int:
-    tp = _small_int(value, 2)
-    if tp is None or not 1 <= tp <= 64:
-        raise CommandSyntaxError(
-            f"{code('tp=' + value)} is not a tensor-parallel size; use an integer from 1 to 64, e.g. tp=4"
-        )
-    return tp
-
-
-def _v_evals(value: str) -> str:
-    from app.core.recipes.evals import EvalModeError, parse_eval_mode
-
-    try:
-        return parse_eval_mode(value).value
-    except EvalModeError as exc:
-        raise CommandSyntaxError(
-            f"{exc} (default: the repo's eval points beside throughput; none: throughput only; "
-            "only: the eval points without throughput; all: every point as an eval)"
-        ) from None
-
-
-def _v_priority(value: str) -> str:
-    if value not in ("low", "normal", "high"):
-        raise CommandSyntaxError(
-            f"{code('priority=' + value)} is not a priority; use priority=low, normal or high"
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    name: str
-    placeholder: str
-    help: str
-    parse: Callable[[str], Any]
-
-
-@dataclass(frozen=True)
-class CommandSpec:
-    name: str  # "sweep", "depends-on" ...
-    sub: str | None  # "status", "drop" ... or None
-    summary: str
-    needs_write: bool
-    options: tuple[OptionSpec, ...] = ()
-    takes_refs: bool = False
-    example: str = ""
-    takes_sha: bool = False  # an optional commit SHA (``/sweep approve <sha>``)
-
-    @property
-    def words(self) -> str:
-        return f"/{self.name}" + (f" {self.sub}" if self.sub else "")
-
-    def usage(self) -> str:
-        parts = [self.words]
-        parts += [f"[{o.name}={o.placeholder}]" for o in self.options]
-        if self.takes_refs:
-            parts.append("<owner/repo>#<N> ...")
-        if self.takes_sha:
-            parts.append("[<sha>]")
-        return " ".join(parts)
-
-
-SWEEP_OPTIONS = (
-    OptionSpec(
-        "config", "KEY", "the master-config key to sweep (default: the key(s) this PR changes)", _v_key
-    ),
-    OptionSpec("conc", "32,64 | 4..256", "only these concurrencies, a list or an inclusive range", _v_conc),
-    OptionSpec("seq", "8k1k", "only this sequence-length scenario (8k1k, 1k1k or <isl>_<osl>)", _v_seq),
-    OptionSpec("tp", "4", "only points with this tensor-parallel size", _v_tp),
-    OptionSpec(
-        "evals",
-        "default|none|only|all",
-        "accuracy evals: the repo's default eval points beside throughput (default), throughput only "
-        "(none), the eval points only (only) or every point as an eval (all)",
-        _v_evals,
-    ),
-    OptionSpec("priority", "low|normal|high", "queue priority (default normal)", _v_priority),
-)
-
-GRAMMAR: tuple[CommandSpec, ...] = (
-    CommandSpec(
-        "sweep",
-        None,
-        "Queue a benchmark sweep of the recipe on its runners and report the gap.",
-        True,
-        SWEEP_OPTIONS,
-        example="/sweep conc=32,64 seq=8k1k",
-    ),
-    CommandSpec("sweep", "status", "Show the progress of this PR's sweeps.", False),
-    CommandSpec("sweep", "cancel", "Cancel this PR's queued and running sweep jobs.", True),
-    CommandSpec(
-        "sweep",
-        "approve",
-        "Approve the sweep of a fork PR for the head commit you reviewed (the head when you wrote "
-        "the comment, or the commit you name, which must be the current head).",
-        True,
-        example="/sweep approve 1a2b3c4d5e6f",
-        takes_sha=True,
-    ),
-    CommandSpec(
-        "depends-on",
-        None,
-        "Wait for upstream PRs to land in a nightly before bumping the image.",
-        True,
-        takes_refs=True,
-        example="/depends-on vllm-project/vllm#47269",
-    ),
-    CommandSpec(
-        "depends-on",
-        "drop",
-        "Stop waiting for these upstream PRs.",
-        True,
-        takes_refs=True,
-        example="/depends-on drop vllm-project/vllm#47270",
-    ),
-    CommandSpec("bump", None, "Bump the image pin now if a nightly contains every dependency.", True),
-    CommandSpec("help", None, "Show this help.", False),
-)
-NAMES = sorted({spec.name for spec in GRAMMAR})
-
-
-def help_text() -> str:
-    """The ``/help`` reply, generated from ``GRAMMAR`` (so it cannot drift from the parser)."""
-    lines = ["**sweepbot commands** (one per line, at the start of the line, in a PR comment):", ""]
-    for spec in GRAMMAR:
-        perm = " *(write access)*" if spec.needs_write else ""
-        lines.append(f"- `{spec.usage()}` — {spec.summary}{perm}")
-        for opt in spec.options:
-            lines.append(f"  - `{opt.name}={opt.placeholder}`: {opt.help}")
-        if spec.example:
-            lines.append(f"  - example: `{spec.example}`")
-    lines += [
-        "",
-        "Quoted lines (`> /sweep`) and code blocks are ignored. Editing a comment does not run it again.",
-    ]
-    return "\n".join(lines)
-
-
-@dataclass
-class Command:
-    name: str
-    sub: str | None
-    line: str  # the command line as written
-    line_no: int
-    options: dict[str, Any] = field(default_factory=dict)
-    refs: tuple[str, ...] = ()
-    error: str | None = None
-    spec: CommandSpec | None = None
-
-    @property
-    def words(self) -> str:
-        return f"/{self.name}" + (f" {self.sub}" if self.sub else "")
-
-    @property
-    def needs_write(self) -> bool:
-        return self.spec.needs_write if self.spec is not None else False
-
-
-def _did_you_mean(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" Did you mean {close[0]!r}?" if close else ""
-
-
-def _parse_line(text: str, line_no: int) -> Command | None:
-    tokens = text.split()
-    head = tokens[0]
-    name = head[1:]
-    if name not in NAMES:
-        close = difflib.get_close_matches(name.lower(), NAMES, n=1, cutoff=0.75)
-        if close:  # "/swep", "/Sweep", "/depends_on": clearly meant for us
-            return Command(
-                name,
-                None,
-                text,
-                line_no,
-                error=(
-                    f"unknown command {code(head)}: did you mean `/{close[0]}`? Reply `/help` for the list."
-                ),
-            )
-        return None  # a path or someone else's slash command
-    rest = tokens[1:]
-    subs = {s.sub: s for s in GRAMMAR if s.name == name and s.sub}
-    spec = next(s for s in GRAMMAR if s.name == name and s.sub is None)
-    if rest and rest[0] in subs:
-        spec = subs[rest[0]]
-        rest = rest[1:]
-    cmd = Command(name, spec.sub, text, line_no, spec=spec)
-    try:
-        if spec.takes_refs:
-            if not rest:
-                raise CommandSyntaxError(f"`{spec.words}` needs at least one PR, e.g. `{spec.example}`")
-            refs = []
-            for tok in rest:
-                m = _REF_RE.match(tok.rstrip(",;"))
-                if m is None:
-                    raise CommandSyntaxError(
-                        f"{code(tok)} is not a pull request reference; write owner/repo#N or the "
-                        f"PR URL, e.g. `{spec.example}`"
-                    )
-                refs.append(f"{m.group(1)}#{m.group(2)}")
-            cmd.refs = tuple(dict.fromkeys(refs))
-        elif spec.takes_sha:
-            if len(rest) > 1 or (rest and not _SHA_ARG_RE.match(rest[0])):
-                raise CommandSyntaxError(
-                    f"`{spec.words}` takes at most one commit SHA (7 to 40 hex digits), "
-                    f"e.g. `{spec.example}`; remove {code(' '.join(rest))}"
-                )
-            if rest:
-                cmd.options["sha"] = rest[0].lower()
-        elif spec.options:
-            by_name = {o.name: o for o in spec.options}
-            for tok in rest:
-                key, sep, value = tok.partition("=")
-                if not sep:
-                    choices = ", ".join(sorted(subs))
-                    raise CommandSyntaxError(
-                        f"unexpected word {code(tok)}: `/{name}` takes options as key=value "
-                        f"({', '.join(o.name + '=' for o in spec.options)}) or one of: {choices}"
-                    )
-                if key not in by_name:
-                    raise CommandSyntaxError(
-                        f"unknown option {code(key)}.{_did_you_mean(key, list(by_name))} "
-                        f"Options: {', '.join(o.name + '=' for o in spec.options)}"
-                    )
-                if key in cmd.options:
-                    raise CommandSyntaxError(f"option {key}= is given twice; give it once")
-                if not value:
-                    raise CommandSyntaxError(
-                        f"option {key}= has no value; write {key}={by_name[key].placeholder}"
-                    )
-                cmd.options[key] = by_name[key].parse(value)
-        elif rest:
-            raise CommandSyntaxError(f"`{spec.words}` takes no arguments; remove {code(' '.join(rest))}")
-    except CommandSyntaxError as exc:
-        cmd.error = f"{exc} (usage: `{spec.usage()}`)"
-    return cmd
-
-
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-
-
-def parse_commands(body: str) -> list[Command]:
-    """Every command in a comment body, in order; malformed ones carry ``error``."""
-    out: list[Command] = []
-    fence: str | None = None
-    in_html_comment = False
-    for line_no, raw in enumerate(
-        (body or "").replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1
-    ):
-        m = _FENCE_RE.match(raw)
-        if fence is not None:
-            if (
-                m
-                and m.group(1)[0] == fence[0]
-                and len(m.group(1)) >= len(fence)
-                and not raw.strip()[len(m.group(1)) :]
-            ):
-                fence = None
-            continue
-        if m:
-            fence = m.group(1)
-            continue
-        if in_html_comment:
-            if "-->" in raw:
-                in_html_comment = False
-            continue
-        if raw.lstrip().startswith("<!--"):
-            in_html_comment = "-->" not in raw
-            continue
-        if raw.startswith(("    ", "\t")):
-            continue  # indented code block
-        text = raw.strip()
-        if not text.startswith("/") or len(raw) - len(raw.lstrip(" ")) > 3:
-            continue  # quotes ("> /sweep") and mid-sentence mentions never start with "/"
-        cmd = _parse_line(text, line_no)
-        if cmd is None:
-            continue
-        if len(out) >= MAX_COMMANDS:
-            out.append(
-                Command(
-                    cmd.name,
-                    cmd.sub,
-                    text,
-                    line_no,
-                    error=f"more than {MAX_COMMANDS} commands in one comment; split them up",
-                )
-            )
-            break
-        out.append(cmd)
-    return out
-
-
-# ------------------------------------------------------------------------------------------ handler
-
-
-def reply_marker(comment_id: int) -> str:
-    return f"<!-- sweepbot:reply comment={comment_id} -->"
-
-
-def is_bot(user: Mapping[str, Any] | None, bot_login: str) -> bool:
-    if not isinstance(user, Mapping):
-        return False
-    login = str(user.get("login") or "")
-    return login == bot_login or user.get("type") == "Bot" or login.endswith("[bot]")
+    def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -423,10 +62,8 @@ class HandleOutcome:
     results: list[tuple[str, str]] = field(default_factory=list)  # (command, outcome)
 
 
-def sweep_filters(cmd: Command) -> Any:
+def sweep_filters(cmd: Command) -> SweepFilters | None:
     """The scheduler's ``SweepFilters`` from the /sweep options (None when no filter is given)."""
-    from app.flows.scheduler import SweepFilters
-
     conc = cmd.options.get("conc") or {}
     if not any(k in cmd.options for k in ("seq", "conc", "tp", "evals")):
         return None
@@ -439,188 +76,224 @@ def sweep_filters(cmd: Command) -> Any:
     )
 
 
-def _pr_config_keys(session: Session, gw: Any, repo: str, number: int) -> list[str]:
-    from app.flows import tracking
+@dataclass(frozen=True)
+class Where:
+    """The pull request a comment is on, and who wrote it."""
 
-    pull = gw.get_pull(repo, number)
-    return list(tracking.target_keys(gw, repo, pull, tracking.bot_config(session, gw, repo)))
+    repo: str
+    number: int
+    login: str
+    comment: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _run_command(
-    session: Session,
-    gw: Any,
-    cmd: Command,
-    *,
-    repo: str,
-    number: int,
-    login: str,
-    comment: Mapping[str, Any] | None = None,
-) -> str:
+def _pr_config_keys(session: Session, gw: CommandGateway, at: Where) -> list[str]:
+    pull = gw.get_pull(at.repo, at.number)
+    return list(target_keys(gw, at.repo, pull, tracking.bot_config(session, gw, at.repo)))
+
+
+def _sweep(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
+    keys = [cmd.options["config"]] if "config" in cmd.options else _pr_config_keys(session, gw, at)
+    if not keys:
+        raise ValueError(
+            "I could not tell which config key this PR is about: name it, e.g. "
+            "`/sweep config=minimaxm3-fp4-mi355x-vllm`"
+        )
+    replies = []
+    for key in keys:
+        filters = changelog_filters(
+            session, gw, at.repo, at.number, key, sweep_filters(cmd), explicit="evals" in cmd.options
+        )
+        req = request_sweep(
+            session,
+            gw,
+            repo=at.repo,
+            pr_number=at.number,
+            config_key=key,
+            requested_by=at.login,
+            reason="command",
+            filters=filters,
+            priority=cmd.options.get("priority", "normal"),
+        )
+        replies.append(str(req.reply))
+    return "\n\n".join(replies)
+
+
+def _cancel(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
+    got = cancel_pr_sweeps(
+        session, gw, repo=at.repo, pr_number=at.number, actor=at.login, reason=f"/sweep cancel by @{at.login}"
+    )
+    ids = ", ".join(f"#{s.id}" for s in got)
+    return f"Cancelled sweep(s) {ids}." if got else "No open sweep on this PR: nothing to cancel."
+
+
+def _approve(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
+    current = str(gw.get_pull(at.repo, at.number)["head"]["sha"])
+    binding = bind_approval(
+        comment_at=parse_time(at.comment.get("created_at")),
+        seen=heads_seen(session, at.repo, at.number),
+        current_head=current,
+        explicit_sha=cmd.options.get("sha"),
+    )
+    log.info("approval_bound", head_sha=binding.sha, current_head=current, reason=binding.reason)
+    if binding.sha is None:
+        raise ValueError(binding.reason)
+    return str(
+        approve_pr(session, gw, repo=at.repo, pr_number=at.number, head_sha=binding.sha, approver=at.login)
+    )
+
+
+def _depends_on(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
+    refs = parse_dependency_refs("\n".join(f"Depends-On: {r}" for r in cmd.refs))
+    fn = tracking.drop_dependencies if cmd.sub == "drop" else tracking.add_dependencies
+    return str(fn(session, gw, repo=at.repo, pr_number=at.number, refs=refs, actor=at.login))
+
+
+def _status(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
+    return pr_status_text(session, repo=at.repo, pr_number=at.number)
+
+
+def _bump(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
+    return str(tracking.request_bump(session, gw, repo=at.repo, pr_number=at.number, actor=at.login))
+
+
+def _help(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
+    return help_text()
+
+
+# What runs each command of the grammar (``Command.words``); a test checks the two agree.
+RUNNERS = {
+    "/help": _help,
+    "/sweep": _sweep,
+    "/sweep status": _status,
+    "/sweep cancel": _cancel,
+    "/sweep approve": _approve,
+    "/depends-on": _depends_on,
+    "/depends-on drop": _depends_on,
+    "/bump": _bump,
+}
+
+
+def _run_command(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
     """Execute one allowed command; return the reply text (domain errors raise ValueError)."""
-    if cmd.name == "help":
-        return help_text()
-    if cmd.name == "sweep" and cmd.sub is None:
-        from app.flows.scheduler import request_sweep
+    run = RUNNERS.get(cmd.words)
+    if run is None:
+        raise ValueError(f"{cmd.words} is not implemented")
+    return run(session, gw, cmd, at)
 
-        keys = (
-            [cmd.options["config"]] if "config" in cmd.options else _pr_config_keys(session, gw, repo, number)
-        )
-        if not keys:
-            raise ValueError(
-                "I could not tell which config key this PR is about: name it, e.g. "
-                "`/sweep config=minimaxm3-fp4-mi355x-vllm`"
-            )
-        replies = []
-        for key in keys:
-            req = request_sweep(
-                session,
-                gw,
-                repo=repo,
-                pr_number=number,
-                config_key=key,
-                requested_by=login,
-                reason="command",
-                filters=changelog_filters(
-                    session, gw, repo, number, key, sweep_filters(cmd), explicit="evals" in cmd.options
-                ),
-                priority=cmd.options.get("priority", "normal"),
-            )
-            replies.append(str(req.reply))
-        return "\n\n".join(replies)
-    if cmd.name == "sweep" and cmd.sub == "status":
-        from app.flows.reports import pr_status_text
 
-        return pr_status_text(session, repo=repo, pr_number=number)
-    if cmd.name == "sweep" and cmd.sub == "cancel":
-        from app.flows.scheduler import cancel_pr_sweeps
+@dataclass
+class _Reply:
+    """The sections of the one reply, and whether a refusal line closes it."""
 
-        got = cancel_pr_sweeps(
-            session, gw, repo=repo, pr_number=number, actor=login, reason=f"/sweep cancel by @{login}"
-        )
-        ids = ", ".join(f"#{s.id}" for s in got)
-        return f"Cancelled sweep(s) {ids}." if got else "No open sweep on this PR: nothing to cancel."
-    if cmd.name == "sweep" and cmd.sub == "approve":
-        from app.core.approval import bind_approval
-        from app.flows.scheduler import approve_pr
-        from app.store.heads import heads_seen, parse_time
+    sections: list[str] = field(default_factory=list)
+    role: str | None = None  # asked once, only when a command needs it
+    short_refusal: bool = False  # a read-only user's rejected commands get one short line, no echo
 
-        current = str(gw.get_pull(repo, number)["head"]["sha"])
-        binding = bind_approval(
-            comment_at=parse_time((comment or {}).get("created_at")),
-            seen=heads_seen(session, repo, number),
-            current_head=current,
-            explicit_sha=cmd.options.get("sha"),
-        )
-        log.info("approval_bound", head_sha=binding.sha, current_head=current, reason=binding.reason)
-        if binding.sha is None:
-            raise ValueError(binding.reason)
-        return str(approve_pr(session, gw, repo=repo, pr_number=number, head_sha=binding.sha, approver=login))
-    if cmd.name == "depends-on":
-        from app.flows import tracking
 
-        refs = tracking.parse_dependency_refs("\n".join(f"Depends-On: {r}" for r in cmd.refs))
-        fn = tracking.drop_dependencies if cmd.sub == "drop" else tracking.add_dependencies
-        return str(fn(session, gw, repo=repo, pr_number=number, refs=refs, actor=login))
-    if cmd.name == "bump":
-        from app.flows.tracking import request_bump
+def _one(
+    session: Session, gw: CommandGateway, cmd: Command, at: Where, reply: _Reply
+) -> tuple[str, dict[str, Any]]:
+    """Check, run and answer one command; its audit outcome and detail."""
+    detail: dict[str, Any] = {"line": cmd.line[:500], "comment_id": int(at.comment["id"])}
+    allowed = True
+    if cmd.needs_write or cmd.error is not None:
+        if reply.role is None:
+            allowed, reply.role = can_write(gw, at.repo, at.login)
+        allowed = reply.role in WRITE_ROLES
+    if cmd.error is not None:
+        detail["error"] = cmd.error
+        if allowed:
+            reply.sections.append(f"❌ {code(cmd.line)}\n\n{cmd.error}")
+        else:
+            reply.short_refusal = True
+        return "rejected", detail
+    if not allowed:
+        detail["reason"] = f"{at.login} has {reply.role} permission; {cmd.words} needs write"
+        detail["role"] = reply.role
+        reply.short_refusal = True
+        return "refused", detail
+    try:
+        with session.begin_nested():
+            text = _run_command(session, gw, cmd, at)
+    except TransientError:
+        raise
+    except (ValueError, LookupError, GitHubError) as exc:
+        reply.sections.append(f"❌ {code(cmd.line)}\n\n{exc}")
+        detail["error"] = str(exc)
+        return "failed", detail
+    reply.sections.append(f"✅ {code(cmd.line)}\n\n{text}" if cmd.name != "help" else text)
+    return "ok", detail
 
-        return str(request_bump(session, gw, repo=repo, pr_number=number, actor=login))
-    raise ValueError(f"{cmd.words} is not implemented")  # unreachable: GRAMMAR and this table agree
+
+def _refusal_line(at: Where, role: str | None) -> str:
+    # Nothing of the comment is echoed: a user who may not run these commands cannot use the
+    # bot's replies to post text, ping people or fill the thread.
+    has = (
+        f"@{at.login} has no permission on {at.repo} that GitHub reports to the bot"
+        if role == "none"
+        else f"@{at.login} has `{role}` permission on {at.repo}"
+    )
+    return f"⛔ {has}; this needs write, maintain or admin permission. Ask a maintainer to run it."
+
+
+def _commands_of(payload: Mapping[str, Any], bot_login: str) -> tuple[list[Command], str]:
+    """The comment's commands, or none and why it is ignored."""
+    if payload.get("action") != "created":
+        return [], "only new comments run commands (an edit does not run again)"
+    comment = payload.get("comment") or {}
+    if not (payload.get("issue") or {}).get("pull_request"):
+        return [], "commands run on pull requests only"
+    user = comment.get("user") or payload.get("sender") or {}
+    if is_bot(user, bot_login) or is_bot(payload.get("sender"), bot_login):
+        return [], "comment by a bot"
+    commands = parse_commands(str(comment.get("body") or ""))
+    return commands, "" if commands else "no command in the comment"
 
 
 def handle_comment(
-    session: Session, gw: Any, payload: Mapping[str, Any], *, bot_login: str, delivery_id: str | None = None
+    session: Session,
+    gw: CommandGateway,
+    payload: Mapping[str, Any],
+    *,
+    bot_login: str,
+    delivery_id: str | None = None,
 ) -> HandleOutcome:
     """Process one ``issue_comment`` payload (action ``created``)."""
-    from app.adapters.github import GitHubError
-    from app.adapters.permissions import WRITE_ROLES, can_write
-    from app.store.audit import record
-
-    if payload.get("action") != "created":
-        return HandleOutcome("ignored", "only new comments run commands (an edit does not run again)")
-    issue = payload.get("issue") or {}
-    comment = payload.get("comment") or {}
-    if not issue.get("pull_request"):
-        return HandleOutcome("ignored", "commands run on pull requests only")
-    user = comment.get("user") or payload.get("sender") or {}
-    if is_bot(user, bot_login) or is_bot(payload.get("sender"), bot_login):
-        return HandleOutcome("ignored", "comment by a bot")
-    commands = parse_commands(str(comment.get("body") or ""))
+    commands, why_not = _commands_of(payload, bot_login)
     if not commands:
-        return HandleOutcome("ignored", "no command in the comment")
-    repo = str((payload.get("repository") or {}).get("full_name"))
-    number = int(issue["number"])
-    comment_id = int(comment["id"])
-    login = str(user.get("login"))
-    target = f"{repo}#{number}"
-    marker = reply_marker(comment_id)
+        return HandleOutcome("ignored", why_not)
+    comment = payload.get("comment") or {}
+    user = comment.get("user") or payload.get("sender") or {}
+    at = Where(
+        str((payload.get("repository") or {}).get("full_name")),
+        int((payload.get("issue") or {})["number"]),
+        str(user.get("login")),
+        comment,
+    )
+    marker = reply_marker(int(comment["id"]))
     try:
-        gw.add_reaction(repo, comment_id, "eyes")
+        gw.add_reaction(at.repo, int(comment["id"]), "eyes")
     except GitHubError as exc:  # a reaction is a courtesy: never lose the command over it
         log.warning("reaction_failed", error=str(exc))
-    if gw.find_comment(repo, number, marker) is not None:
+    if gw.find_comment(at.repo, at.number, marker) is not None:
         return HandleOutcome("already-answered", "this comment was answered before (redelivery)")
-
-    sections: list[str] = []
-    outcome = HandleOutcome("answered")
-    role: str | None = None  # asked once, only when a command needs it
-    short_refusal = False  # a read-only user's rejected commands get one short line, no echo
+    outcome, reply = HandleOutcome("answered"), _Reply()
     for cmd in commands:
-        detail: dict[str, Any] = {"line": cmd.line[:500], "comment_id": comment_id}
-        allowed = True
-        if cmd.needs_write or cmd.error is not None:
-            if role is None:
-                allowed, role = can_write(gw, repo, login)
-            allowed = role in WRITE_ROLES
-        if cmd.error is not None:
-            state = "rejected"
-            detail["error"] = cmd.error
-            if allowed:
-                sections.append(f"❌ {code(cmd.line)}\n\n{cmd.error}")
-            else:
-                short_refusal = True
-        elif not allowed:
-            state = "refused"
-            detail["reason"] = f"{login} has {role} permission; {cmd.words} needs write"
-            detail["role"] = role
-            short_refusal = True
-        else:
-            try:
-                with session.begin_nested():
-                    text = _run_command(
-                        session, gw, cmd, repo=repo, number=number, login=login, comment=comment
-                    )
-                state = "ok"
-                sections.append(f"✅ {code(cmd.line)}\n\n{text}" if cmd.name != "help" else text)
-            except TransientError:
-                raise
-            except (ValueError, LookupError, GitHubError) as exc:
-                state = "failed"
-                sections.append(f"❌ {code(cmd.line)}\n\n{exc}")
-                detail["error"] = str(exc)
+        state, detail = _one(session, gw, cmd, at, reply)
         record(
             session,
-            actor=login,
+            actor=at.login,
             action=f"command.{cmd.name}" + (f".{cmd.sub}" if cmd.sub else ""),
-            target=target,
+            target=f"{at.repo}#{at.number}",
             outcome=state,
             detail=detail,
             delivery_id=delivery_id,
         )
         outcome.results.append((cmd.words, state))
-    if short_refusal:
-        # Nothing of the comment is echoed: a user who may not run these commands cannot use the
-        # bot's replies to post text, ping people or fill the thread.
-        has = (
-            f"@{login} has no permission on {repo} that GitHub reports to the bot"
-            if role == "none"
-            else f"@{login} has `{role}` permission on {repo}"
-        )
-        sections.append(
-            f"⛔ {has}; this needs write, maintain or admin permission. Ask a maintainer to run it."
-        )
-    body = "\n\n---\n\n".join(sections) + f"\n\n{marker}"
-    gw.upsert_comment(repo, number, marker, body)
+    if reply.short_refusal:
+        reply.sections.append(_refusal_line(at, reply.role))
+    body = "\n\n---\n\n".join(reply.sections) + f"\n\n{marker}"
+    gw.upsert_comment(at.repo, at.number, marker, body)
     outcome.reply = body
     return outcome
 
@@ -629,10 +302,12 @@ def handle_comment(
 TICKING = frozenset({"/sweep", "/sweep cancel", "/sweep approve", "/bump"})
 
 
+def _tick() -> None:
+    queue.enqueue("sweepbot.scheduler_tick")
+
+
 @router.register("issue_comment", "created")
 def on_issue_comment_created(ctx: HandlerContext) -> None:
-    from app.settings import get_settings
-
     payload = ctx.event.payload
     body = str((payload.get("comment") or {}).get("body") or "")
     if "/" not in body:  # cheap exit before building a gateway
@@ -645,9 +320,4 @@ def on_issue_comment_created(ctx: HandlerContext) -> None:
         raise HandlerSkipped(result.reason)
     if not any(words in TICKING for words, state in result.results if state == "ok"):
         return  # nothing the scheduler needs to look at (help, status, dependencies)
-    from app.adapters.queue import enqueue
-
-    def tick() -> None:
-        enqueue("sweepbot.scheduler_tick")
-
-    ctx.after_commit.append(tick)
+    ctx.after_commit.append(_tick)

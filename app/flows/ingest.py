@@ -20,8 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from app.adapters import queue  # called as queue.enqueue: tests replace it there
-from app.adapters.broker import broker_health
+from app.adapters import broker, queue  # called through the module: tests replace them there
 from app.adapters.github import GitHubGateway, session_gateway
 from app.core.backlog import QueueProgress, queue_position, readiness, ring_cutoff
 from app.core.delivery import IncomingDelivery
@@ -518,5 +517,5 @@ def health(settings: Any) -> dict[str, Any]:
             out["consumption"] = consumption_health(session)
     except Exception as exc:
         out["database"] = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
-    out["broker"] = broker_health()
+    out["broker"] = broker.broker_health()
     return out

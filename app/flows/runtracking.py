@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -75,12 +77,45 @@ def _job_for_wf_job(
     # Same name for several of our points (seq-lens share a conc in e2e-tests.yml): matrix order.
     if gw is None or wf_job.get("run_id") is None:
         return None
-    run_jobs = gw.list_run_jobs(sweep_repo(session, hits[0]), int(wf_job["run_id"]))
+    run_jobs = run_job_list(gw, sweep_repo(session, hits[0]), wf_job)
     assigned = assign_jobs(run_jobs, [j.point for j in hits])
     for index, got in assigned.items():
         if got.get("id") == wf_job.get("id"):
             return hits[index]
     return None
+
+
+RUN_JOBS_CACHED = 256
+_run_jobs: OrderedDict[tuple[str, int, int], list[dict[str, Any]]] = OrderedDict()
+_run_jobs_lock = threading.Lock()
+
+
+def run_job_list(gw: TrackingGateway, repo: str, wf_job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The jobs of ``wf_job``'s run in matrix order, read once per run attempt and process.
+
+    Only names and order are used (``assign_jobs``), and they do not change within an attempt, so
+    every later event of the run is told apart without a call; a list that does not hold this job
+    under its name (a new attempt, another run) is read again.
+    """
+    key = (repo, int(wf_job["run_id"]), int(wf_job.get("run_attempt") or 1))
+    with _run_jobs_lock:
+        cached = _run_jobs.get(key)
+        if cached is not None and any(
+            j.get("id") == wf_job.get("id") and j.get("name") == wf_job.get("name") for j in cached
+        ):
+            _run_jobs.move_to_end(key)
+            return cached
+    fresh = gw.list_run_jobs(repo, key[1])
+    with _run_jobs_lock:
+        _run_jobs[key] = fresh
+        while len(_run_jobs) > RUN_JOBS_CACHED:
+            _run_jobs.popitem(last=False)
+    return fresh
+
+
+def clear_run_jobs_cache() -> None:
+    with _run_jobs_lock:
+        _run_jobs.clear()
 
 
 def retry_or_fail(session: Session, job: SweepJob, why: str, settings: Settings) -> str:

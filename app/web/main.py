@@ -4,27 +4,34 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
+from sqlalchemy import func, select, text
 
+from app.adapters import broker  # called as broker.broker_health: tests replace it there
+from app.db import session_scope
+from app.flows.ingest import consumption_health, oldest_unprocessed, queue_depth, queue_progress
+from app.flows.recovery import counts
+from app.logging import configure
+from app.metrics import QUEUE_DEPTH, REDELIVERY_STATE
+from app.models import Delivery
 from app.settings import Settings, get_settings
+from app.web.dashboard import STATIC_DIR
+from app.web.dashboard.routes import build_router
+from app.web.secheaders import SecurityHeaders
+from app.web.webhooks import router as webhook_router
 
 
 class _StoredDeliveries:
     """Counts read from the database at scrape time, so they are right across processes."""
 
     def collect(self) -> Any:
-        from sqlalchemy import func, select
-
-        from app.db import session_scope
-        from app.flows.ingest import oldest_unprocessed, queue_progress
-        from app.models import Delivery
-
         stored = GaugeMetricFamily(
             "sweepbot_deliveries_stored", "Stored deliveries by event and status", labels=["event", "status"]
         )
@@ -57,8 +64,6 @@ class _StoredDeliveries:
 
 
 def _registry() -> CollectorRegistry:
-    from prometheus_client import REGISTRY, multiprocess
-
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
@@ -70,11 +75,7 @@ def _registry() -> CollectorRegistry:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     settings.check_production()
-    from app.logging import configure
-
     configure(settings.log_level, settings.log_json)
-
-    from fastapi_offline import FastAPIOffline
 
     # The API docs' JavaScript and CSS come from the installed package, not a CDN: /docs renders
     # on a machine with no internet access (and sends no visitor's browser to a third party).
@@ -85,9 +86,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
     )
-    from app.web.secheaders import SecurityHeaders
-    from app.web.webhooks import router as webhook_router
-
     api.add_middleware(SecurityHeaders)  # CSP, no framing, nosniff, referrer policy (not on webhooks)
     api.include_router(webhook_router)
 
@@ -105,49 +103,34 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Database and broker are reachable, and workers consume what waits",
     )
     def readyz() -> JSONResponse:
-        from app.flows.ingest import broker_health
-
         db: dict[str, Any]
         try:
-            from sqlalchemy import text
-
-            from app.db import session_scope
-
             with session_scope() as session:
                 session.execute(text("SELECT 1"))
             db = {"ok": True}
         except Exception as exc:
             db = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"}
-        broker = broker_health()
+        queue_ok = broker.broker_health()
         consumption: dict[str, Any] = {"ok": False, "reason": "database unreachable"}
         if db["ok"]:
-            from app.flows.ingest import consumption_health
-
             try:
                 with session_scope() as session:
                     consumption = consumption_health(session)
             except Exception as exc:
                 consumption = {"ok": False, "reason": f"{exc.__class__.__name__}: {exc}"}
-        ok = bool(db["ok"] and broker["ok"] and consumption["ok"])
+        ok = bool(db["ok"] and queue_ok["ok"] and consumption["ok"])
         return JSONResponse(
-            {"ready": ok, "database": db, "broker": broker, "consumption": consumption},
+            {"ready": ok, "database": db, "broker": queue_ok, "consumption": consumption},
             status_code=200 if ok else 503,
         )
 
     @api.get("/metrics", tags=["health"], summary="Prometheus metrics", response_class=Response)
     def metrics() -> Response:
-        from app.db import session_scope
-        from app.flows.ingest import queue_depth
-        from app.metrics import QUEUE_DEPTH
-
         try:
             with session_scope() as session:
                 depth = queue_depth(session)
             for status in ("received", "queued", "processing", "retry"):
                 QUEUE_DEPTH.labels(status=status).set(depth.get(status, 0))
-            from app.flows.recovery import counts
-            from app.metrics import REDELIVERY_STATE
-
             with session_scope() as session:
                 for state, n in counts(session).items():
                     REDELIVERY_STATE.labels(state=state).set(n)
@@ -161,11 +144,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _mount_dashboard(api: FastAPI) -> None:
-    from fastapi.staticfiles import StaticFiles
-
-    from app.web.dashboard import build_router
-
-    static = Path(__file__).parent / "dashboard" / "static"
-    if static.is_dir():
-        api.mount("/static", StaticFiles(directory=static), name="static")
+    if STATIC_DIR.is_dir():
+        api.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     api.include_router(build_router())

@@ -47,11 +47,11 @@ from app.core.recipes.errors import (
     UnsupportedScenarioError,
 )
 from app.core.recipes.yamlutil import load_yaml
+from app.core.seqlen import seq_name
 
 FIXED_SEQ_LEN = "fixed-seq-len"
 FIXED_SCENARIO = FIXED_SEQ_LEN
 AGENTIC_CODING = "agentic-coding"
-SEQ_NAMES: dict[tuple[int, int], str] = {(1024, 1024): "1k1k", (8192, 1024): "8k1k"}
 SPEC_MODES = ("none", "mtp", "draft_model")
 MAX_MODEL_LEN_SLACK = 256
 CONC_STEP = 2
@@ -105,11 +105,6 @@ def parse_master(text: str) -> dict[str, Any]:
             "it must look like `<config-key>: {image: ..., model: ..., scenarios: ...}`"
         )
     return data
-
-
-def seq_name(isl: int, osl: int) -> str:
-    """`1k1k` / `8k1k` for the two named shapes, else `<isl>_<osl>` (the repo's exp-name rule)."""
-    return SEQ_NAMES.get((isl, osl), f"{isl}_{osl}")
 
 
 def _bool(value: bool) -> str:

@@ -31,8 +31,11 @@ import structlog
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 from itsdangerous import BadSignature, URLSafeTimedSerializer
+from sqlalchemy.orm import Session
 
+from app.db import engine_for
 from app.settings import Settings, get_settings
+from app.store.audit import record
 
 log = structlog.get_logger(__name__)
 
@@ -341,11 +344,6 @@ async def operator(request: Request) -> Identity:
 def _audit_refusal(request: Request, ident: Identity, reason: str) -> None:
     # A known operator whose request failed the CSRF check: worth a trace (a forged request, or a
     # stale page). Anonymous refusals are only logged, so strangers cannot fill the audit table.
-    from sqlalchemy.orm import Session
-
-    from app.db import engine_for
-    from app.store.audit import record
-
     with Session(engine_for(current_settings(request).database_url)) as session:
         record(
             session,

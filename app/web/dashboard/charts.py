@@ -9,10 +9,12 @@ always render the same numbers as a table beside the chart.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
+
+from app.core.nightly_logic import METRICS
 
 # Okabe-Ito colours (distinguishable with the common colour-vision deficiencies), each paired
 # with a marker and a dash pattern so colour is never the only cue.
@@ -146,22 +148,9 @@ def _marker(shape: str, x: float, y: float, colour: str) -> str:
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{colour}"/>'
 
 
-def line_chart(
-    series: Sequence[Series],
-    *,
-    title: str,
-    x: Axis,
-    y: Axis,
-    width: int = 640,
-    height: int = 360,
-    chart_id: str = "chart",
-) -> str:
-    """An SVG line chart of ``series``; points with a non-positive x on a log axis are rejected."""
-    points = [
-        (px_, py_) for s in series for px_, py_ in s.points if math.isfinite(px_) and math.isfinite(py_)
-    ]
+def _svg_head(title: str, series: Sequence[Series], width: int, height: int, chart_id: str) -> str:
     desc = f"{title}. " + "; ".join(f"{s.name}: {len(s.points)} points" for s in series)
-    head = (
+    return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="{escape(chart_id)}" '
         f'viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-labelledby="{escape(chart_id)}-title {escape(chart_id)}-desc">'
@@ -169,15 +158,12 @@ def line_chart(
         f'<desc id="{escape(chart_id)}-desc">{escape(desc)}</desc>'
         f'<rect width="{width}" height="{height}" fill="#fff"/>'
     )
-    if not points:
-        return (
-            head + f'<text x="{width / 2:.0f}" y="{height / 2:.0f}" text-anchor="middle" '
-            f'font-size="14" fill="#555">{escape(title)}: no data yet</text></svg>'
-        )
-    if x.log2 and any(p[0] <= 0 for p in points):
-        raise ValueError("a log2 x axis needs positive x values (concurrency starts at 1)")
 
-    frame = _Frame(width, height, log_x=x.log2)
+
+def _scale(
+    frame: _Frame, points: Sequence[tuple[float, float]], x: Axis, y: Axis
+) -> tuple[list[tuple[float, str]], list[float]]:
+    """Set the frame's ranges from the points; the x ticks (value, label) and the y tick values."""
     xs = [p[0] for p in points]
     ys = [p[1] for p in points]
     if x.ticks:
@@ -195,14 +181,15 @@ def line_chart(
         x_ticks = [(v, fmt(v)) for v in values]
     y_values = nice_ticks(min(ys + ([0.0] if y.zero else [])), max(ys))
     frame.lo_y, frame.hi_y = y_values[0], y_values[-1]
+    return x_ticks, y_values
 
-    out = [head]
-    plot_w = width - frame.left - frame.right
-    out.append(
-        f'<text x="{frame.left}" y="20" font-size="15" font-weight="600" fill="#111">{escape(title)}</text>'
-    )
-    # Grid and ticks.
-    out.append('<g class="axis" font-size="11" fill="#333">')
+
+def _axes(
+    frame: _Frame, x: Axis, y: Axis, x_ticks: list[tuple[float, str]], y_values: list[float]
+) -> list[str]:
+    """Grid, ticks, both axes and their labels."""
+    plot_w = frame.width - frame.left - frame.right
+    out = ['<g class="axis" font-size="11" fill="#333">']
     for value in y_values:
         yy = frame.py(value)
         out.append(
@@ -212,7 +199,7 @@ def line_chart(
         out.append(
             f'<text x="{frame.left - 6}" y="{yy + 4:.1f}" text-anchor="end">{escape(fmt(value))}</text>'
         )
-    base_y = height - frame.bottom
+    base_y = frame.height - frame.bottom
     for value, label in x_ticks:
         xx = frame.px(value)
         out.append(f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{frame.top}" y2="{base_y}" stroke="#f0f0f0"/>')
@@ -222,7 +209,7 @@ def line_chart(
     )
     out.append(f'<line x1="{frame.left}" x2="{frame.left}" y1="{frame.top}" y2="{base_y}" stroke="#444"/>')
     out.append(
-        f'<text x="{frame.left + plot_w / 2:.1f}" y="{height - 10}" text-anchor="middle" '
+        f'<text x="{frame.left + plot_w / 2:.1f}" y="{frame.height - 10}" text-anchor="middle" '
         f'font-size="12">{escape(x.label)}</text>'
     )
     out.append(
@@ -230,11 +217,19 @@ def line_chart(
         f'text-anchor="middle" font-size="12">{escape(y.label)}</text>'
     )
     out.append("</g>")
+    return out
 
-    # Legend: a line sample with its dash and marker, then the name.
+
+def _style(s: Series, index: int) -> tuple[str, str, str]:
+    return STYLES[(s.style if s.style is not None else index) % len(STYLES)]
+
+
+def _legend(frame: _Frame, series: Sequence[Series]) -> list[str]:
+    """A line sample with its dash and marker, then the name, per series."""
+    out: list[str] = []
     legend_x = frame.left
     for index, s in enumerate(series):
-        colour, shape, dash = STYLES[(s.style if s.style is not None else index) % len(STYLES)]
+        colour, shape, dash = _style(s, index)
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         ly = 34
         out.append(
@@ -244,33 +239,69 @@ def line_chart(
             f'<text x="{legend_x + 32}" y="{ly + 4}" font-size="12">{escape(s.name)}</text></g>'
         )
         legend_x += 44 + 7 * len(s.name)
+    return out
 
-    # Series: line, markers (with their numbers), direct label at the last point.
-    for index, s in enumerate(series):
-        colour, shape, dash = STYLES[(s.style if s.style is not None else index) % len(STYLES)]
-        pts = sorted((p for p in s.points if math.isfinite(p[0]) and math.isfinite(p[1])), key=lambda p: p[0])
-        if not pts:
-            continue
-        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
-        path = " ".join(
-            f"{'M' if i == 0 else 'L'}{frame.px(px_):.1f},{frame.py(py_):.1f}"
-            for i, (px_, py_) in enumerate(pts)
-        )
-        out.append(f'<g class="series" data-series="{escape(s.name)}">')
-        out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash_attr}/>')
-        for px_, py_ in pts:
-            cx, cy = frame.px(px_), frame.py(py_)
-            out.append(
-                f'<g class="pt" data-x="{px_:g}" data-y="{py_:g}">{_marker(shape, cx, cy, colour)}'
-                f"<title>{escape(s.name)}: {escape(x.label)} {escape(fmt(px_))}, "
-                f"{escape(y.label)} {escape(fmt(py_))}</title></g>"
-            )
-        last_x, last_y = pts[-1]
+
+def _series(frame: _Frame, s: Series, index: int, x: Axis, y: Axis) -> list[str]:
+    """One series: its line, markers (with their numbers), a direct label at the last point."""
+    colour, shape, dash = _style(s, index)
+    pts = sorted((p for p in s.points if math.isfinite(p[0]) and math.isfinite(p[1])), key=lambda p: p[0])
+    if not pts:
+        return []
+    dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+    path = " ".join(
+        f"{'M' if i == 0 else 'L'}{frame.px(px_):.1f},{frame.py(py_):.1f}" for i, (px_, py_) in enumerate(pts)
+    )
+    out = [f'<g class="series" data-series="{escape(s.name)}">']
+    out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash_attr}/>')
+    for px_, py_ in pts:
+        cx, cy = frame.px(px_), frame.py(py_)
         out.append(
-            f'<text class="direct-label" x="{frame.px(last_x) + 8:.1f}" y="{frame.py(last_y) + 4:.1f}" '
-            f'font-size="11" fill="#111">{escape(s.name)}</text>'
+            f'<g class="pt" data-x="{px_:g}" data-y="{py_:g}">{_marker(shape, cx, cy, colour)}'
+            f"<title>{escape(s.name)}: {escape(x.label)} {escape(fmt(px_))}, "
+            f"{escape(y.label)} {escape(fmt(py_))}</title></g>"
         )
-        out.append("</g>")
+    last_x, last_y = pts[-1]
+    out.append(
+        f'<text class="direct-label" x="{frame.px(last_x) + 8:.1f}" y="{frame.py(last_y) + 4:.1f}" '
+        f'font-size="11" fill="#111">{escape(s.name)}</text>'
+    )
+    out.append("</g>")
+    return out
+
+
+def line_chart(
+    series: Sequence[Series],
+    *,
+    title: str,
+    x: Axis,
+    y: Axis,
+    width: int = 640,
+    height: int = 360,
+    chart_id: str = "chart",
+) -> str:
+    """An SVG line chart of ``series``; points with a non-positive x on a log axis are rejected."""
+    points = [
+        (px_, py_) for s in series for px_, py_ in s.points if math.isfinite(px_) and math.isfinite(py_)
+    ]
+    head = _svg_head(title, series, width, height, chart_id)
+    if not points:
+        return (
+            head + f'<text x="{width / 2:.0f}" y="{height / 2:.0f}" text-anchor="middle" '
+            f'font-size="14" fill="#555">{escape(title)}: no data yet</text></svg>'
+        )
+    if x.log2 and any(p[0] <= 0 for p in points):
+        raise ValueError("a log2 x axis needs positive x values (concurrency starts at 1)")
+    frame = _Frame(width, height, log_x=x.log2)
+    x_ticks, y_values = _scale(frame, points, x, y)
+    out = [head]
+    out.append(
+        f'<text x="{frame.left}" y="20" font-size="15" font-weight="600" fill="#111">{escape(title)}</text>'
+    )
+    out += _axes(frame, x, y, x_ticks, y_values)
+    out += _legend(frame, series)
+    for index, s in enumerate(series):
+        out += _series(frame, s, index, x, y)
     out.append("</svg>")
     return "".join(out)
 
@@ -287,45 +318,20 @@ def short_image(image: str) -> str:
     return tag if len(tag) <= 24 else tag[:21] + "..."
 
 
-def results_charts(data: Any) -> dict[str, str]:
-    """The three charts of a config key (``data`` is a ``schemas.ResultsKeyOut``)."""
-    recipe_label = "recipe"
-    ref_label = data.reference_name or "reference"
-    tpot = [
-        Series(recipe_label, [(p.conc, p.mean_tpot_ms) for p in data.points if p.mean_tpot_ms is not None], 0)
-    ]
+def _curves(data: Any, get: Callable[[Any], tuple[float | None, float | None]]) -> list[Series]:
+    """The recipe's curve and, when there is one, the reference's (``get`` picks x and y)."""
+
+    def pts(points: Sequence[Any]) -> list[tuple[float, float]]:
+        return [(px_, py_) for p in points for px_, py_ in [get(p)] if px_ is not None and py_ is not None]
+
+    out = [Series("recipe", pts(data.points), 0)]
     if data.reference_points:
-        tpot.append(
-            Series(
-                ref_label,
-                [(p.conc, p.mean_tpot_ms) for p in data.reference_points if p.mean_tpot_ms is not None],
-                1,
-            )
-        )
-    tput = [
-        Series(
-            recipe_label,
-            [
-                (p.interactivity, p.tput_per_gpu)
-                for p in data.points
-                if p.interactivity is not None and p.tput_per_gpu is not None
-            ],
-            0,
-        )
-    ]
-    if data.reference_points:
-        tput.append(
-            Series(
-                ref_label,
-                [
-                    (p.interactivity, p.tput_per_gpu)
-                    for p in data.reference_points
-                    if p.interactivity is not None and p.tput_per_gpu is not None
-                ],
-                1,
-            )
-        )
-    # Over time: x is the image's position (oldest first), one series per conc (at most five).
+        out.append(Series(data.reference_name or "reference", pts(data.reference_points), 1))
+    return out
+
+
+def _over_time(data: Any) -> tuple[list[Series], list[str]]:
+    """x is the image's position (oldest first), one series per conc (at most five)."""
     order: list[str] = []
     for p in data.images:
         if p.image not in order:
@@ -334,7 +340,7 @@ def results_charts(data: Any) -> dict[str, str]:
     if len(concs) > 5:
         step = (len(concs) - 1) / 4
         concs = sorted({concs[round(i * step)] for i in range(5)})
-    over_time = [
+    series = [
         Series(
             f"conc {c}",
             [
@@ -346,6 +352,14 @@ def results_charts(data: Any) -> dict[str, str]:
         )
         for i, c in enumerate(concs)
     ]
+    return series, order
+
+
+def results_charts(data: Any) -> dict[str, str]:
+    """The three charts of a config key (``data`` is a ``schemas.ResultsKeyOut``)."""
+    tpot = _curves(data, lambda p: (p.conc, p.mean_tpot_ms))
+    tput = _curves(data, lambda p: (p.interactivity, p.tput_per_gpu))
+    over_time, order = _over_time(data)
     ticks = [(i + 1, short_image(img)) for i, img in enumerate(order)]
     return {
         "tpot": line_chart(
@@ -378,8 +392,6 @@ def results_charts(data: Any) -> dict[str, str]:
 
 def nightly_charts(view: dict[str, Any]) -> list[dict[str, Any]]:
     """One chart per metric of a watched key: a line per canary point, one x step per nightly."""
-    from app.core.nightly_logic import METRICS
-
     tags = [n["tag"] for n in view["nightlies"] if n["state"] == "measured"]
     index = {t: i + 1 for i, t in enumerate(tags)}
     out: list[dict[str, Any]] = []

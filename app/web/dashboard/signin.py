@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.settings import Settings
 from app.web.dashboard.auth import (
+    Identity,
     check_basic,
     check_csrf,
     check_token,
@@ -29,19 +30,13 @@ from app.web.dashboard.auth import (
     operators_configured,
     session_of,
 )
+from app.web.dashboard.render import render, safe_next
 
 log = structlog.get_logger(__name__)
 
 
 class OAuthRefused(Exception):
     """The GitHub user may not operate this dashboard; the message says why."""
-
-
-def safe_next(value: str | None, default: str = "/") -> str:
-    """Only same-site relative paths are followed after sign-in or an action: never an open redirect."""
-    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
-        return value
-    return default
 
 
 def allowed_team(settings: Settings) -> tuple[str, str] | None:
@@ -91,22 +86,30 @@ def github_user_allowed(settings: Settings, token: str, client: httpx.Client) ->
 
 
 def signin_routes(router: APIRouter) -> None:
-    from app.web.dashboard.routes import render
+    """The sign-in form, sign-out, and the GitHub OAuth web flow."""
+    _form_routes(router)
+    _oauth_routes(router)
 
+
+def _login_form(request: Request, ident: Identity | None, nxt: str | None, error: str | None) -> HTMLResponse:
+    settings = current_settings(request)
+    return render(
+        request,
+        "login.html",
+        ident,
+        title="Sign in",
+        next=safe_next(nxt),
+        error=error,
+        configured=operators_configured(settings),
+        basic=bool(settings.operator_basic),
+        tokens=bool(settings.operator_tokens),
+    )
+
+
+def _form_routes(router: APIRouter) -> None:
     @router.get("/login", response_class=HTMLResponse, include_in_schema=False)
     def login_page(request: Request, next: str | None = None, error: str | None = None) -> HTMLResponse:
-        settings = current_settings(request)
-        return render(
-            request,
-            "login.html",
-            identity_of(request),
-            title="Sign in",
-            next=safe_next(next),
-            error=error,
-            configured=operators_configured(settings),
-            basic=bool(settings.operator_basic),
-            tokens=bool(settings.operator_tokens),
-        )
+        return _login_form(request, identity_of(request), next, error)
 
     @router.post("/login", include_in_schema=False)
     async def login_submit(
@@ -125,17 +128,7 @@ def signin_routes(router: APIRouter) -> None:
             ident = check_basic(settings, username, password)
         if ident is None:
             log.info("dashboard_sign_in_refused", via="token" if token else "basic")
-            return render(
-                request,
-                "login.html",
-                None,
-                title="Sign in",
-                next=safe_next(next),
-                error="Wrong token, or wrong user or password.",
-                configured=operators_configured(settings),
-                basic=bool(settings.operator_basic),
-                tokens=bool(settings.operator_tokens),
-            )
+            return _login_form(request, None, next, "Wrong token, or wrong user or password.")
         session_of(request).sign_in(ident.name, "session")
         log.info("dashboard_sign_in", actor=ident.actor)
         return RedirectResponse(safe_next(next), status_code=303)
@@ -146,6 +139,8 @@ def signin_routes(router: APIRouter) -> None:
         session_of(request).sign_out()
         return RedirectResponse("/", status_code=303)
 
+
+def _oauth_routes(router: APIRouter) -> None:
     @router.get("/auth/github/login", include_in_schema=False)
     def oauth_start(request: Request, next: str | None = None) -> Response:
         settings = current_settings(request)
@@ -171,6 +166,7 @@ def signin_routes(router: APIRouter) -> None:
 
     @router.get("/auth/github/callback", name="oauth_callback", include_in_schema=False)
     def oauth_callback(request: Request, code: str = "", state: str = "") -> Response:
+        # The one GitHub call a request makes: the sign-in itself (the user is waiting for it).
         settings = current_settings(request)
         session = session_of(request)
         expected = session.pop("oauth_state")
