@@ -3,8 +3,10 @@
 Starts the simulated GitHub and the bot (API + worker + beat as separate processes), loads the seed
 world, plays it step by step — #47269 merges, nightlies appear, #47270 is closed, a maintainer
 drops it — and prints what happens as it happens: webhooks the sim sends, what the bot writes
-(from its audit log), and the sweep's progress. The same driver (``play_story``) runs the
-end-to-end test and ``bench/story.py``.
+(from its audit log), and the sweep's progress. Then the nightly regression story
+(``sim/nightly_scenario.py``): nightlies one by one and in a burst, a slowdown injected upstream,
+the watch's canaries, the bisection, the issue, the fix and the issue closed (``play_nightly``).
+The same seed driver (``play_story``) runs the end-to-end test and ``bench/story.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import session_factory
 from app.launcher import SIM_CADENCE, StartRefused, check_ports, instance_lock, stack
 from app.models import AuditEntry
+from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.preflight import PortUse
 from app.settings import Settings, reset_settings_cache
@@ -38,7 +41,9 @@ from app.story import (
     STATUS_MARKER,
     StoryReport,
     bot_comments,
+    nightly_issues,
     observe,
+    observe_nightly,
     report_table,
 )
 from app.storytext import (
@@ -50,6 +55,7 @@ from app.storytext import (
     sweep_activity,
     waiting_activity,
 )
+from sim.nightly_scenario import NightlyRegressionStory
 from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -309,6 +315,84 @@ def play_story(
     return StoryRun(report=report, marks=timeline.marks, wall_seconds=time.monotonic() - started)
 
 
+def _canary_done(factory: sessionmaker[Session], tag: str) -> bool:
+    with factory() as session:
+        row = session.scalars(select(NightlyCanary).where(NightlyCanary.tag == tag)).first()
+        return row is not None and row.state in (CanaryState.MEASURED, CanaryState.FAILED)
+
+
+def _canary_of(factory: sessionmaker[Session], tag: str) -> Callable[[], bool]:
+    return lambda: _canary_done(factory, tag)
+
+
+def _regression(factory: sessionmaker[Session]) -> tuple[str | None, int | None]:
+    with factory() as session:
+        reg = session.scalars(select(NightlyRegression).order_by(NightlyRegression.id)).first()
+        return (reg.state, reg.issue_number) if reg is not None else (None, None)
+
+
+def _nightly_activity(factory: sessionmaker[Session]) -> str:
+    with factory() as session:
+        rows = list(session.scalars(select(NightlyCanary)))
+    queued = sum(r.state in CanaryState.OPEN for r in rows)
+    measured = sum(r.state == CanaryState.MEASURED for r in rows)
+    return f"nightly watch: {measured} nightlies measured, {queued} canary(ies) queued or running"
+
+
+def play_nightly(
+    world: Any,
+    story: Any,
+    factory: sessionmaker[Session],
+    *,
+    say: Say,
+    timeout: float,
+    width: int = 0,
+) -> None:
+    """The nightly regression story after the seed's: each nightly's canary is waited for; the
+    regression's issue must be open (bisection done) before the fix lands, and closed after."""
+    timeline = Timeline(world, factory, say, width=width)
+    story.load()
+    timeline.note("sim", f"nightly regression story loaded: the watch is on for {story.facts['key']}")
+
+    def activity() -> str:
+        return _nightly_activity(factory)
+
+    for step in list(story.steps):
+        if step.name == "fix":
+            wait_until(
+                lambda: (
+                    _regression(factory)[0] == RegressionState.OPEN and _regression(factory)[1] is not None
+                ),
+                timeline,
+                timeout,
+                "the regression issue (bisection over the burst's nightlies first)",
+                activity,
+            )
+        entry = story.step()
+        timeline.note("sim", f"nightly step {entry['position']}: {entry['description']}")
+        result = entry["result"]
+        newest = str(result.get("tag") or result["tags"][-1])
+        wait_until(
+            _canary_of(factory, newest),
+            timeline,
+            timeout,
+            f"the canary of {newest[:18]}",
+            activity,
+        )
+    repo = world.scenario.facts["bench_repo"]
+    wait_until(
+        lambda: (
+            _regression(factory)[0] == RegressionState.RECOVERED
+            and all(i.state == "closed" for i in nightly_issues(world, repo))
+        ),
+        timeline,
+        timeout,
+        "the regression issue to be closed once the fix's nightlies recovered",
+        activity,
+    )
+    timeline.close()
+
+
 def demo_command(
     until_done: Annotated[
         bool, typer.Option("--until-done", help="Exit when the story has finished")
@@ -409,6 +493,22 @@ def _run_demo(
                     width=console.width,
                     debounce_seconds=float(SIM_CADENCE["SWEEPBOT_REPORT_DEBOUNCE_SECONDS"]),
                 )
+                # Four bad nightlies after the burst (the story's default is three): with 5 + 4
+                # measured nightlies the detector's permutation test cannot get below p = 0.0156 for
+                # a clean 5% step (too few distinct splits), with 5 + 5 it finds it every time.
+                story = NightlyRegressionStory(sim.world, registry_url=f"{sim.url}/hub", bad_after=4)
+                play_nightly(
+                    sim.world,
+                    story,
+                    factory,
+                    say=lambda line: progress.console.print(
+                        line, markup=False, highlight=False, overflow="ellipsis", no_wrap=True
+                    ),
+                    timeout=timeout,
+                    width=console.width,
+                )
+            with factory() as session:
+                observe_nightly(sim.world, story, session, run.report)
             for check in run.report.checks:
                 mark = "ok  " if check.ok else "FAIL"
                 console.print(

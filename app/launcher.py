@@ -25,7 +25,6 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from app.migrate import upgrade
 from app.preflight import (
     EXIT_REFUSED,
     PortUse,
@@ -57,6 +56,7 @@ SIM_CADENCE = {
     "SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS": "0",
     "SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES": "0",
     "SWEEPBOT_REDELIVERY_INTERVAL": "10",
+    "SWEEPBOT_NIGHTLY_WATCH_INTERVAL": "2",
 }
 
 
@@ -269,7 +269,13 @@ def stack(
     if settings.session_secret is None:
         env["SWEEPBOT_SESSION_SECRET"] = _secret(data_dir, "session-secret")
     env.update(extra_env or {})
-    upgrade(env["SWEEPBOT_DATABASE_URL"])
+    # Migrations run in a child process: alembic and SQLAlchemy (~20 MB) then never load into this
+    # long-lived parent (bench/memory.py, docs/benchmarks.md "Memory").
+    migrate = subprocess.run(
+        [sys.executable, "-m", "app", "db", "upgrade"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    if migrate.returncode != 0:
+        raise RuntimeError(f"database migrations failed: {(migrate.stderr or migrate.stdout).strip()[-800:]}")
     running = Stack(api_url=api_url, env=env, operator_token=operator_token, sim=sim, log_dir=log_dir)
     try:
         running.start_process("api", "api", "--host", host, "--port", str(port), "--no-migrate")

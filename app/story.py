@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from app.core.recipes import expand_points, parse_master
 from app.models import AuditEntry
+from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import Sweep, SweepJob
 
 STATUS_MARKER = "<!-- sweepbot:status -->"
@@ -365,3 +366,56 @@ def _human_comments(world: Any, repo: str, number: int, bot_login: str) -> list[
     with world.lock:
         comments = list(world.repo(repo).comments.values())
     return [c for c in comments if c.issue_number == number and c.user != bot_login]
+
+
+NIGHTLY_MARKER_PREFIX = "<!-- sweepbot:nightly-regression:"
+
+
+def nightly_issues(world: Any, repo: str) -> list[Any]:
+    with world.lock:
+        issues = list(world.repo(repo).issues.values())
+    return [i for i in issues if NIGHTLY_MARKER_PREFIX in (i.body or "")]
+
+
+def observe_nightly(world: Any, story: Any, session: Session, report: StoryReport) -> None:
+    """The nightly regression story's expected effects, added to ``report``."""
+    facts = story.facts
+    repo = world.scenario.facts["bench_repo"]
+    regs = list(session.scalars(select(NightlyRegression)))
+    reg = regs[0] if len(regs) == 1 else None
+    report.add(
+        "nightly watch: one regression, bisected to the first bad nightly",
+        reg is not None
+        and (reg.last_good_tag, reg.first_bad_tag) == (facts["last_good_tag"], facts["first_bad_tag"])
+        and reg.bisect_runs >= 1,
+        f"regressions {[(r.last_good_tag, r.first_bad_tag, r.state, r.bisect_runs) for r in regs]}; "
+        f"expected {facts['last_good_tag']} -> {facts['first_bad_tag']}",
+    )
+    shas = {c.get("sha") for c in (reg.commits or [])} if reg else set()
+    report.add(
+        "nightly watch: the upstream range holds the bad commit and its PR",
+        reg is not None and facts["bad_commit"] in shas and facts["perf_pr"] in (reg.pulls or []),
+        f"{len(shas)} commit(s), PRs {reg.pulls if reg else None}; expected #{facts['perf_pr']}",
+    )
+    issues = nightly_issues(world, repo)
+    report.add(
+        "nightly watch: one issue, closed when the fix's nightlies recovered",
+        len(issues) == 1
+        and issues[0].state == "closed"
+        and "**Recovered**" in issues[0].body
+        and reg is not None
+        and reg.state == RegressionState.RECOVERED
+        and reg.recovered_tag == facts.get("recovered_tag"),
+        f"issues {[(i.number, i.state) for i in issues]}; regression "
+        f"{(reg.state, reg.recovered_tag) if reg else None}; "
+        f"expected recovery in {facts.get('recovered_tag')}",
+    )
+    canaries = list(session.scalars(select(NightlyCanary)))
+    with world.lock:
+        left = [r for r in world.repo(repo).refs if "sweepbot/canary/" in r]
+    report.add(
+        "nightly watch: canaries measured, their branches deleted",
+        bool(canaries) and not left and any(c.state == CanaryState.MEASURED for c in canaries),
+        f"{sum(c.state == CanaryState.MEASURED for c in canaries)} of {len(canaries)} nightlies measured; "
+        f"branches left {left}",
+    )

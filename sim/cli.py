@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import typer
 import uvicorn
 
 from sim.app import create_sim_app
+from sim.nightly_scenario import NightlyRegressionStory
 from sim.scenario import SeedScenario
 from sim.world import SimSettings, World
 
@@ -86,8 +88,6 @@ def seed_scenario(
     typer.echo(json.dumps({"loaded": status["facts"], "steps": [s["name"] for s in status["steps"]]}))
     story = None
     if nightly:
-        from sim.nightly_scenario import NightlyRegressionStory
-
         story = NightlyRegressionStory(world, registry_url=f"http://{host}:{port}/hub")
         world.nightly_story = story
         typer.echo(json.dumps({"nightly": [s["name"] for s in story.load()["steps"]]}))
@@ -98,7 +98,6 @@ def seed_scenario(
             typer.echo(json.dumps(story.step()))
         return
     if play:
-        import threading
 
         def player() -> None:
             while sc.position < len(sc.steps):

@@ -158,106 +158,10 @@ class SeedScenario:
             for login in MAINTAINERS:
                 w.add_org_member(BENCH_REPO.split("/")[0], login, team="inferencex-maintainers")
 
-            w.add_repo(BENCH_REPO, description="Open-source continuous inference benchmarking")
-            for login, perm in MAINTAINERS.items():
-                w.set_permission(BENCH_REPO, login, perm)
-            w.set_permission(BENCH_REPO, OUTSIDER, "read")
-            w.set_permission(BENCH_REPO, BOT, "write")
-            base = w.commit_files(
-                BENCH_REPO, "main", files, "Initial import of the benchmark configs", author="alice-admin"
-            )
-            # the repo's own workflows (real files, sim/data/.../workflows): name as each file says
-            for path in sorted(f for f in files if f.startswith(".github/workflows/")):
-                doc = yaml.safe_load(files[path]) or {}
-                w.add_workflow(BENCH_REPO, path, str(doc.get("name") or path))
-            w.runner_nodes = runner_nodes(files[".github/configs/runners.yaml"])
-            for label, count in runner_counts(files[".github/configs/runners.yaml"]).items():
-                w.set_runners(label, count)
-
-            # the recipe PR: a same-repo branch touching the vllm key and its script
-            w.set_ref(BENCH_REPO, f"refs/heads/{RECIPE_BRANCH}", base, pusher="carol-writer")
-            w.commit_files(
-                BENCH_REPO,
-                RECIPE_BRANCH,
-                {
-                    MASTER_PATH: recipe_master(files[MASTER_PATH]),
-                    SCRIPT_PATH: recipe_script(files[SCRIPT_PATH]),
-                },
-                "minimaxm3 fp4 mi355x vllm: INT4 quick reduce + fp8 KV, 8k1k conc 1..512",
-                author="carol-writer",
-            )
-
-            # upstream vLLM: a linear main with several commits and two feature PRs
-            w.add_repo(VLLM_REPO, description="A high-throughput and memory-efficient inference engine")
-            w.set_permission(VLLM_REPO, "vllm-maintainer", "admin")
-            for i, msg in enumerate(
-                [
-                    "[ROCm] Enable AITER MoE for MXFP4",
-                    "[Core] Scheduler cleanup",
-                    "[Model] MiniMax-M3 Quark MXFP4 support (#45794)",
-                    "[CI] Bump ROCm base image",
-                ]
-            ):
-                self.vllm_main.append(
-                    w.commit_files(
-                        VLLM_REPO,
-                        "main",
-                        {f"vllm/changes/{i:03d}.txt": f"{msg}\n", "README.md": f"vLLM rev {i}\n"},
-                        msg,
-                        author="vllm-maintainer",
-                    )
-                )
-            w.set_ref(VLLM_REPO, "refs/heads/rocm-int4-quick-reduce", self.vllm_main[-1], pusher="rocm-dev")
-            w.commit_files(
-                VLLM_REPO,
-                "rocm-int4-quick-reduce",
-                {"vllm/distributed/quick_reduce.py": "QUANTIZATION = ('INT4', 'INT6', 'INT8')\n"},
-                "[ROCm] INT4 quick all-reduce for MI355X",
-                author="rocm-dev",
-            )
-            w.open_pull(
-                VLLM_REPO,
-                "rocm-int4-quick-reduce",
-                "main",
-                "[ROCm] INT4 quick all-reduce for MI355X",
-                "Adds INT4 quantized quick all-reduce on gfx950.",
-                user="rocm-dev",
-                number=DEP_A,
-            )
-            w.set_ref(VLLM_REPO, "refs/heads/minimax-m3-fp8-kv", self.vllm_main[-1], pusher="rocm-dev")
-            w.commit_files(
-                VLLM_REPO,
-                "minimax-m3-fp8-kv",
-                {"vllm/attention/minimax_msa.py": "SUPPORTED_KV_DTYPES = ('auto', 'fp8')\n"},
-                "[Model] fp8 KV cache for MiniMax-M3 MSA",
-                author="rocm-dev",
-            )
-            w.open_pull(
-                VLLM_REPO,
-                "minimax-m3-fp8-kv",
-                "main",
-                "[Model] fp8 KV cache for MiniMax-M3 MSA",
-                "fp8 KV cache for the MSA attention backend.",
-                user="rocm-dev",
-                number=DEP_B,
-            )
-
-            # registry: the old pin (not a commit of this sim's vLLM graph) and nightlies of main
-            w.add_image(IMAGE, keep_nightlies=14)
-            w.push_tag(IMAGE, "nightly-4559c43a9526597c00cbcc4f59979496500268d1")
-            for sha in self.vllm_main[:3]:
-                w.push_tag(IMAGE, f"nightly-{sha}")
-            w.push_tag(ATOM_IMAGE, "MiniMax-M3-20260623")
-
-            recipe = w.open_pull(
-                BENCH_REPO,
-                RECIPE_BRANCH,
-                "main",
-                "minimaxm3-fp4-mi355x-vllm: INT4 quick reduce + fp8 KV cache, 8k1k conc 1..512",
-                RECIPE_BODY,
-                user="carol-writer",
-                number=2104,
-            )
+            self._recipe_branch(self._load_bench(files), files)
+            self._load_vllm()
+            self._load_registry()
+            recipe = self._open_recipe_pr()
             self.facts.update(
                 {
                     "bench_repo": BENCH_REPO,
@@ -273,6 +177,121 @@ class SeedScenario:
             self.steps = self._build_steps()
             self.loaded = True
             return self.status()
+
+    def _load_bench(self, files: dict[str, str]) -> str:
+        """The benchmark repo: its files, its workflows, its fleet; returns main's first commit."""
+        w = self.world
+        w.add_repo(BENCH_REPO, description="Open-source continuous inference benchmarking")
+        for login, perm in MAINTAINERS.items():
+            w.set_permission(BENCH_REPO, login, perm)
+        w.set_permission(BENCH_REPO, OUTSIDER, "read")
+        w.set_permission(BENCH_REPO, BOT, "write")
+        base = w.commit_files(
+            BENCH_REPO, "main", files, "Initial import of the benchmark configs", author="alice-admin"
+        )
+        # the repo's own workflows (real files, sim/data/.../workflows): name as each file says
+        for path in sorted(f for f in files if f.startswith(".github/workflows/")):
+            doc = yaml.safe_load(files[path]) or {}
+            w.add_workflow(BENCH_REPO, path, str(doc.get("name") or path))
+        w.runner_nodes = runner_nodes(files[".github/configs/runners.yaml"])
+        for label, count in runner_counts(files[".github/configs/runners.yaml"]).items():
+            w.set_runners(label, count)
+
+        return base
+
+    def _recipe_branch(self, base: str, files: dict[str, str]) -> None:
+        """The recipe PR's same-repo branch, touching the vllm key and its script."""
+        w = self.world
+        w.set_ref(BENCH_REPO, f"refs/heads/{RECIPE_BRANCH}", base, pusher="carol-writer")
+        w.commit_files(
+            BENCH_REPO,
+            RECIPE_BRANCH,
+            {
+                MASTER_PATH: recipe_master(files[MASTER_PATH]),
+                SCRIPT_PATH: recipe_script(files[SCRIPT_PATH]),
+            },
+            "minimaxm3 fp4 mi355x vllm: INT4 quick reduce + fp8 KV, 8k1k conc 1..512",
+            author="carol-writer",
+        )
+
+    def _open_recipe_pr(self) -> Any:
+        w = self.world
+        recipe = w.open_pull(
+            BENCH_REPO,
+            RECIPE_BRANCH,
+            "main",
+            "minimaxm3-fp4-mi355x-vllm: INT4 quick reduce + fp8 KV cache, 8k1k conc 1..512",
+            RECIPE_BODY,
+            user="carol-writer",
+            number=2104,
+        )
+        return recipe
+
+    def _load_vllm(self) -> None:
+        """Upstream vLLM: a linear main with several commits and two feature PRs."""
+        w = self.world
+        w.add_repo(VLLM_REPO, description="A high-throughput and memory-efficient inference engine")
+        w.set_permission(VLLM_REPO, "vllm-maintainer", "admin")
+        for i, msg in enumerate(
+            [
+                "[ROCm] Enable AITER MoE for MXFP4",
+                "[Core] Scheduler cleanup",
+                "[Model] MiniMax-M3 Quark MXFP4 support (#45794)",
+                "[CI] Bump ROCm base image",
+            ]
+        ):
+            self.vllm_main.append(
+                w.commit_files(
+                    VLLM_REPO,
+                    "main",
+                    {f"vllm/changes/{i:03d}.txt": f"{msg}\n", "README.md": f"vLLM rev {i}\n"},
+                    msg,
+                    author="vllm-maintainer",
+                )
+            )
+        w.set_ref(VLLM_REPO, "refs/heads/rocm-int4-quick-reduce", self.vllm_main[-1], pusher="rocm-dev")
+        w.commit_files(
+            VLLM_REPO,
+            "rocm-int4-quick-reduce",
+            {"vllm/distributed/quick_reduce.py": "QUANTIZATION = ('INT4', 'INT6', 'INT8')\n"},
+            "[ROCm] INT4 quick all-reduce for MI355X",
+            author="rocm-dev",
+        )
+        w.open_pull(
+            VLLM_REPO,
+            "rocm-int4-quick-reduce",
+            "main",
+            "[ROCm] INT4 quick all-reduce for MI355X",
+            "Adds INT4 quantized quick all-reduce on gfx950.",
+            user="rocm-dev",
+            number=DEP_A,
+        )
+        w.set_ref(VLLM_REPO, "refs/heads/minimax-m3-fp8-kv", self.vllm_main[-1], pusher="rocm-dev")
+        w.commit_files(
+            VLLM_REPO,
+            "minimax-m3-fp8-kv",
+            {"vllm/attention/minimax_msa.py": "SUPPORTED_KV_DTYPES = ('auto', 'fp8')\n"},
+            "[Model] fp8 KV cache for MiniMax-M3 MSA",
+            author="rocm-dev",
+        )
+        w.open_pull(
+            VLLM_REPO,
+            "minimax-m3-fp8-kv",
+            "main",
+            "[Model] fp8 KV cache for MiniMax-M3 MSA",
+            "fp8 KV cache for the MSA attention backend.",
+            user="rocm-dev",
+            number=DEP_B,
+        )
+
+    def _load_registry(self) -> None:
+        """The registry: the old pin (not a commit of this sim's vLLM graph) and nightlies of main."""
+        w = self.world
+        w.add_image(IMAGE, keep_nightlies=14)
+        w.push_tag(IMAGE, "nightly-4559c43a9526597c00cbcc4f59979496500268d1")
+        for sha in self.vllm_main[:3]:
+            w.push_tag(IMAGE, f"nightly-{sha}")
+        w.push_tag(ATOM_IMAGE, "MiniMax-M3-20260623")
 
     def _build_steps(self) -> list[Step]:
         w = self.world

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
+from app.core import safejson
 from app.core.delivery import WebhookRejected, parse_delivery
 from app.db import session_scope
 from app.models import Delivery
@@ -112,3 +113,29 @@ def test_parse_delivery_raises_only_webhook_rejected(headers: dict[str, str], bo
         parse_delivery(headers, body, [SECRET.encode()])
     except WebhookRejected as exc:
         assert 400 <= exc.status < 500 and exc.message
+
+
+def _depth(value: object) -> int:
+    """The reference: nesting depth by walking the parsed value."""
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+NESTED = st.recursive(
+    st.none() | st.integers() | st.text(alphabet='[]{}"\\/ab\n', max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\x', max_size=4), inner)
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=NESTED, limit=st.integers(min_value=0, max_value=8))
+def test_nesting_read_from_the_bytes_matches_a_walk(value: object, limit: int) -> None:
+    # Strings full of brackets, quotes and backslashes must not count as nesting.
+    for raw in (json.dumps(value).encode(), json.dumps(value, ensure_ascii=False, indent=1).encode()):
+        assert safejson.nesting_over(raw, limit) == (_depth(value) > limit), raw

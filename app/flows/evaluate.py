@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import structlog
 from sqlalchemy.orm import Session
 
@@ -162,7 +163,7 @@ def _tags(
     watch: Watch,
     cfg: BotConfig,
     image_repo: str,
-    http: Any,
+    http: httpx.Client | None,
     memo: dict[str, TagState] | None,
 ) -> TagState:
     """The image's tags, listed once per poll cycle (``memo``), and whether the pin still exists."""
@@ -315,7 +316,7 @@ def evaluate_watch(
     *,
     pull: dict[str, Any] | None = None,
     pull_changed: bool = True,
-    http: Any = None,
+    http: httpx.Client | None = None,
     tag_memo: dict[str, TagState] | None = None,
     publish: bool = True,
 ) -> Evaluation:

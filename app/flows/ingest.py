@@ -59,11 +59,24 @@ def store_batch(items: list[IncomingDelivery]) -> list[Stored]:
     """Insert deliveries in one transaction (one commit, so one WAL flush, for the whole batch).
 
     A delivery id already stored (a redelivery), or repeated within the batch, changes nothing:
-    ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` tells which rows are new.
+    ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` tells which rows are new. (On PostgreSQL
+    the API's group commit runs the same rows as one prepared statement: app/web/groupcommit.py.)
     """
     if not items:
         return []
-    t = now()
+    rows = delivery_rows(items, now())
+    engine = get_engine()
+    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    # executemany with RETURNING: SQLAlchemy batches it into multi-row INSERTs ("insertmanyvalues")
+    # from one cached compiled statement, and returns the ids that were new.
+    statement = dialect.insert(Delivery).on_conflict_do_nothing(index_elements=["id"]).returning(Delivery.id)
+    with engine.begin() as conn:
+        created = set(conn.execute(statement, rows).scalars())
+    return stored_outcomes(items, created)
+
+
+def delivery_rows(items: list[IncomingDelivery], t: datetime) -> list[dict[str, Any]]:
+    """The ``deliveries`` rows for a batch received at ``t`` (an id repeated in the batch once)."""
     rows, seen = [], set()
     for item in items:
         if item.id in seen:
@@ -87,23 +100,22 @@ def store_batch(items: list[IncomingDelivery]) -> list[Stored]:
                 "finished_at": t if is_ping else None,
             }
         )
-    engine = get_engine()
-    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
-    # executemany with RETURNING: SQLAlchemy batches it into multi-row INSERTs ("insertmanyvalues")
-    # from one cached compiled statement, and returns the ids that were new.
-    statement = dialect.insert(Delivery).on_conflict_do_nothing(index_elements=["id"]).returning(Delivery.id)
-    with engine.begin() as conn:
-        created = set(conn.execute(statement, rows).scalars())
+    return rows
+
+
+def stored_outcomes(items: list[IncomingDelivery], created: set[str]) -> list[Stored]:
+    """What each item of a batch became, given the ids the insert reported new (logged per item)."""
     out, first = [], set()
+    batch_log = log.bind()  # one logger for the batch: the lazy proxy builds one on every call
     for item in items:
         is_new = item.id in created and item.id not in first
         first.add(item.id)
         if not is_new:
-            log.info("delivery_duplicate", delivery_id=item.id, event_name=item.event)
+            batch_log.info("delivery_duplicate", delivery_id=item.id, event_name=item.event)
         else:
             if item.event == "ping":
                 DELIVERIES.labels(event="ping", outcome=S.DONE).inc()
-            log.info(
+            batch_log.info(
                 "delivery_stored",
                 delivery_id=item.id,
                 event_name=item.event,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
+import httpx
 import structlog
 from sqlalchemy.orm import Session
 
@@ -70,7 +70,7 @@ def refresh_tags(
     pattern: str,
     registry_kind: str | None = None,
     registry_url: str | None = None,
-    http: Any = None,
+    http: httpx.Client | None = None,
 ) -> TagState:
     """List the image's tags, store new ones, mark vanished ones deleted; matching tags oldest first.
 

@@ -123,11 +123,8 @@ def _plan(
     by_id = {job.id: (job, sweep) for job, sweep in rows}
     hours = {s.repo: _canary_hours(session, s.repo) for _, s in rows if s.reason == CANARY_REASON}
     known: dict[int, Any] = {}  # job id -> the stored result that answers it, or None
-    while True:
-        plan = plan_release(_queues(rows, known), capacity, in_flight, label=label, canary_hours=hours)
-        if not plan or plan[-1].action != "check":
-            return plan, known
-        job, sweep = by_id[plan[-1].job_ids[0]]
+
+    def look_up(job: SweepJob, sweep: Sweep) -> None:
         known[job.id] = reuse.reusable_for_point(
             session,
             image=sweep.image,
@@ -135,6 +132,19 @@ def _plan(
             result_name=job.result_name,
             point=job.point if isinstance(job.point, dict) else None,
         )
+
+    # Each sweep's first job is reached in the plan's first round: looked up up front, so the plan
+    # is made once or twice, not once per sweep (a long queue made the tick quadratic).
+    heads: dict[int, tuple[SweepJob, Sweep]] = {}
+    for job, sweep in rows:
+        heads.setdefault(sweep.id, (job, sweep))
+    for job, sweep in heads.values():
+        look_up(job, sweep)
+    while True:
+        plan = plan_release(_queues(rows, known), capacity, in_flight, label=label, canary_hours=hours)
+        if not plan or plan[-1].action != "check":
+            return plan, known
+        look_up(*by_id[plan[-1].job_ids[0]])
 
 
 def _claim_label(session: Session, gw: RepoFiles, label: str, repo: str, result: TickResult) -> list[Claimed]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
 import structlog
 from sqlalchemy.orm import Session
 
@@ -121,7 +122,11 @@ def handle_pull_request(
 
 
 def poll_watches(
-    session: Session, gw: TrackingGateway | None = None, *, http: Any = None, commit: bool = False
+    session: Session,
+    gw: TrackingGateway | None = None,
+    *,
+    http: httpx.Client | None = None,
+    commit: bool = False,
 ) -> dict[str, int]:
     """One poll cycle over active watches (beat). Each recipe PR and dependency is read with
     ``If-None-Match``: when nothing changed, the cycle costs no rate-limited call."""
@@ -165,7 +170,7 @@ def poll_watches(
 
 
 def check_watch(
-    session: Session, watch_id: int, gw: TrackingGateway | None = None, *, http: Any = None
+    session: Session, watch_id: int, gw: TrackingGateway | None = None, *, http: httpx.Client | None = None
 ) -> Evaluation | None:
     watch = session.get(Watch, watch_id)
     if watch is None:

@@ -25,7 +25,7 @@ from app.settings import Settings, get_settings
 from app.web.dashboard import STATIC_DIR
 from app.web.dashboard.routes import build_router
 from app.web.secheaders import SecurityHeaders
-from app.web.webhooks import router as webhook_router
+from app.web.webhooks import install as install_webhooks
 
 
 class _StoredDeliveries:
@@ -87,7 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
     )
     api.add_middleware(SecurityHeaders)  # CSP, no framing, nosniff, referrer policy (not on webhooks)
-    api.include_router(webhook_router)
+    install_webhooks(api)  # a plain ASGI route in front of the stack (issue 19)
 
     stored = _StoredDeliveries()
     scrape_registry = CollectorRegistry()
