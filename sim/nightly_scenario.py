@@ -10,7 +10,7 @@ nightlies in idle runner time, find the change, bisect the burst, open one issue
 bad nightly and the commit range, and close it once the fix's nightlies recover.
 
 Everything is deterministic (the world's git clock and perf seed), so the same steps give the same
-SHAs and numbers. tests/test_nightly_watch_sim.py plays it end to end.
+SHAs and numbers. tests/e2e/test_nightly_watch_sim.py plays it end to end.
 """
 
 from __future__ import annotations

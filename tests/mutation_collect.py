@@ -21,7 +21,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "app" / "flows" / "collect.py"
-TESTS = ["tests/test_results.py", "tests/test_hostile_data.py", "tests/test_evals_collect.py"]
+TESTS = [
+    "tests/flows/test_results.py",
+    "tests/flows/test_hostile_data.py",
+    "tests/flows/test_evals_collect.py",
+]
 
 # name -> (the exact original text, its mutant): each one makes collection report success.
 MUTANTS = {

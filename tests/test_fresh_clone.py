@@ -16,7 +16,7 @@ from tests.conftest import IN_CI, ROOT
 pytestmark = pytest.mark.slow
 
 # Tests that read tests/fixtures/ (webhook payloads, registry pages, benchmark results, references).
-FIXTURE_READERS = ("tests/test_fixtures.py", "tests/test_gap.py", "tests/test_registry.py")
+FIXTURE_READERS = ("tests/test_fixtures.py", "tests/core/test_gap.py", "tests/adapters/test_registry.py")
 
 
 def test_a_fresh_clone_with_nothing_beside_it_passes_its_fixture_tests(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.core.artifactzip import ArtifactError, safe_json_members
 from app.core.resultfile import ResultFileError, parse_result
-from tests.test_results import RESULT_NAME, RUN_URL, FakeArtifacts, _job, _raw, _zip, recorded
+from tests.flows.test_results import RESULT_NAME, RUN_URL, FakeArtifacts, _job, _raw, _zip, recorded
 
 MEMBER = f"{RESULT_NAME}.json"
 

@@ -91,7 +91,7 @@ def test_every_single_node_key_matches_the_reference_expansion(name: str) -> Non
 
 @pytest.mark.parametrize("name", MASTER_FILES)
 def test_multinode_and_agentic_keys_are_planned_not_refused(name: str) -> None:
-    # Their rules and the reference comparison: tests/test_recipes_topology.py.
+    # Their rules and the reference comparison: tests/core/test_recipes_topology.py.
     master = parse_master(fixture_text(name))
     for key, entry in master.items():
         if not is_single_node_fixed(entry):

@@ -136,7 +136,7 @@ def test_plan_json_every_key_agrees_with_the_reference(name: str) -> None:
             assert code == 0, (key, err)
             assert json.loads(out) == reference_plan(key, entry), key
             planned += 1
-        else:  # multi-node and agentic keys: tests/test_recipes_topology.py checks their rows
+        else:  # multi-node and agentic keys: tests/core/test_recipes_topology.py checks their rows
             assert code == 0 and json.loads(out), (key, err)
     assert planned >= (10 if name.startswith("amd-") else 0)
 

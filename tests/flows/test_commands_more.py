@@ -1,7 +1,7 @@
 """Every comment command end to end against the simulator (in-process SimServer, SQLite), through
 ``app.flows.commands.handle_comment`` and the registered ``issue_comment`` handler.
 
-tests/test_commands_sim.py covers ``/sweep`` (runs, one report, a second sweep edits it), refusal of
+tests/flows/test_commands_sim.py covers ``/sweep`` (runs, one report, a second sweep edits it), refusal of
 an outsider, a malformed command, a quoted command and a redelivery. This file covers the rest:
 ``/help``, ``/sweep status``, ``/sweep cancel``, ``/sweep approve`` on a fork PR, ``/depends-on``,
 ``/depends-on drop`` and ``/bump``.

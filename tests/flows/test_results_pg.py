@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from tests.test_results import RESULT_NAME, FakeArtifacts, _job, _raw, _zip
+from tests.flows.test_results import RESULT_NAME, FakeArtifacts, _job, _raw, _zip
 
 
 class SlowArtifacts(FakeArtifacts):

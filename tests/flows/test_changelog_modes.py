@@ -18,9 +18,9 @@ from app.core.changelog_modes import added_entries, eval_mode_for_key, parse_ent
 from app.core.recipes import EntryFlags, append_changelog
 from app.core.recipes.evals import EvalMode
 from sim.scenario import BENCH_REPO, RECIPE_BRANCH, VLLM_REPO
-from tests import test_commands_sim, test_tracking_sim
+from tests.flows import test_commands_sim, test_tracking_sim
+from tests.flows.test_tracking_sim import _gw, _open_pr, _poll
 from tests.recipe_helpers import SEED_KEY, fixture_text
-from tests.test_tracking_sim import _gw, _open_pr, _poll
 
 # The seed story's fixtures, shared with the tracking sim tests.
 sim = test_tracking_sim.sim

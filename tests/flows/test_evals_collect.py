@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from app.core.artifacts import eval_artifact_name
 from app.models.results import EvalResult, Result
 from tests.evals_helpers import eval_zip, gsm8k_results, meta_env
-from tests.test_results import MEMBER, RESULT_FILENAME, RUN_URL, _job, _raw, recorded
+from tests.flows.test_results import MEMBER, RESULT_FILENAME, RUN_URL, _job, _raw, recorded
 
 NODE = RESULT_FILENAME.rsplit("_conc32_", 1)[1]
 
