@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperArgument, TyperOption
 
 from app.cli.errors import (
     EXIT_USAGE,
@@ -22,6 +23,8 @@ from app.cli.errors import (
     short_ids,
     url_error,
 )
+from app.logging import configure
+from app.settings import SettingsError, ensure_data_dir, get_settings, reset_settings_cache
 
 cli = typer.Typer(
     help="sweepbot: GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
@@ -45,10 +48,8 @@ def _fail(line: str) -> typer.Exit:
 
 def _settings(*, writes: bool = False) -> Any:
     """The settings, checked; ``writes``: this command writes into the data dir (create it)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
-
-    from app.settings import SettingsError, ensure_data_dir, get_settings
+    from sqlalchemy.engine import make_url  # lazy: loaded when the command runs (start-up)
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # lazy: start-up
 
     try:
         settings = get_settings()
@@ -70,11 +71,11 @@ def _settings(*, writes: bool = False) -> Any:
 @cli.command()
 def api(host: str = "127.0.0.1", port: int = 8000, migrate: bool = True) -> None:
     """Run the HTTP API (webhooks, dashboard, /api, /healthz, /readyz, /metrics)."""
-    import uvicorn
+    import uvicorn  # lazy: loaded when this command runs (CLI start-up time and the up processes' memory)
 
     settings = _settings(writes=True)
     if migrate:
-        from app.migrate import upgrade
+        from app.migrate import upgrade  # lazy: loaded when the command runs (start-up)
 
         upgrade(settings.database_url)
     uvicorn.run(
@@ -89,7 +90,7 @@ def worker(
 ) -> None:
     """Run a Celery worker."""
     settings = _settings(writes=True)
-    from workers.celery_app import celery_app, periodic_queue
+    from workers.celery_app import celery_app, periodic_queue  # lazy: loaded when the command runs (start-up)
 
     chosen = pool or ("threads" if settings.is_embedded else "prefork")
     celery_app.worker_main(
@@ -116,7 +117,7 @@ def worker(
 def beat() -> None:
     """Run Celery beat (reaper, polling, scheduler ticks, report flushes). Run exactly one."""
     settings = _settings(writes=True)
-    from workers.celery_app import celery_app
+    from workers.celery_app import celery_app  # lazy: loaded when the command runs (start-up)
 
     schedule = Path(settings.data_dir) / "celerybeat-schedule"
     # Beat sends its schedule by task name (Celery's send_task for a task it does not know), so it
@@ -129,7 +130,6 @@ def use_data_dir(data_dir: Path | None) -> None:
     """``--data-dir`` wins over ``SWEEPBOT_DATA_DIR`` for this process and its children."""
     if data_dir is None:
         return
-    from app.settings import reset_settings_cache
 
     os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir.resolve())
     reset_settings_cache()
@@ -160,7 +160,7 @@ def up(
     """
     use_data_dir(data_dir)
     _settings(writes=True)
-    from app.launcher import run_stack
+    from app.launcher import run_stack  # lazy: loaded when the command runs (start-up)
 
     raise typer.Exit(run_stack(host=host, port=port, sim_port=sim_port, console=console))
 
@@ -169,7 +169,7 @@ def up(
 def db_upgrade(revision: str = "head") -> None:
     """Apply migrations up to REVISION (default: head)."""
     settings = _settings(writes=True)
-    from app.migrate import upgrade as run_upgrade
+    from app.migrate import upgrade as run_upgrade  # lazy: loaded when the command runs (start-up)
 
     run_upgrade(settings.database_url, revision)
     console.print(f"database at revision {revision}")
@@ -214,9 +214,9 @@ DELIVERY_STATUSES = tuple(s.value for s in DeliveryStatusChoice)
 def _resolve_delivery(session: Any, delivery_id: str) -> str:
     """The full id of the delivery ``delivery_id`` names: an exact id, or a unique prefix of one
     (what `deliveries list` prints)."""
-    from sqlalchemy import select
+    from sqlalchemy import select  # lazy: loaded when the command runs (start-up)
 
-    from app.models import Delivery
+    from app.models import Delivery  # lazy: loaded when the command runs (start-up)
 
     if session.get(Delivery, delivery_id) is not None:
         return delivery_id
@@ -248,10 +248,10 @@ def deliveries_list(
     """List stored deliveries, newest first. The ids shown are short: `show` and `replay` take
     any unique prefix."""
     _settings()
-    from sqlalchemy import select
+    from sqlalchemy import select  # lazy: loaded when the command runs (start-up)
 
-    from app.db import session_scope
-    from app.models import Delivery
+    from app.db import session_scope  # lazy: loaded when the command runs (start-up)
+    from app.models import Delivery  # lazy: loaded when the command runs (start-up)
 
     with session_scope() as session:
         query = select(Delivery).order_by(Delivery.received_at.desc()).limit(limit)
@@ -287,8 +287,8 @@ def deliveries_show(
 ) -> None:
     """Show one delivery with its payload."""
     _settings()
-    from app.db import session_scope
-    from app.models import Delivery
+    from app.db import session_scope  # lazy: loaded when the command runs (start-up)
+    from app.models import Delivery  # lazy: loaded when the command runs (start-up)
 
     with session_scope() as session:
         d = session.get(Delivery, _resolve_delivery(session, delivery_id))
@@ -304,8 +304,8 @@ def deliveries_replay(
 ) -> None:
     """Process a stored delivery again (handlers converge, so this is safe)."""
     _settings()
-    from app.db import session_scope
-    from app.flows.ingest import replay
+    from app.db import session_scope  # lazy: loaded when the command runs (start-up)
+    from app.flows.ingest import replay  # lazy: loaded when the command runs (start-up)
 
     with session_scope() as session:
         full = _resolve_delivery(session, delivery_id)
@@ -317,12 +317,12 @@ def deliveries_replay(
 
 
 def _register_capabilities() -> None:
-    from app.cli.deps import deps_app
-    from app.cli.recipe import recipe_app
-    from app.cli.report import gap_command, report_command
-    from app.cli.sweep import queue_command, sweep_app
-    from app.demo import demo_command
-    from sim.cli import sim_app
+    from app.cli.deps import deps_app  # lazy: loaded when the command runs (start-up)
+    from app.cli.recipe import recipe_app  # lazy: loaded when the command runs (start-up)
+    from app.cli.report import gap_command, report_command  # lazy: loaded when the command runs (start-up)
+    from app.cli.sweep import queue_command, sweep_app  # lazy: loaded when the command runs (start-up)
+    from app.demo import demo_command  # lazy: loaded when the command runs (start-up)
+    from sim.cli import sim_app  # lazy: loaded when the command runs (start-up)
 
     cli.add_typer(recipe_app, name="recipe", help="Benchmark-repo files: plan, bump, changelog.")
     cli.add_typer(deps_app, name="deps", help="Upstream dependencies and nightlies.")
@@ -345,7 +345,6 @@ if len(sys.argv) < 2 or sys.argv[1] not in SERVICE_COMMANDS or "--help" in sys.a
 def _with_metavars(command: Any) -> Any:
     """Help in the usual Unix style: ``FILE KEY`` for arguments and ``--seq SEQ`` for options
     (a parameter's upper-cased name unless it names its own metavar), no ``<str>``/``{file}``."""
-    from typer.core import TyperArgument, TyperOption
 
     def usage_name(param: Any) -> Any:
         return lambda: param.metavar if param.required else f"[{param.metavar}]"
@@ -383,8 +382,6 @@ def build_command() -> Any:
 
 
 def main() -> None:
-    from app.logging import configure
-    from app.settings import get_settings
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     url = ""
@@ -394,7 +391,12 @@ def main() -> None:
         configure(settings.log_level, settings.log_json)  # JSON lines on stderr; stdout is the command's
     except ValueError:
         pass  # a bad setting is reported by the command itself, with the fix
-    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+    from sqlalchemy.exc import (  # lazy: loaded when the command runs (start-up)
+        ArgumentError,
+        DBAPIError,
+        NoSuchModuleError,
+        OperationalError,
+    )
 
     try:
         build_command()(prog_name="sweepbot")

@@ -13,7 +13,7 @@ EXIT_USAGE = 2
 def redact_url(url: str) -> str:
     """The URL with its password hidden, for messages (never print a secret)."""
     try:
-        from sqlalchemy.engine import make_url
+        from sqlalchemy.engine import make_url  # lazy: loaded when the command runs (start-up)
 
         return make_url(url).render_as_string(hide_password=True)
     except Exception:

@@ -28,6 +28,7 @@ from app.core.recipes import (
 )
 from app.core.recipes.evals import eval_mode_from_flags, plan_with_evals
 from app.core.recipes.topology import point_summary
+from app.core.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
 
 recipe_app = typer.Typer(
     help="Benchmark-repo files: plan a config key's sweep, bump its image pin, append to the perf-changelog.",
@@ -185,10 +186,9 @@ def dispatch(
     ] = False,
 ) -> None:
     """The workflow, ref and inputs of every dispatch the bot would make for a sweep of KEY."""
-    from app.core.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
-    from app.flows.dispatchplan import PLACEHOLDER_SHA, plan_dispatches
-    from app.flows.scheduler import SweepError
-    from app.settings import SettingsError, get_settings
+    from app.flows.dispatchplan import PLACEHOLDER_SHA, plan_dispatches  # lazy: start-up
+    from app.flows.scheduler import SweepError  # lazy: loaded when the command runs (start-up)
+    from app.settings import SettingsError, get_settings  # lazy: loaded when the command runs (start-up)
 
     conc_filter = _parse_conc(conc)
     text = _read(file)
