@@ -19,7 +19,7 @@ demo: $(STAMP)  ## the whole story against the simulator; exits 0 when every exp
 	$(BIN)/sweepbot demo --until-done
 
 test: $(STAMP)  ## the test suite (tests marked services need PostgreSQL and Redis on 127.0.0.1)
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check app workers sim tests bench migrations
