@@ -61,6 +61,15 @@ def stored_point_columns(point: Mapping[str, Any], *, image: str, fingerprint: s
     }
 
 
+PROVENANCE = ("job_id", "sweep_id", "repo", "run_id", "run_url", "artifact_id", "artifact_name", "file_name")
+
+
+def provenance_columns(provenance: Mapping[str, Any], **override: Any) -> dict[str, Any]:
+    """Where a stored figure came from (job, run, artifact, file): the columns results and eval
+    scores share."""
+    return {name: override.get(name, provenance.get(name)) for name in PROVENANCE}
+
+
 def store_result(
     session: Session,
     parsed: ParsedResult,
@@ -77,14 +86,7 @@ def store_result(
         pp=as_int(point.get("pp"), 1),
         ep=as_int(point.get("ep"), 1),
         **{k: v for k, v in parsed.metrics().items() if k not in ("conc", "tp")},
-        job_id=provenance.get("job_id"),
-        sweep_id=provenance.get("sweep_id"),
-        repo=provenance.get("repo"),
-        run_id=provenance.get("run_id"),
-        run_url=provenance.get("run_url"),
-        artifact_id=provenance.get("artifact_id"),
-        artifact_name=provenance.get("artifact_name"),
-        file_name=provenance.get("file_name"),
+        **provenance_columns(provenance),
     )
     session.add(row)
     session.flush()
@@ -119,14 +121,7 @@ def store_eval(
             lm_eval_version=parsed.result.lm_eval_version,
             meta_model=parsed.meta.model,
             meta_framework=parsed.meta.framework,
-            job_id=provenance.get("job_id"),
-            sweep_id=provenance.get("sweep_id"),
-            repo=provenance.get("repo"),
-            run_id=provenance.get("run_id"),
-            run_url=provenance.get("run_url"),
-            artifact_id=provenance.get("artifact_id"),
-            artifact_name=provenance.get("artifact_name"),
-            file_name=parsed.result.file_name,
+            **provenance_columns(provenance, file_name=parsed.result.file_name),
         )
         for score in parsed.result.scores
     ]
