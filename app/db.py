@@ -13,6 +13,9 @@ from sqlalchemy import MetaData, create_engine, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
+# The module, not the function: tests replace get_settings and reset its cache.
+from app import settings as app_settings
+
 NAMING = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -56,9 +59,7 @@ def engine_for(url: str) -> Engine:
 
 
 def get_engine() -> Engine:
-    from app.settings import get_settings
-
-    return engine_for(get_settings().database_url)
+    return engine_for(app_settings.get_settings().database_url)
 
 
 @lru_cache(maxsize=8)
@@ -67,9 +68,7 @@ def _factory(url: str) -> sessionmaker[Session]:
 
 
 def session_factory() -> sessionmaker[Session]:
-    from app.settings import get_settings
-
-    return _factory(get_settings().database_url)
+    return _factory(app_settings.get_settings().database_url)
 
 
 @contextmanager

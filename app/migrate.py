@@ -6,6 +6,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,8 +25,6 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 
 def _sqlite_parent(database_url: str) -> None:
     """Creating the schema creates an embedded database: its folder first (SQLite will not)."""
-    from sqlalchemy.engine import make_url
-
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
         Path(url.database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
-from app.core.recipes.errors import RecipeError
+from app.core.recipes.errors import EmptyPlanError, RecipeError
+from app.core.recipes.master import expand_points
 
 RUN_EVAL = "run-eval"
 EVAL_ONLY = "eval-only"
@@ -264,9 +265,6 @@ def plan_with_evals(
     key's evals are at 32 and 512). ``seq`` and ``tp`` do not change the selection (it is per TP
     and 8k1k only), so they are applied first.
     """
-    from app.core.recipes.errors import EmptyPlanError
-    from app.core.recipes.master import expand_points
-
     rows = [p.to_json() for p in expand_points(master, key, seq=seq, tp=tp)]
     if conc:
         expand_points(master, key, seq=seq, tp=tp, conc=conc)  # same "not in its search space" errors

@@ -39,6 +39,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.recipes import topology
 from app.core.recipes.errors import (
     EmptyPlanError,
     InvalidRecipeError,
@@ -359,8 +360,6 @@ def is_single_node_fixed(entry: dict[str, Any]) -> bool:
 
 def _expand_other(entry: dict[str, Any], key: str) -> list[PlanRow]:
     """Rows of a multi-node key or of a key with agentic-coding scenarios, in file order."""
-    from app.core.recipes import topology
-
     scenarios = entry.get("scenarios")
     if not isinstance(scenarios, dict) or not scenarios:
         raise InvalidRecipeError(

@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.recipes.errors import InvalidRecipeError, UnsupportedScenarioError
+from app.core.seqlen import seq_name
 
 AGENTIC_CODING = "agentic-coding"
 FIXED_SEQ_LEN = "fixed-seq-len"
@@ -217,8 +218,6 @@ def multinode_row(
     conc_tag = "x".join(str(c) for c in concs)
     if agentic is None:
         assert isl is not None and osl is not None
-        from app.core.recipes.master import seq_name
-
         exp = f"{entry['model-prefix']}_{seq_name(isl, osl)}"
         row.update(
             {"isl": isl, "osl": osl, "max-model-len": isl + osl + MAX_MODEL_LEN_SLACK, "exp-name": exp}
