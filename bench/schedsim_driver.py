@@ -175,7 +175,7 @@ class Driver:
         self.tasks.append((task, args))
 
     def gw(self, session: Any) -> Any:
-        from app.adapters.github import gateway
+        from app.adapters.github.gateway import gateway
 
         return gateway(self.settings, session)
 

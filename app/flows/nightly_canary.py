@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.adapters import queue
-from app.adapters.github import Conflict
+from app.adapters.github.errors import Conflict
 from app.adapters.registry import parse_image
 from app.core.recipes import expand_points, parse_master, recipe_fingerprint, set_image
 from app.core.recipes.errors import RecipeError

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.adapters.github import Conditional
+from app.adapters.github.base import Conditional
 from app.core import budget
 from app.core.routing import TransientError
 from app.core.runmatch import run_name_in_title

@@ -13,7 +13,7 @@ from typing import Any, get_args, get_type_hints
 
 import pytest
 
-from app.adapters.github import GitHubGateway
+from app.adapters.github.gateway import GitHubGateway
 from app.adapters.permissions import PermissionGateway
 from app.flows import trackports
 from app.flows.benchrepo import RepoFiles
