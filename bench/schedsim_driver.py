@@ -103,12 +103,15 @@ class Driver:
         upgrade(self.settings.database_url)
         self.factory = db.session_factory()
         import app.flows.collect
+        import app.flows.repair
         import app.flows.reports
-        import app.flows.scheduler
+        import app.flows.sweeprequest
+        import app.flows.tick
         from app.flows.handlers import composed
 
         composed()  # every module that binds enqueue is imported before it is replaced
-        assert app.flows.collect and app.flows.reports and app.flows.scheduler
+        assert app.flows.collect and app.flows.reports and app.flows.repair
+        assert app.flows.sweeprequest and app.flows.tick
         original = queue.enqueue
         for module in list(sys.modules.values()):  # every `from app.adapters.queue import enqueue`
             if getattr(module, "__name__", "").startswith(("app.", "workers.")) and (
@@ -119,9 +122,10 @@ class Driver:
         import app.flows.runpoll as runpoll
 
         self._patch(runpoll, "time", self.clock)
-        from app.flows import dispatch, scheduler
+        from app.flows import dispatch
+        from app.flows.benchrepo import clear_capacity_cache
 
-        scheduler.clear_capacity_cache()
+        clear_capacity_cache()
         dispatch._workflow_cache.clear()  # a second run in this process starts cold too
         self.world.reset_calls()  # count the bot's calls only, not the scenario's setup
 
@@ -173,15 +177,15 @@ class Driver:
         self.tasks.append((task, args))
 
     def gw(self, session: Any) -> Any:
-        from app.adapters.github import gateway
+        from app.adapters.github.gateway import gateway
 
         return gateway(self.settings, session)
 
     def _request(self, i: int) -> None:
-        from app.flows import scheduler
+        from app.flows.sweeprequest import request_sweep
 
         with self.factory() as s:
-            req = scheduler.request_sweep(
+            req = request_sweep(
                 s,
                 self.gw(s),
                 repo=self.repo,
@@ -235,17 +239,17 @@ class Driver:
         return ran
 
     def _tick(self) -> bool:
-        from app.flows import scheduler
+        from app.flows.tick import tick
 
-        res = scheduler.tick(self.factory, self.gw)
+        res = tick(self.factory, self.gw)
         self._check_inflight()
         return bool(res.dispatched_runs)
 
     def _check_inflight(self) -> None:
-        from app.flows import scheduler
+        from app.store.jobs import inflight_slots
 
         with self.factory() as s:
-            held = scheduler.inflight_slots(s, LABEL)
+            held = inflight_slots(s, LABEL)
         with self.world.lock:
             busy = sum(
                 1
@@ -261,9 +265,10 @@ class Driver:
         if self.cfg.strategy == "baseline":
             self._baseline_repair()
             return
-        from app.flows import runpoll, scheduler
+        from app.flows import runpoll
+        from app.flows.repair import repair_jobs
 
-        scheduler.repair_jobs(self.factory, self.gw)
+        repair_jobs(self.factory, self.gw)
         with self.factory() as s:
             decision = runpoll.load_budget(s).decision or {}
         self.budget_modes[str(decision.get("mode") or "none")] += 1
@@ -279,7 +284,7 @@ class Driver:
         skipped only once seen completed), then the rest of the repair poll."""
         from sqlalchemy import select
 
-        from app.flows import scheduler
+        from app.flows.runtracking import apply_workflow_run
         from app.models.sweeps import JobState, Sweep, SweepJob
 
         with self.factory() as s:
@@ -298,7 +303,7 @@ class Driver:
             with self.factory() as s:
                 gw = self.gw(s)
                 run = gw.get_run(repo, int(run_id))
-                scheduler.apply_workflow_run(s, gw, run, after_commit=after, settings=self.settings)
+                apply_workflow_run(s, gw, run, after_commit=after, settings=self.settings)
                 s.commit()
             if run.get("status") == "completed":
                 done.add(int(run_id))
@@ -358,12 +363,12 @@ class Driver:
                 self.injected["run_cancelled"] += 1
 
     def _user_cancels(self) -> None:
-        from app.flows import scheduler
+        from app.flows.sweepcancel import cancel_sweep
 
         for i, when in list(self.user_cancel.items()):
             if self.t0 + when <= self.clock.now and i in self.sweeps:
                 with self.factory() as s:
-                    scheduler.cancel_sweep(
+                    cancel_sweep(
                         s, self.gw(s), self.sweeps[i], actor=BOT, reason="bench: the PR cancelled its sweep"
                     )
                     s.commit()

@@ -186,8 +186,8 @@ def dispatch(
     ] = False,
 ) -> None:
     """The workflow, ref and inputs of every dispatch the bot would make for a sweep of KEY."""
+    from app.core.sweepspec import SweepError  # lazy: loaded when the command runs (start-up)
     from app.flows.dispatchplan import PLACEHOLDER_SHA, plan_dispatches  # lazy: start-up
-    from app.flows.scheduler import SweepError  # lazy: loaded when the command runs (start-up)
     from app.settings import SettingsError, get_settings  # lazy: loaded when the command runs (start-up)
 
     conc_filter = _parse_conc(conc)

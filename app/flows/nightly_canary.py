@@ -21,16 +21,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.adapters import queue
-from app.adapters.github import Conflict
+from app.adapters.github.errors import Conflict
 from app.adapters.registry import parse_image
 from app.core.recipes import expand_points, parse_master, recipe_fingerprint, set_image
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.master import Point, get_entry, script_candidates
+from app.core.sweepspec import SweepError, group_fields
+from app.core.sweepspec import group_key as _group_key
+from app.flows.benchrepo import locate as _locate
+from app.flows.benchrepo import master_files as _master_files
 from app.flows.botconfig import BotConfig, NightlyKey
-from app.flows.scheduler import SweepError, create_sweep, group_fields
-from app.flows.scheduler import group_key as _group_key
-from app.flows.scheduler import locate as _locate
-from app.flows.scheduler import master_files as _master_files
+from app.flows.sweepcreate import create_sweep
 from app.flows.tracking import _image_source
 from app.models.nightly import CanaryState, NightlyCanary
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, Sweep, SweepJob, SweepState

@@ -16,7 +16,7 @@ import structlog
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.adapters.github import GitHubError
+from app.adapters.github.errors import GitHubError
 from app.core.redelivery import Item, ScanState, judge_page, parse_item
 from app.core.routing import TransientError
 from app.metrics import REDELIVERIES

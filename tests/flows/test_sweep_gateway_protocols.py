@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.adapters.github import GitHubGateway
+from app.adapters.github.gateway import GitHubGateway
 from app.flows.benchrepo import RepoFiles
 from app.flows.dispatch import DispatchGateway
 from app.flows.forkapproval import ApprovalGateway

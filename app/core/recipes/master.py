@@ -34,7 +34,6 @@ import functools
 import hashlib
 import json
 import pickle
-import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +47,7 @@ from app.core.recipes.errors import (
     UnsupportedScenarioError,
 )
 from app.core.recipes.yamlutil import load_yaml
-from app.core.seqlen import seq_name
+from app.core.seqlen import seq_name, seq_shape
 
 FIXED_SEQ_LEN = "fixed-seq-len"
 FIXED_SCENARIO = FIXED_SEQ_LEN
@@ -84,7 +83,6 @@ _PASSTHROUGH_FIELDS = frozenset(
         "moe-backend",
     }
 )
-_SEQ_RE = re.compile(r"^(?:1k1k|8k1k|(\d+)_(\d+))$")
 
 
 @functools.lru_cache(maxsize=16)
@@ -326,13 +324,11 @@ def conc_values(item: dict[str, Any], key: str = "?") -> list[int]:
 
 
 def _parse_seq_filter(seq: str) -> str:
-    match = _SEQ_RE.match(seq.strip())
-    if not match:
+    # `1024_1024` and `1k1k` name the same shape: the repo's own spelling is the one matched.
+    shape = seq_shape(seq.strip())
+    if shape is None:
         raise EmptyPlanError(f"unknown seq '{seq}'; use 1k1k, 8k1k or <isl>_<osl> (for example 2048_512)")
-    if match.group(1) is not None:
-        # `1024_1024` and `1k1k` name the same shape; normalise to the repo's own spelling.
-        return seq_name(int(match.group(1)), int(match.group(2)))
-    return seq.strip()
+    return shape
 
 
 @dataclass(frozen=True)
