@@ -11,8 +11,10 @@ import contextlib
 from typing import Any
 
 from app.core.routing import HandlerContext, HandlerSkipped
-from app.flows import scheduler
-from app.flows.scheduler import SweepFilters
+from app.core.sweepspec import SweepFilters
+from app.flows.runtracking import on_workflow_job, on_workflow_run
+from app.flows.sweepcancel import cancel_sweep
+from app.flows.tick import tick
 from app.models.sweeps import JobState
 from tests.flows.test_scheduler import _ctx, _jobs, _request, _wf_job, env
 from tests.sweep_fakes import FakeGateway
@@ -22,7 +24,7 @@ __all__ = ["env"]
 
 def _deliver(env: dict[str, Any], event: str, payload: dict[str, Any]) -> None:
     with env["factory"]() as s:
-        handler = scheduler.on_workflow_job if event == "workflow_job" else scheduler.on_workflow_run
+        handler = on_workflow_job if event == "workflow_job" else on_workflow_run
         ctx = _ctx(s, event, payload)
         with contextlib.suppress(HandlerSkipped):
             handler(ctx)
@@ -35,7 +37,7 @@ def test_a_run_cancelled_on_github_is_cancelled_not_failed_nor_retried(env: dict
     gw = FakeGateway()
     env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
     req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(1,)))
-    scheduler.tick(env["factory"], lambda s: gw)
+    tick(env["factory"], lambda s: gw)
     run_id = gw.dispatches[0]["run_id"]
     running, queued, _third = _jobs(env["factory"], req.sweep.id)
     wf_running = _wf_job(gw, run_id, running, "cancelled")
@@ -53,18 +55,18 @@ def test_a_run_cancelled_on_github_is_cancelled_not_failed_nor_retried(env: dict
     assert all("cancelled on GitHub" in (j.reason or "") for j in by_id.values())
     assert "The operation was canceled." in (by_id[running.id].reason or "")
     assert all(j.attempts == 1 for j in by_id.values())  # nothing re-dispatched
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    assert tick(env["factory"], lambda s: gw).dispatched_runs == 0
 
 
 def test_the_bots_own_cancel_is_not_retried(env: dict[str, Any]) -> None:
     gw = FakeGateway()
     env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
     req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(1,)))
-    scheduler.tick(env["factory"], lambda s: gw)
+    tick(env["factory"], lambda s: gw)
     run_id = gw.dispatches[0]["run_id"]
     jobs = _jobs(env["factory"], req.sweep.id)
     with env["factory"]() as s:
-        scheduler.cancel_sweep(s, gw, req.sweep.id, actor="maint", reason="not needed")
+        cancel_sweep(s, gw, req.sweep.id, actor="maint", reason="not needed")
         s.commit()
     assert gw.cancelled == [run_id]
     for job in jobs:
@@ -77,4 +79,4 @@ def test_the_bots_own_cancel_is_not_retried(env: dict[str, Any]) -> None:
     after = _jobs(env["factory"], req.sweep.id)
     assert {j.state for j in after} == {JobState.CANCELLED}
     assert all("not needed" in (j.reason or "") for j in after)
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    assert tick(env["factory"], lambda s: gw).dispatched_runs == 0
