@@ -382,7 +382,7 @@ class LazyGateway:
 
     def __init__(self, ctx: HandlerContext) -> None:
         self._ctx = ctx
-        self._gw: Any = None
+        self._gw: TrackingGateway | None = None
 
     def __getattr__(self, name: str) -> Any:
         if self._gw is None:
