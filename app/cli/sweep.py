@@ -33,7 +33,7 @@ def _parse_conc(value: str | None) -> tuple[tuple[int, ...] | None, tuple[int, i
 
 
 def _gateway(session: Any) -> Any:
-    from app.adapters.github import session_gateway  # lazy: loaded when the command runs (start-up)
+    from app.adapters.github.gateway import session_gateway  # lazy: loaded when the command runs (start-up)
 
     return session_gateway(session, actor=OPERATOR)
 
@@ -61,7 +61,10 @@ def create(
     priority: Annotated[str, typer.Option(help="high, normal or low")] = "normal",
 ) -> None:
     """Queue one job per point of KEY at the PR's head."""
-    from app.adapters.github import GitHubError, NotFound  # lazy: loaded when the command runs (start-up)
+    from app.adapters.github.errors import (  # lazy: loaded when the command runs (start-up)
+        GitHubError,
+        NotFound,
+    )
     from app.core.sweepspec import REPO_RE, SweepError, SweepFilters  # lazy: start-up
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
     from app.flows.sweeprequest import request_sweep  # lazy: loaded when the command runs (start-up)

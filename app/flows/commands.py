@@ -18,7 +18,7 @@ import structlog
 from sqlalchemy.orm import Session
 
 from app.adapters import queue
-from app.adapters.github import GitHubError
+from app.adapters.github.errors import GitHubError
 from app.adapters.permissions import WRITE_ROLES, can_write
 from app.core.approval import bind_approval
 from app.core.commands import Command, help_text, is_bot, parse_commands, reply_marker

@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from app.adapters import broker, queue  # called through the module: tests replace them there
-from app.adapters.github import GitHubGateway, session_gateway
+from app.adapters.github.gateway import GitHubGateway, session_gateway
 from app.core.backlog import QueueProgress, queue_position, readiness, ring_cutoff
 from app.core.delivery import IncomingDelivery
 from app.core.installations import installation_of

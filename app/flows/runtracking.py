@@ -191,17 +191,31 @@ def apply_workflow_job(
             return True
         return False
     job.run_conclusion = str(conclusion)
-    failure = failure_of(gw, sweep_repo(session, job), wf_job)
+    fold_failure(session, job, failure_of(gw, sweep_repo(session, job), wf_job), wf_job, settings)
+    after_commit.append(tick_later)
+    return True
+
+
+def fold_failure(
+    session: Session, job: SweepJob, failure: Any, wf_job: dict[str, Any], settings: Settings
+) -> None:
+    """A workflow job of ours that did not succeed: retried (infrastructure), cancelled (through
+    the API or the UI: not re-run, whoever cancelled it wanted the runner back), or failed."""
+    url = wf_job.get("html_url") or job.run_url
     if failure.infrastructure:
         runner = wf_job.get("runner_name") or "the runner"
         retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
+    elif failure.cancelled:
+        finish_job(session, job.id, JobState.CANCELLED, reason=cancelled_reason(failure.message, url))
     else:
-        url = wf_job.get("html_url") or job.run_url
+        conclusion = wf_job.get("conclusion")
         finish_job(
             session, job.id, JobState.FAILED, reason=f"benchmark {conclusion}: {failure.message} (see {url})"
         )
-    after_commit.append(tick_later)
-    return True
+
+
+def cancelled_reason(said: str, url: Any) -> str:
+    return f"{said}, not by sweepbot: not re-run (retry it from the dashboard to run it again; see {url})"
 
 
 def apply_workflow_run(
@@ -309,9 +323,12 @@ def _run_completed(
         if wf_job is not None and wf_job.get("status") == "completed":
             changed |= _apply_assigned(session, gw, job, {**wf_job, "run_id": run_id}, after_commit, settings)
             continue
-        if conclusion in ("startup_failure", "cancelled"):
-            why = "startup_failure" if conclusion == "startup_failure" else "cancelled by the system"
-            retry_or_fail(session, job, f"run {conclusion}: {why}", settings)
+        if conclusion == "startup_failure":
+            retry_or_fail(session, job, "run startup_failure", settings)
+        elif conclusion == "cancelled":
+            # Our own cancels never get here (their jobs are final or re-queued first).
+            reason = cancelled_reason(f"run {run_id} cancelled on GitHub", run.get("html_url"))
+            finish_job(session, job.id, JobState.CANCELLED, reason=reason)
         else:
             finish_job(
                 session,
@@ -345,18 +362,7 @@ def _apply_assigned(
         mark_report_dirty(session, job.sweep_id)
         return True
     job.run_conclusion = str(wf_job.get("conclusion"))
-    failure = failure_of(gw, sweep_repo(session, job), wf_job)
-    if failure.infrastructure:
-        runner = wf_job.get("runner_name") or "the runner"
-        retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
-    else:
-        url = wf_job.get("html_url") or job.run_url
-        finish_job(
-            session,
-            job.id,
-            JobState.FAILED,
-            reason=f"benchmark {wf_job.get('conclusion')}: {failure.message} (see {url})",
-        )
+    fold_failure(session, job, failure_of(gw, sweep_repo(session, job), wf_job), wf_job, settings)
     after_commit.append(tick_later)
     return True
 
@@ -376,7 +382,7 @@ class LazyGateway:
 
     def __init__(self, ctx: HandlerContext) -> None:
         self._ctx = ctx
-        self._gw: Any = None
+        self._gw: TrackingGateway | None = None
 
     def __getattr__(self, name: str) -> Any:
         if self._gw is None:

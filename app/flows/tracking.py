@@ -21,7 +21,7 @@ import httpx
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github import session_gateway
+from app.adapters.github.gateway import session_gateway
 from app.core.botconfig import CONFIG_PATH, BotConfig
 from app.core.deprefs import DepRef, parse_config_keys, parse_dependency_refs, parse_refs_list
 from app.core.nightlies import label_nightlies

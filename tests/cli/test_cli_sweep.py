@@ -75,7 +75,7 @@ def cli(*args: str) -> Result:
 
 
 def _gw(session: Session) -> Any:
-    from app.adapters.github import gateway
+    from app.adapters.github.gateway import gateway
     from app.settings import get_settings
 
     return gateway(get_settings(), session)

@@ -36,7 +36,7 @@ from sim.world import SimSettings
 
 @pytest.fixture
 def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    from app.adapters.github import gateway
+    from app.adapters.github.gateway import gateway
     from app.db import session_factory
     from app.flows.botconfig import read_bot_config
     from app.settings import get_settings, reset_settings_cache

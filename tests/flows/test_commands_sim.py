@@ -38,7 +38,7 @@ def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Any
 
 
 def _gw(session: Session, caused_by: str = "sweepbot") -> Any:
-    from app.adapters.github import gateway
+    from app.adapters.github.gateway import gateway
     from app.settings import get_settings
 
     return gateway(get_settings(), session, actor=caused_by)

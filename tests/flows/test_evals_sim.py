@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.adapters.github import gateway
+from app.adapters.github.gateway import gateway
 from app.adapters.permissions import clear_cache
 from app.core.sweepspec import SweepFilters
 from app.db import session_factory

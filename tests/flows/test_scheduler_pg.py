@@ -132,7 +132,7 @@ def test_sticky_comment_upserts_at_once_create_one_comment(
     from sqlalchemy import create_engine
     from sqlalchemy.orm import sessionmaker
 
-    from app.adapters.github import GitHubGateway
+    from app.adapters.github.gateway import GitHubGateway
     from sim.server import SimServer
     from sim.world import SimSettings
 

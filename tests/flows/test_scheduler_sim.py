@@ -29,7 +29,7 @@ KEY = "minimaxm3-fp4-mi355x-vllm"
 
 @pytest.fixture
 def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    from app.adapters.github import gateway
+    from app.adapters.github.gateway import gateway
     from app.db import session_factory
     from app.settings import get_settings, reset_settings_cache
 
