@@ -391,7 +391,7 @@ def sweep_repo(session: Session, job: SweepJob) -> str:
 class LazyGateway:
     """The handler's gateway, made only when a call needs it (most job events need none)."""
 
-    def __init__(self, ctx: HandlerContext) -> None:
+    def __init__(self, ctx: HandlerContext[Session, TrackingGateway]) -> None:
         self._ctx = ctx
         self._gw: TrackingGateway | None = None
 
@@ -402,7 +402,7 @@ class LazyGateway:
 
 
 @router.register("workflow_job")
-def on_workflow_job(ctx: HandlerContext) -> None:
+def on_workflow_job(ctx: HandlerContext[Session, TrackingGateway]) -> None:
     wf_job = ctx.event.payload.get("workflow_job") or {}
     if not isinstance(wf_job, dict) or not apply_workflow_job(
         ctx.session, wf_job, after_commit=ctx.after_commit, gw=LazyGateway(ctx)
@@ -411,7 +411,7 @@ def on_workflow_job(ctx: HandlerContext) -> None:
 
 
 @router.register("workflow_run")
-def on_workflow_run(ctx: HandlerContext) -> None:
+def on_workflow_run(ctx: HandlerContext[Session, TrackingGateway]) -> None:
     run = ctx.event.payload.get("workflow_run") or {}
     if not isinstance(run, dict) or "id" not in run:
         raise HandlerSkipped("no workflow_run in the payload")
