@@ -24,6 +24,7 @@ from bench.schedsim import (
     pr_master,
     utc,
 )
+from bench.schedsim_idle import IdleSample, idle_causes
 
 BOT = "bench"
 MAX_LOOPS = 2_000_000
@@ -41,6 +42,7 @@ class Driver:
         self.tasks: list[tuple[str, tuple[Any, ...]]] = []
         self.patches: list[tuple[Any, str, Any]] = []
         self.samples: list[tuple[float, int, int]] = []
+        self.idle_samples: list[IdleSample] = []
         self.cursor = 0
         self.due: list[tuple[float, int, Any]] = []  # (due time, seq, delivery) webhooks in flight
         self.seq = itertools.count()
@@ -414,7 +416,14 @@ class Driver:
         from sqlalchemy import func, select
 
         from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
+        from app.store.jobs import inflight_slots
 
+        queued_widths = (
+            select(func.max(SweepJob.slots))
+            .join(Sweep, Sweep.id == SweepJob.sweep_id)
+            .where(SweepJob.state == JobState.QUEUED, Sweep.state == SweepState.ACTIVE)
+            .group_by(SweepJob.sweep_id, SweepJob.group_key)
+        )
         with self.factory() as s:
             waiting = s.scalar(
                 select(func.count(SweepJob.id))
@@ -422,9 +431,13 @@ class Driver:
                 .where(SweepJob.state == JobState.QUEUED, Sweep.state == SweepState.ACTIVE)
             )
             open_jobs = s.scalar(select(func.count(SweepJob.id)).where(SweepJob.state.notin_(JobState.FINAL)))
+            held = inflight_slots(s, LABEL)
+            narrowest = min((max(1, int(n or 1)) for n in s.scalars(queued_widths)), default=0)
         with self.world.lock:
             busy = sum(1 for j in self.world.jobs.values() if j.label == LABEL and j.status == "in_progress")
+            queued = sum(1 for j in self.world.jobs.values() if j.label == LABEL and j.status == "queued")
         self.samples.append((self.clock.now, busy, int(waiting or 0)))
+        self.idle_samples.append(IdleSample(self.clock.now, busy, queued, held, int(waiting or 0), narrowest))
         self._note_hour()
         self.open_jobs = int(open_jobs or 0)
 
@@ -540,6 +553,7 @@ class Driver:
             lower_bound_s=round(bound, 1),
             ratio=round(makespan / bound, 4) if bound else 0.0,
             idle_share_while_queued=round(idle_share(self.samples, runners), 4),
+            idle_causes=idle_causes(self.idle_samples, runners),
             p95_high_first_wait_s=round(percentile(high, 0.95), 1),
             max_high_first_wait_s=round(max(high, default=0.0), 1),
             calls_total=calls["total"],

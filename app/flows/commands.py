@@ -307,7 +307,7 @@ def _tick() -> None:
 
 
 @router.register("issue_comment", "created")
-def on_issue_comment_created(ctx: HandlerContext) -> None:
+def on_issue_comment_created(ctx: HandlerContext[Session, CommandGateway]) -> None:
     payload = ctx.event.payload
     body = str((payload.get("comment") or {}).get("body") or "")
     if "/" not in body:  # cheap exit before building a gateway

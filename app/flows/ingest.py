@@ -197,7 +197,7 @@ def process_delivery(delivery_id: str) -> str:
         structlog.contextvars.unbind_contextvars("delivery_id")
 
 
-def delivery_gateways(session: Session, event: Event) -> GatewayFactory:
+def delivery_gateways(session: Session, event: Event) -> GatewayFactory[GitHubGateway]:
     """The handlers' GitHub: writes audited in the delivery's session as the asked-for actor, tagged
     with the delivery; GitHub names the installation the delivery belongs to, and that one acts."""
     installation = installation_of(event.payload)

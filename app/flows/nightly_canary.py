@@ -25,7 +25,9 @@ from app.adapters.github.errors import Conflict
 from app.adapters.registry import parse_image
 from app.core.recipes import expand_points, parse_master, recipe_fingerprint, set_image
 from app.core.recipes.errors import RecipeError
-from app.core.recipes.master import Point, get_entry, script_candidates
+from app.core.recipes.master import get_entry
+from app.core.recipes.points import Point
+from app.core.recipes.scripts import script_candidates
 from app.core.sweepspec import SweepError, group_fields
 from app.core.sweepspec import group_key as _group_key
 from app.flows.benchrepo import RepoFiles

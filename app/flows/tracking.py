@@ -343,7 +343,7 @@ def deps_status(session: Session) -> list[dict[str, Any]]:
 # ============================================================================================ handlers
 
 
-def on_pull_request(ctx: HandlerContext) -> None:
+def on_pull_request(ctx: HandlerContext[Session, TrackingGateway]) -> None:
     payload = ctx.event.payload
     repo = ctx.event.repo
     pull = payload.get("pull_request")
@@ -357,5 +357,5 @@ for _action in ("opened", "edited", "synchronize", "reopened", "closed"):
 
 
 @router.register("push")
-def on_push(ctx: HandlerContext) -> None:
+def on_push(ctx: HandlerContext[Session, TrackingGateway]) -> None:
     handle_push(ctx.session, ctx.gateway(), ctx.event.payload)

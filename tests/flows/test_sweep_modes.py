@@ -197,7 +197,7 @@ def test_label_mode_follows_the_repos_run_and_collects(label_env: dict[str, Any]
     # The repo's run-sweep.yml run arrives as a workflow_run delivery: adopted by its head commit.
     run = _repo_run(gh, 9001, "in_progress")
     with label_env["factory"]() as s:
-        ctx = HandlerContext(
+        ctx: HandlerContext[Session, FakeRunTracking] = HandlerContext(
             session=s, event=Event("d1", "workflow_run", "in_progress", {"workflow_run": run})
         )
         on_workflow_run(ctx)
@@ -269,7 +269,9 @@ def _sweep_jobs(env: dict[str, Any], sweep_id: int) -> list[SweepJob]:
 
 def _deliver_run(env: dict[str, Any], run: dict[str, Any]) -> None:
     with env["factory"]() as s:
-        ctx = HandlerContext(session=s, event=Event("d", "workflow_run", "completed", {"workflow_run": run}))
+        ctx: HandlerContext[Session, FakeRunTracking] = HandlerContext(
+            session=s, event=Event("d", "workflow_run", "completed", {"workflow_run": run})
+        )
         on_workflow_run(ctx)
         s.commit()
 
