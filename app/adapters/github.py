@@ -83,6 +83,10 @@ class Conflict(GitHubError):
     """422/409: the request was understood and refused (e.g. a non-fast-forward ref update)."""
 
 
+class Forbidden(GitHubError):
+    """403 that is no rate limit: the credentials lack a permission; asking again is refused again."""
+
+
 @dataclass
 class Conditional:
     data: Any
@@ -103,6 +107,14 @@ def _seconds(value: Any) -> float | None:
 
 def _quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
+
+
+def _is_pull(issue: dict[str, Any]) -> bool:
+    """Whether an entry of an issue list is a pull request. GitHub marks those with
+    ``pull_request`` links; its recorded 2012 answers carry ``pull_request`` with null links on
+    every plain issue too, so the key alone does not make a pull request."""
+    links = issue.get("pull_request")
+    return isinstance(links, dict) and any(links.get(k) for k in ("url", "html_url"))
 
 
 class Unauthorized(GitHubError):
@@ -127,6 +139,8 @@ def raise_for(op: str, status: int, headers: dict[str, Any], data: Any) -> NoRet
         raise TransientError(f"{op}: GitHub answered {status}: {message}")
     if status == 401:
         raise Unauthorized(status, f"{op}: {message or 'bad credentials'}", data)
+    if status == 403:
+        raise Forbidden(status, f"{op}: {message or 'forbidden'}", data)
     if status == 404:
         raise NotFound(status, f"{op}: {message or 'not found'}", data)
     if status in (409, 422):
@@ -674,7 +688,7 @@ class GitHubGateway:
         if creator:
             params["creator"] = creator
         for issue in self._paginate("issues/list-for-repo", f"/repos/{repo}/issues", params, limit=1000):
-            if "pull_request" not in issue and marker in (issue.get("body") or ""):
+            if not _is_pull(issue) and marker in (issue.get("body") or ""):
                 return issue
         return None
 
@@ -837,14 +851,27 @@ class GitHubGateway:
             )
 
     def cancel_run(self, repo: str, run_id: int) -> None:
-        # 409: the run already finished — the state we wanted anyway.
-        with contextlib.suppress(Conflict):
+        """Ask GitHub to cancel a run. A 409 (it already finished) is the state we wanted; a 403
+        ("Must have admin rights to Repository.", as GitHub really answers a token that may not)
+        is raised as ``Forbidden`` naming the run and the missing permission: not a cancel, and
+        not worth retrying."""
+        try:
             self._write(
                 "actions/cancel-workflow-run",
                 "POST",
                 f"/repos/{repo}/actions/runs/{run_id}/cancel",
                 target=f"{repo} run {run_id}",
             )
+        except Conflict:
+            return
+        except Forbidden as exc:
+            message = exc.data.get("message") if isinstance(exc.data, dict) else None
+            raise Forbidden(
+                exc.status,
+                f"actions/cancel-workflow-run: run {run_id} of {repo} was not cancelled "
+                f"({message or 'forbidden'}): the bot's credentials need write access to Actions there",
+                exc.data,
+            ) from exc
 
     def list_run_artifacts(self, repo: str, run_id: int) -> list[dict[str, Any]]:
         return list(
