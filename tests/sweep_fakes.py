@@ -101,7 +101,7 @@ class FakeGateway:
 
     def get_conditional(self, op: str, path: str, params: dict[str, Any] | None = None) -> Any:
         """The runs listing (the repair poll's one read), 304-like when nothing changed since."""
-        from app.adapters.github import Conditional
+        from app.adapters.github.base import Conditional
 
         with self.lock:
             runs = sorted((dict(r) for r in self.runs.values()), key=lambda r: -int(r["id"]))

@@ -18,7 +18,7 @@ from app.flows.jobfinish import finish_job
 from app.flows.labelruns import adopt_label_run, find_label_run
 from app.flows.ring import collect_later, tick_later
 from app.flows.runtracking import apply_workflow_run
-from app.flows.sweepcancel import cancel_runs
+from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
@@ -155,7 +155,9 @@ def _repair_one(
             result.updated += 1
 
 
-def _time_out(session: Session, gw: Any, job: SweepJob, sweep: Sweep, age: float, settings: Settings) -> None:
+def _time_out(
+    session: Session, gw: CancelGateway, job: SweepJob, sweep: Sweep, age: float, settings: Settings
+) -> None:
     if job.run_id is not None:
         cancel_runs(gw, sweep.repo, [job.run_id])
     finish_job(

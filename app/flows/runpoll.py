@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.adapters.github.base import Conditional
 from app.core import budget
 from app.core.routing import TransientError
 from app.core.runmatch import run_name_in_title
@@ -39,6 +40,12 @@ BUDGET_KEY = "sweepbot:github-budget"  # a row of the shared HTTP cache (no ETag
 
 
 GatewayFactory = Callable[[Session], Any]
+
+
+class RunListing(Protocol):
+    """The poll's one read per repository: a conditional (ETag) listing of the workflow's runs."""
+
+    def get_conditional(self, op: str, path: str, params: dict[str, Any] | None = None) -> Conditional: ...
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,7 @@ def poll_runs(
 
 
 def _list_page(
-    session: Session, gw: Any, op: str, path: str, params: dict[str, Any], result: RunPollResult
+    session: Session, gw: RunListing, op: str, path: str, params: dict[str, Any], result: RunPollResult
 ) -> tuple[list[dict[str, Any]], int | None]:
     got = gw.get_conditional(op, path, params)
     result.listings += 1

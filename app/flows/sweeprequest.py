@@ -13,7 +13,8 @@ from app.core.clock import aware
 from app.core.recipes import expand_points, parse_master, recipe_fingerprint
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.evals import parse_eval_mode, plan_with_evals
-from app.core.recipes.master import get_entry, script_candidates
+from app.core.recipes.master import get_entry
+from app.core.recipes.scripts import script_candidates
 from app.core.seqlen import SEQ_HINT, is_seq_filter
 from app.core.sweepspec import (
     KEY_RE,

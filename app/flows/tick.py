@@ -1,7 +1,17 @@
 """The tick: release queued jobs onto free runner capacity, one runner label at a time.
 
-Concurrency contract (several workers, several beat ticks at once): see docs/scheduling.md and
-``app.flows.scheduler``'s docstring.
+Concurrency contract (several workers, several beat ticks at once; docs/scheduling.md):
+
+- A tick works one runner label at a time inside a short transaction that first takes that
+  label's lock row (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL: a label another tick is
+  serving is skipped; on SQLite the first statement is a guarded UPDATE of the row, which takes
+  the database write lock so the in-flight count read after it is current). Under that lock it
+  counts the runner slots in flight, picks jobs, and claims them with a guarded
+  ``UPDATE ... WHERE state='queued'``. The claim commits *before* the GitHub call.
+- The dispatch then happens outside any transaction and its run id is recorded afterwards. A crash
+  between claim and record leaves a ``dispatched`` job without a run id; the repair poll finds its
+  run by the unique run name ``sweepbot-<sweep id>-<job id>``, or re-queues it when no run exists.
+  So a job is never dispatched twice by two ticks, and never lost.
 """
 
 from __future__ import annotations

@@ -25,7 +25,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from app.adapters.github import Conflict, Forbidden, GitHubError, GitHubGateway, request
+from app.adapters.github.errors import Conflict, Forbidden, GitHubError
+from app.adapters.github.gateway import GitHubGateway
+from app.adapters.github.transport import request
 from app.core.installations import parse_expires_at
 from app.core.routing import TransientError
 from app.settings import Settings
@@ -138,7 +140,7 @@ def replay() -> Iterator[Any]:
             github_seconds_between_requests=0,
             github_seconds_between_writes=0,
         )
-        from app.adapters.github import make_requester
+        from app.adapters.github.transport import make_requester
 
         return r, GitHubGateway(make_requester(settings), consistency_delays=(0.0, 0.0, 0.0))
 
@@ -238,7 +240,7 @@ def test_rate_limit_and_hook_deliveries(replay: Any) -> None:
 
 
 def test_installation_lookup_and_tokens_cached_per_installation() -> None:
-    from app.adapters.github import AppCredentials
+    from app.adapters.github.credentials import AppCredentials
 
     r = Replay("GithubIntegration.testGetRepoInstallation.txt", "GithubIntegration.testGetAccessToken.txt")
     try:
@@ -473,7 +475,7 @@ def test_the_pulls_that_brought_a_commit(replay: Any) -> None:
 
 
 def test_the_app_s_installations_give_the_default_one() -> None:
-    from app.adapters.github import AppCredentials
+    from app.adapters.github.credentials import AppCredentials
 
     r = Replay(
         documented("GET", "/app/installations", "apps/list-installations", 200, "base-installation-items")

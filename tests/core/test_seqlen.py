@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.core import seqlen
 from app.core.commands import parse_commands
-from app.core.recipes import master
+from app.core.recipes import expand, points
 from app.core.sweepspec import SweepError, _check_values
 from app.web.dashboard.data.results import shape_name
 
@@ -18,7 +18,7 @@ def test_named_shapes_and_the_exp_name_rule() -> None:
 
 
 def test_recipes_and_dashboard_name_shapes_by_the_same_rule() -> None:
-    assert master.seq_name is seqlen.seq_name
+    assert points.seq_name is seqlen.seq_name and expand.seq_name is seqlen.seq_name
     for isl, osl in ((1024, 1024), (8192, 1024), (1024, 8192), (1000, 500)):
         assert shape_name(isl, osl) == seqlen.seq_name(isl, osl)
     assert shape_name(None, 1024) is None  # agentic-coding results have no shape

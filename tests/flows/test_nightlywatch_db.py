@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from app.core.recipes import expand_points, parse_master
-from app.flows import scheduler
 from app.flows.canary_budget import canary_budget, week_start
 from app.flows.nightlywatch import _canaries, _series
+from app.flows.sweepcreate import create_sweep
 from app.models.nightly import CanaryState, NightlyCanary
 from app.models.results import Result
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
@@ -23,7 +23,7 @@ def _measured(s: Session, gw: FakeGateway, i: int, fingerprint: str, tpot: float
     image = f"vllm/vllm-openai-rocm:{tag}"
     master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
     points = [p.to_json() for p in expand_points(master, KEY, seq="8k1k", conc=[64], tp=4)]
-    sweep, _, _ = scheduler.create_sweep(
+    sweep, _, _ = create_sweep(
         s, gw, repo=REPO, pr_number=0, head_sha="c" * 40, head_ref=f"b{i}", base_ref="main",
         head_repo=REPO, is_fork=False, config_key=KEY, config_path=None, image=image,
         fingerprint=fingerprint, points=points, requested_by="sweepbot", reason=CANARY_REASON,

@@ -16,10 +16,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
-from app.flows import labelruns, ring, scheduler
+from app.core.sweepspec import SweepError, SweepFilters
+from app.flows import labelruns, ring
+from app.flows.benchrepo import clear_capacity_cache
 from app.flows.botconfig import BotConfig, BotConfigError, parse_bot_config
 from app.flows.bump import commit_message
-from app.flows.scheduler import SweepError, SweepFilters
+from app.flows.repair import repair_jobs
+from app.flows.runtracking import on_workflow_run
+from app.flows.sweeprequest import request_sweep
+from app.flows.sweepviews import sweep_summary
+from app.flows.tick import tick
 from app.models.sweeps import JobState, Sweep, SweepJob
 from sim.runs import changelog_keys, sweep_run_wanted
 from tests.sweep_fakes import KEY, REPO, SHA1, FakeGateway
@@ -87,7 +93,7 @@ def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator
 
     settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=4")
     reset_settings_cache()
-    scheduler.clear_capacity_cache()
+    clear_capacity_cache()
     enqueued: list[tuple[str, tuple[Any, ...]]] = []
     settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
     factory = session_factory()
@@ -163,7 +169,7 @@ class LabelGateway(FakeGateway):
 
 def _label_sweep(env: dict[str, Any]) -> list[SweepJob]:
     with env["factory"]() as s:
-        req = scheduler.request_sweep(
+        req = request_sweep(
             s, env["gw"], repo=REPO, pr_number=7, config_key=KEY, requested_by="sweepbot", reason="bump"
         )
         s.commit()
@@ -175,10 +181,10 @@ def test_label_mode_applies_the_label_and_never_dispatches(label_env: dict[str, 
     gw: LabelGateway = label_env["gw"]
     assert gw.labels == [(7, ["full-sweep-enabled"])]
     assert jobs and {j.state for j in jobs} == {JobState.DISPATCHED} and all(j.run_id is None for j in jobs)
-    assert scheduler.tick(label_env["factory"], lambda s: gw).dispatched_runs == 0 and gw.dispatches == []
+    assert tick(label_env["factory"], lambda s: gw).dispatched_runs == 0 and gw.dispatches == []
     with label_env["factory"]() as s:
         with pytest.raises(SweepError, match="label mode"):
-            scheduler.request_sweep(
+            request_sweep(
                 s,
                 gw,
                 repo=REPO,
@@ -188,7 +194,7 @@ def test_label_mode_applies_the_label_and_never_dispatches(label_env: dict[str, 
                 reason="command",
                 filters=SweepFilters(conc=(64,)),
             )
-        summary = scheduler.sweep_summary(s, jobs[0].sweep_id)
+        summary = sweep_summary(s, jobs[0].sweep_id)
     assert summary["jobs"]
 
 
@@ -196,19 +202,19 @@ def test_label_mode_follows_the_repos_run_and_collects(label_env: dict[str, Any]
     jobs = _label_sweep(label_env)
     gw: LabelGateway = label_env["gw"]
     # No run yet: the repair poll waits (never re-queues: that would be a second way to the runners).
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).requeued == 0
+    assert repair_jobs(label_env["factory"], lambda s: gw).requeued == 0
     # The repo's run-sweep.yml run arrives as a workflow_run delivery: adopted by its head commit.
     run = gw.repo_run(9001, "in_progress")
     with label_env["factory"]() as s:
         ctx = HandlerContext(
             session=s, event=Event("d1", "workflow_run", "in_progress", {"workflow_run": run})
         )
-        scheduler.on_workflow_run(ctx)
+        on_workflow_run(ctx)
         s.commit()
         adopted = s.scalars(select(SweepJob).where(SweepJob.sweep_id == jobs[0].sweep_id)).all()
     assert {j.run_id for j in adopted} == {9001} and {j.state for j in adopted} == {JobState.RUNNING}
     gw.repo_run(9001, "completed", "success", bench_jobs=jobs)
-    scheduler.repair_jobs(label_env["factory"], lambda s: gw)
+    repair_jobs(label_env["factory"], lambda s: gw)
     collected = {args[0] for task, args in label_env["enqueued"] if task == "sweepbot.collect_job"}
     assert collected == {j.id for j in jobs}
 
@@ -240,7 +246,7 @@ def test_label_mode_infra_failure_is_reported_not_redispatched(label_env: dict[s
         found = labelruns.find_label_run(s, gw, s.get(Sweep, job.sweep_id))
         assert found is not None and found["id"] == 9002
         s.commit()
-    scheduler.repair_jobs(label_env["factory"], lambda s: gw)
+    repair_jobs(label_env["factory"], lambda s: gw)
     with label_env["factory"]() as s:
         got = s.get(SweepJob, job.id)
         assert got is not None and got.state == JobState.FAILED
@@ -252,7 +258,7 @@ def test_label_mode_infra_failure_is_reported_not_redispatched(label_env: dict[s
 
 def _command_sweep(env: dict[str, Any]) -> list[SweepJob]:
     with env["factory"]() as s:
-        req = scheduler.request_sweep(
+        req = request_sweep(
             s, env["gw"], repo=REPO, pr_number=7, config_key=KEY, requested_by="maint", reason="command"
         )
         s.commit()
@@ -267,7 +273,7 @@ def _sweep_jobs(env: dict[str, Any], sweep_id: int) -> list[SweepJob]:
 def _deliver_run(env: dict[str, Any], run: dict[str, Any]) -> None:
     with env["factory"]() as s:
         ctx = HandlerContext(session=s, event=Event("d", "workflow_run", "completed", {"workflow_run": run}))
-        scheduler.on_workflow_run(ctx)
+        on_workflow_run(ctx)
         s.commit()
 
 
@@ -281,7 +287,7 @@ def test_label_mode_follows_the_run_the_label_started_not_a_push_run(label_env: 
     sweep_id = jobs[0].sweep_id
     assert gw.labels == [(7, ["full-sweep-enabled"])] and gw.removed == []
     # The push's run is older than the label: neither the poll nor its delivery adopts it.
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 0
+    assert repair_jobs(label_env["factory"], lambda s: gw).updated == 0
     with pytest.raises(HandlerSkipped):
         _deliver_run(label_env, push_run)
     assert {j.run_id for j in _sweep_jobs(label_env, sweep_id)} == {None}
@@ -292,10 +298,10 @@ def test_label_mode_follows_the_run_the_label_started_not_a_push_run(label_env: 
     assert {j.run_id for j in waiting} == {None} and {j.state for j in waiting} == {JobState.DISPATCHED}
     assert all("run 8001 ran no benchmark job" in (j.reason or "") for j in waiting)
     assert label_env["enqueued"] == []
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 0
+    assert repair_jobs(label_env["factory"], lambda s: gw).updated == 0
     # The label's own run benchmarks the points: followed, and every job collected.
     gw.repo_run(8002, "completed", "success", bench_jobs=jobs)
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 1
+    assert repair_jobs(label_env["factory"], lambda s: gw).updated == 1
     assert {j.run_id for j in _sweep_jobs(label_env, sweep_id)} == {8002}
     collected = {args[0] for task, args in label_env["enqueued"] if task == "sweepbot.collect_job"}
     assert collected == {j.id for j in jobs}
@@ -335,7 +341,7 @@ def test_a_bump_on_a_labelled_pr_leaves_the_label_alone(label_env: dict[str, Any
     jobs = _label_sweep(label_env)
     assert gw.removed == [] and gw.labels == []
     gw.repo_run(8100, "in_progress", created_at=(datetime.now(UTC) - timedelta(minutes=5)).isoformat())
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 1
+    assert repair_jobs(label_env["factory"], lambda s: gw).updated == 1
     assert {j.run_id for j in _sweep_jobs(label_env, jobs[0].sweep_id)} == {8100}
 
 
@@ -435,7 +441,7 @@ def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
     if inputs is not None:
         settings_env.setenv("SWEEPBOT_DISPATCH_INPUTS", inputs)
     reset_settings_cache()
-    scheduler.clear_capacity_cache()
+    clear_capacity_cache()
     settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     factory = session_factory()
     gw = FakeGateway()
@@ -443,7 +449,7 @@ def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
         FIXTURES / "inferencex/workflows/run-sweep.yml"
     ).read_text()
     with factory() as s:
-        req = scheduler.request_sweep(
+        req = request_sweep(
             s,
             gw,
             repo=REPO,
@@ -454,7 +460,7 @@ def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
             filters=SweepFilters(seq="8k1k", conc=(64,)),
         )
         s.commit()
-    failed = sum(scheduler.tick(factory, lambda s: gw).failed for _ in range(4))  # one group per claim
+    failed = sum(tick(factory, lambda s: gw).failed for _ in range(4))  # one group per claim
     assert gw.dispatches == [] and failed >= 1
     with factory() as s:
         jobs = s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()
