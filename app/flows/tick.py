@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
@@ -29,8 +29,8 @@ from app.core.release_policy import CanaryRun, LabelView, pick_preemptions
 from app.core.routing import TransientError
 from app.flows.benchrepo import RepoFiles, label_capacity
 from app.flows.canary_budget import canary_budget, note_preempted_hours
-from app.flows.dispatch import Claimed, TickResult, dispatch_claim
-from app.flows.sweepcancel import cancel_runs
+from app.flows.dispatch import Claimed, DispatchGateway, TickResult, dispatch_claim
+from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.settings import get_settings
 from app.store import reuse
@@ -52,7 +52,14 @@ from app.store.sweeps import maybe_finish_sweep
 log = structlog.get_logger(__name__)
 
 BOT = "sweepbot"
-GatewayFactory = Callable[[Session], Any]
+
+
+class TickGateway(RepoFiles, DispatchGateway, CancelGateway, Protocol):
+    """What a tick uses: runner capacity (runners.yaml), the dispatch, and cancelling the runs of
+    preempted canaries."""
+
+
+GatewayFactory = Callable[[Session], TickGateway]
 
 
 def _canary_hours(session: Session, repo: str) -> CanaryHours:
