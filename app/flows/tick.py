@@ -1,14 +1,24 @@
 """The tick: release queued jobs onto free runner capacity, one runner label at a time.
 
-Concurrency contract (several workers, several beat ticks at once): see docs/scheduling.md and
-``app.flows.scheduler``'s docstring.
+Concurrency contract (several workers, several beat ticks at once; docs/scheduling.md):
+
+- A tick works one runner label at a time inside a short transaction that first takes that
+  label's lock row (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL: a label another tick is
+  serving is skipped; on SQLite the first statement is a guarded UPDATE of the row, which takes
+  the database write lock so the in-flight count read after it is current). Under that lock it
+  counts the runner slots in flight, picks jobs, and claims them with a guarded
+  ``UPDATE ... WHERE state='queued'``. The claim commits *before* the GitHub call.
+- The dispatch then happens outside any transaction and its run id is recorded afterwards. A crash
+  between claim and record leaves a ``dispatched`` job without a run id; the repair poll finds its
+  run by the unique run name ``sweepbot-<sweep id>-<job id>``, or re-queues it when no run exists.
+  So a job is never dispatched twice by two ticks, and never lost.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
@@ -19,8 +29,8 @@ from app.core.release_policy import CanaryRun, LabelView, pick_preemptions
 from app.core.routing import TransientError
 from app.flows.benchrepo import RepoFiles, label_capacity
 from app.flows.canary_budget import canary_budget, note_preempted_hours
-from app.flows.dispatch import Claimed, TickResult, dispatch_claim
-from app.flows.sweepcancel import cancel_runs
+from app.flows.dispatch import Claimed, DispatchGateway, TickResult, dispatch_claim
+from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.settings import get_settings
 from app.store import reuse
@@ -46,7 +56,14 @@ from app.store.sweeps import maybe_finish_sweep
 log = structlog.get_logger(__name__)
 
 BOT = "sweepbot"
-GatewayFactory = Callable[[Session], Any]
+
+
+class TickGateway(RepoFiles, DispatchGateway, CancelGateway, Protocol):
+    """What a tick uses: runner capacity (runners.yaml), the dispatch, and cancelling the runs of
+    preempted canaries."""
+
+
+GatewayFactory = Callable[[Session], TickGateway]
 
 
 def _canary_hours(session: Session, repo: str) -> CanaryHours:

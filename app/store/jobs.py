@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import case, func, null, or_, select, true, update
@@ -64,6 +64,20 @@ def match_jobs(session: Session, run_id: int, run_name: str | None) -> list[Swee
             )
         ).all()
     return jobs
+
+
+def dispatch_group(session: Session, jobs: Sequence[SweepJob]) -> list[SweepJob]:
+    """Every job of the sweeps' dispatch groups of ``jobs``, whatever their state or run, by id (the
+    repo's expansion order): the points a dispatch of that group runs, as far as the sweep knows."""
+    keys = {(j.sweep_id, j.group_key) for j in jobs}
+    if not keys:
+        return []
+    rows = session.scalars(
+        select(SweepJob)
+        .where(SweepJob.sweep_id.in_({k[0] for k in keys}), SweepJob.group_key.in_({k[1] for k in keys}))
+        .order_by(SweepJob.id)
+    ).all()
+    return [j for j in rows if (j.sweep_id, j.group_key) in keys]
 
 
 def requeue(job: SweepJob, reason: str) -> None:
