@@ -17,7 +17,7 @@ from app.flows.runtracking import on_workflow_job, on_workflow_run
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
 from tests.flows.test_scheduler import _ctx, _jobs, _request, _wf_job, env
-from tests.sweep_fakes import FakeGateway
+from tests.sweep_fakes import FakeGitHub, FakeRunTracking, FakeTick
 
 __all__ = ["env"]
 
@@ -42,9 +42,9 @@ def _same_name_pair(jobs: list[SweepJob]) -> tuple[SweepJob, SweepJob]:
     return pair["1k1k"], pair["8k1k"]
 
 
-def _run_jobs(gw: FakeGateway, run_id: int, jobs: list[SweepJob]) -> list[dict[str, Any]]:
+def _run_jobs(gh: FakeGitHub, run_id: int, jobs: list[SweepJob]) -> list[dict[str, Any]]:
     """The run's benchmark jobs in matrix order (the repo's order: seq-len major, our ids follow it)."""
-    return [_wf_job(gw, run_id, j, None, "queued") for j in sorted(jobs, key=lambda j: j.id)]
+    return [_wf_job(gh, run_id, j, None, "queued") for j in sorted(jobs, key=lambda j: j.id)]
 
 
 def test_a_retried_points_sibling_in_the_new_run_is_not_taken_for_it(env: dict[str, Any]) -> None:
@@ -52,29 +52,30 @@ def test_a_retried_points_sibling_in_the_new_run_is_not_taken_for_it(env: dict[s
 
     env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=20")
     reset_settings_cache()
-    gw = FakeGateway()
-    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
-    req = _request(env["factory"], gw, filters=SweepFilters(conc=(1,)))
-    assert tick(env["factory"], lambda s: gw).dispatched_runs == 1
-    first = gw.dispatches[0]["run_id"]
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh, filters=SweepFilters(conc=(1,)))
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    first = gh.dispatches[0]["run_id"]
     jobs = _jobs(env["factory"], req.sweep.id)
     sibling, retried = _same_name_pair(jobs)
     ordered = sorted(jobs, key=lambda j: j.id)
     # every point succeeds but one, whose runner is lost (an infrastructure failure: retried)
-    gw.run_jobs[first] = [
-        _wf_job(gw, first, j, "failure", lost=True)
+    gh.run_jobs[first] = [
+        _wf_job(gh, first, j, "failure", lost=True)
         if j.id == retried.id
-        else _wf_job(gw, first, j, "success")
+        else _wf_job(gh, first, j, "success")
         for j in ordered
     ]
-    for wf in gw.run_jobs[first]:
+    for wf in gh.run_jobs[first]:
         _deliver(env, "workflow_job", {"action": "completed", "workflow_job": wf})
     states = {j.id: j.state for j in _jobs(env["factory"], req.sweep.id)}
     assert states[retried.id] == JobState.QUEUED and states[sibling.id] == JobState.RUNNING
-    assert tick(env["factory"], lambda s: gw).dispatched_runs == 1  # the retry: the whole conc again
-    second = gw.dispatches[-1]["run_id"]
-    gw.run_jobs[second] = _run_jobs(gw, second, ordered)
-    sibling_again = gw.run_jobs[second][ordered.index(sibling)]
+    # the retry: the whole conc again
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    second = gh.dispatches[-1]["run_id"]
+    gh.run_jobs[second] = _run_jobs(gh, second, ordered)
+    sibling_again = gh.run_jobs[second][ordered.index(sibling)]
     _deliver(
         env,
         "workflow_job",
@@ -85,7 +86,7 @@ def test_a_retried_points_sibling_in_the_new_run_is_not_taken_for_it(env: dict[s
     )
     after = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
     assert after[retried.id].state == JobState.DISPATCHED and after[retried.id].run_conclusion is None
-    own = gw.run_jobs[second][ordered.index(retried)]
+    own = gh.run_jobs[second][ordered.index(retried)]
     _deliver(
         env,
         "workflow_job",
