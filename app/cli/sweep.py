@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress_bar import ProgressBar
 from rich.table import Table
+
+if TYPE_CHECKING:  # types only: the CLI loads the gateway when a command runs (start-up)
+    from sqlalchemy.orm import Session
+
+    from app.adapters.github.gateway import GitHubGateway
 
 sweep_app = typer.Typer(help="Create, inspect and cancel benchmark sweeps.", no_args_is_help=True)
 console = Console()
@@ -32,7 +37,7 @@ def _parse_conc(value: str | None) -> tuple[tuple[int, ...] | None, tuple[int, i
         raise typer.BadParameter(f"--conc {value!r}: use a list (32,64) or a range (4..256)") from None
 
 
-def _gateway(session: Any) -> Any:
+def _gateway(session: Session) -> GitHubGateway:
     from app.adapters.github.gateway import session_gateway  # lazy: loaded when the command runs (start-up)
 
     return session_gateway(session, actor=OPERATOR)

@@ -73,11 +73,12 @@ log = structlog.get_logger(__name__)
 
 MAX_LAUNCHES_PER_PASS = 4  # canary branches + sweeps made per key per pass (bounded work per task)
 
-GatewayFactory = Callable[[Session], Any]
-
 
 class NightlyGateway(CanaryGateway, RangeGateway, IssueGateway, Protocol):
     """Everything a pass over one watched key touches (``GitHubGateway`` has it all)."""
+
+
+GatewayFactory = Callable[[Session], NightlyGateway]
 
 
 __all__ = ["KeyReport", "series_view", "watch_key", "watch_nightlies", "watched_keys", "watched_repos"]

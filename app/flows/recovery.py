@@ -22,6 +22,7 @@ from app.core.routing import TransientError
 from app.metrics import REDELIVERIES
 from app.models import Delivery
 from app.models.redelivery import RedeliveryRequest, RedeliveryScan
+from app.settings import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -174,7 +175,7 @@ def recover_hook(
     return report
 
 
-def recover(session: Session, gw: DeliveryGateway, settings: Any) -> list[HookReport]:
+def recover(session: Session, gw: DeliveryGateway, settings: Settings) -> list[HookReport]:
     """Every configured hook, each on its own (one hook's failure does not stop the others)."""
     reports = []
     for hook in settings.effective_redelivery_hooks:

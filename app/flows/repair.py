@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import structlog
 from sqlalchemy import select
@@ -15,7 +15,7 @@ from app.core.routing import TransientError
 from app.flows import runpoll
 from app.flows.dispatch import workflow_name
 from app.flows.jobfinish import finish_job
-from app.flows.labelruns import adopt_label_run, find_label_run
+from app.flows.labelruns import LabelGateway, adopt_label_run, find_label_run
 from app.flows.ring import collect_later, tick_later
 from app.flows.runtracking import apply_workflow_run
 from app.flows.sweepcancel import CancelGateway, cancel_runs
@@ -28,7 +28,13 @@ from app.store.sweeps import sweep_mode
 log = structlog.get_logger(__name__)
 
 BOT = "sweepbot"
-GatewayFactory = Callable[[Session], Any]
+
+
+class RepairGateway(runpoll.PollGateway, LabelGateway, Protocol):
+    """The poll's, and finding a label-mode sweep's run (the repo's runs listing)."""
+
+
+GatewayFactory = Callable[[Session], RepairGateway]
 
 
 @dataclass

@@ -28,7 +28,7 @@ from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
-from app.store.jobs import match_jobs, requeue
+from app.store.jobs import dispatch_group, match_jobs, requeue
 from app.store.reports import mark_report_dirty
 from app.store.sweeps import sweep_mode
 
@@ -67,21 +67,30 @@ def failure_of(gw: TrackingGateway | None, repo: str, wf_job: dict[str, Any]) ->
 def _job_for_wf_job(
     session: Session, gw: TrackingGateway | None, jobs: Sequence[SweepJob], wf_job: dict[str, Any]
 ) -> SweepJob | None:
-    """Our job that a workflow job runs, by the real job-name format (app.core.runmatch)."""
+    """Our job (of ``jobs``, the ones dispatched into this run) that a workflow job runs.
+
+    By the real job-name format (app.core.runmatch), among every point the dispatch's group holds
+    (``dispatch_group``), not only the ones we follow in this run: a retry re-runs the whole conc
+    group, so a sibling that succeeded in the first run is in this one too, under the same name
+    (e2e-tests.yml's names carry no seq-len), and must not be taken for the retried point. Same
+    names are told apart by the run's matrix order.
+    """
     parsed = parse_job_name(str(wf_job.get("name") or ""))
     if parsed is None:
         return None  # get-jobs, collect-results, ...: not a benchmark job
-    hits = sorted((j for j in jobs if job_matches_point(parsed, j.point)), key=lambda j: j.id)
+    ours = {j.id for j in jobs if job_matches_point(parsed, j.point)}
+    if not ours:
+        return None
+    hits = [j for j in dispatch_group(session, jobs) if job_matches_point(parsed, j.point)]
     if len(hits) <= 1:
-        return hits[0] if hits else None
-    # Same name for several of our points (seq-lens share a conc in e2e-tests.yml): matrix order.
+        return next((j for j in jobs if j.id in ours), None)
     if gw is None or wf_job.get("run_id") is None:
         return None
     run_jobs = run_job_list(gw, sweep_repo(session, hits[0]), wf_job)
     assigned = assign_jobs(run_jobs, [j.point for j in hits])
     for index, got in assigned.items():
         if got.get("id") == wf_job.get("id"):
-            return hits[index]
+            return hits[index] if hits[index].id in ours else None
     return None
 
 
@@ -306,7 +315,9 @@ def _run_completed(
     if conclusion != "success" and gw is not None:
         if wf_jobs is None:
             wf_jobs = gw.list_run_jobs(sweep_repo(session, live[0]), run_id)
-        ordered = sorted(live, key=lambda j: j.id)
+        # every point of the dispatch takes its place in matrix order, ours or not (a retry's run
+        # holds siblings that succeeded before)
+        ordered = dispatch_group(session, live)
         for index, got in assign_jobs(wf_jobs, [j.point for j in ordered]).items():
             by_job[ordered[index].id] = dict(got)
     changed = False

@@ -22,7 +22,7 @@ from app.models.core import AuditEntry
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
 from app.models.tracking import BotConfigRecord
 from app.store.jobs import inflight_slots
-from tests.sweep_fakes import KEY, REPO, FakeGateway, bench_files
+from tests.sweep_fakes import KEY, REPO, FakeCancel, FakeGitHub, FakeRequest, FakeTick, bench_files
 
 
 @pytest.fixture
@@ -45,15 +45,13 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
     yield {"factory": session_factory()}
 
 
-def _canary(
-    factory: sessionmaker[Session], gw: FakeGateway, tag: str, conc: tuple[int, ...] = (4, 64)
-) -> int:
+def _canary(factory: sessionmaker[Session], gh: FakeGitHub, tag: str, conc: tuple[int, ...] = (4, 64)) -> int:
     master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
     points = expand_points(master, KEY, seq="8k1k", conc=list(conc), tp=4)
     with factory() as s:
         sweep, created, superseded = create_sweep(
             s,
-            gw,
+            FakeCancel(gh),
             repo=REPO,
             pr_number=0,
             head_sha="c" * 40,
@@ -76,11 +74,11 @@ def _canary(
         return sweep.id
 
 
-def _real(factory: sessionmaker[Session], gw: FakeGateway, conc: tuple[int, ...]) -> int:
+def _real(factory: sessionmaker[Session], gh: FakeGitHub, conc: tuple[int, ...]) -> int:
     with factory() as s:
         req = request_sweep(
             s,
-            gw,
+            FakeRequest(gh),
             repo=REPO,
             pr_number=7,
             config_key=KEY,
@@ -103,20 +101,20 @@ def _states(factory: sessionmaker[Session], sweep_id: int) -> list[str]:
 def test_a_canary_runs_on_an_idle_label_and_two_canaries_do_not_supersede_each_other(
     env: dict[str, Any],
 ) -> None:
-    gw = FakeGateway()
-    a = _canary(env["factory"], gw, "nightly-" + "1" * 40)
-    b = _canary(env["factory"], gw, "nightly-" + "2" * 40)
-    res = tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    a = _canary(env["factory"], gh, "nightly-" + "1" * 40)
+    b = _canary(env["factory"], gh, "nightly-" + "2" * 40)
+    res = tick(env["factory"], lambda s: FakeTick(gh))
     assert res.dispatched_runs == 4  # conc 4 and 64 of each canary: 4 runners
     assert set(_states(env["factory"], a)) == set(_states(env["factory"], b)) == {JobState.DISPATCHED}
-    assert all(d["ref"].startswith("sweepbot/canary/") for d in gw.dispatches)
+    assert all(d["ref"].startswith("sweepbot/canary/") for d in gh.dispatches)
 
 
 def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    real = _real(env["factory"], gw, (4, 8, 16, 32, 64))  # more runner slots than the label has
-    canary = _canary(env["factory"], gw, "nightly-" + "1" * 40)
-    res = tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    real = _real(env["factory"], gh, (4, 8, 16, 32, 64))  # more runner slots than the label has
+    canary = _canary(env["factory"], gh, "nightly-" + "1" * 40)
+    res = tick(env["factory"], lambda s: FakeTick(gh))
     assert res.dispatched_runs >= 1
     assert JobState.QUEUED in _states(env["factory"], real)
     assert _states(env["factory"], canary) == [JobState.QUEUED, JobState.QUEUED]
@@ -129,7 +127,7 @@ def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
             ):
                 finish_job(s, job.id, JobState.SUCCEEDED)
             s.commit()
-        res = tick(env["factory"], lambda s: gw)
+        res = tick(env["factory"], lambda s: FakeTick(gh))
         if JobState.QUEUED in _states(env["factory"], real):
             assert _states(env["factory"], canary) == [JobState.QUEUED, JobState.QUEUED]
     with env["factory"]() as s:
@@ -138,24 +136,24 @@ def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
         ):
             finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
-    tick(env["factory"], lambda s: gw)
+    tick(env["factory"], lambda s: FakeTick(gh))
     assert _states(env["factory"], canary) == [JobState.DISPATCHED, JobState.DISPATCHED]
 
 
 def test_real_work_preempts_running_canaries(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    c1 = _canary(env["factory"], gw, "nightly-" + "1" * 40)
-    c2 = _canary(env["factory"], gw, "nightly-" + "2" * 40)
-    tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    c1 = _canary(env["factory"], gh, "nightly-" + "1" * 40)
+    c2 = _canary(env["factory"], gh, "nightly-" + "2" * 40)
+    tick(env["factory"], lambda s: FakeTick(gh))
     assert _states(env["factory"], c1) + _states(env["factory"], c2) == [JobState.DISPATCHED] * 4
-    order = [d["run_id"] for d in gw.dispatches]  # dispatch order: the newest last
-    real = _real(env["factory"], gw, (64,))
+    order = [d["run_id"] for d in gh.dispatches]  # dispatch order: the newest last
+    real = _real(env["factory"], gh, (64,))
     with env["factory"]() as s:
         slots = s.scalars(select(SweepJob.slots).where(SweepJob.sweep_id == real)).first()
     assert slots is not None and 1 < slots < 4  # the conc-64 dispatch of the key occupies `slots` runners
-    res = tick(env["factory"], lambda s: gw)
+    res = tick(env["factory"], lambda s: FakeTick(gh))
     # as many canary runs cancelled as the real dispatch needs, the real sweep released in the same tick
-    assert len(gw.cancelled) == slots and set(gw.cancelled) <= set(order)
+    assert len(gh.cancelled) == slots and set(gh.cancelled) <= set(order)
     assert _states(env["factory"], real) == [JobState.DISPATCHED]
     states = _states(env["factory"], c1) + _states(env["factory"], c2)
     assert states.count(JobState.QUEUED) == slots and states.count(JobState.DISPATCHED) == 4 - slots
@@ -168,16 +166,16 @@ def test_real_work_preempts_running_canaries(env: dict[str, Any]) -> None:
         assert all(j.attempts == 0 and j.run_id is None for j in requeued)
         assert inflight_slots(s, "mi355x") == 4
     # the preempted canaries wait until the real run is done, then run again
-    assert tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
     with env["factory"]() as s:
         for job in s.scalars(select(SweepJob).where(SweepJob.sweep_id == real)):
             finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
-    assert tick(env["factory"], lambda s: gw).dispatched_runs == slots
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == slots
 
 
 def test_the_weekly_budget_holds_canaries(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
+    gh = FakeGitHub()
     with env["factory"]() as s:
         s.add(
             BotConfigRecord(
@@ -188,18 +186,18 @@ def test_the_weekly_budget_holds_canaries(env: dict[str, Any]) -> None:
             )
         )
         s.commit()
-    done = _canary(env["factory"], gw, "nightly-" + "1" * 40, conc=(4,))
-    tick(env["factory"], lambda s: gw)
+    done = _canary(env["factory"], gh, "nightly-" + "1" * 40, conc=(4,))
+    tick(env["factory"], lambda s: FakeTick(gh))
     with env["factory"]() as s:
         job = s.scalars(select(SweepJob).where(SweepJob.sweep_id == done)).one()
         job.dispatched_at = datetime.now(UTC) - timedelta(hours=1, minutes=10)
         s.commit()
         finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
-    waiting = _canary(env["factory"], gw, "nightly-" + "2" * 40, conc=(4,))
-    res = tick(env["factory"], lambda s: gw)
+    waiting = _canary(env["factory"], gh, "nightly-" + "2" * 40, conc=(4,))
+    res = tick(env["factory"], lambda s: FakeTick(gh))
     assert _states(env["factory"], waiting) == [JobState.QUEUED]
     assert any("canary budget" in h and "of 1.0 runner-hours" in h for h in res.held)
     # real work is not bound by the canary budget
-    _real(env["factory"], gw, (8,))
-    assert tick(env["factory"], lambda s: gw).dispatched_runs == 1
+    _real(env["factory"], gh, (8,))
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1

@@ -17,7 +17,7 @@ from app.flows.sweepcancel import cancel_sweep
 from app.flows.tick import tick
 from app.models.sweeps import JobState
 from tests.flows.test_scheduler import _ctx, _jobs, _request, _wf_job, env
-from tests.sweep_fakes import FakeGateway
+from tests.sweep_fakes import FakeCancel, FakeGitHub, FakeRunTracking, FakeTick
 
 __all__ = ["env"]
 
@@ -34,49 +34,49 @@ def _deliver(env: dict[str, Any], event: str, payload: dict[str, Any]) -> None:
 
 
 def test_a_run_cancelled_on_github_is_cancelled_not_failed_nor_retried(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(1,)))
-    tick(env["factory"], lambda s: gw)
-    run_id = gw.dispatches[0]["run_id"]
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(1,)))
+    tick(env["factory"], lambda s: FakeTick(gh))
+    run_id = gh.dispatches[0]["run_id"]
     running, queued, _third = _jobs(env["factory"], req.sweep.id)
-    wf_running = _wf_job(gw, run_id, running, "cancelled")
-    gw.annotations[wf_running["id"]] = [
+    wf_running = _wf_job(gh, run_id, running, "cancelled")
+    gh.annotations[wf_running["id"]] = [
         {"annotation_level": "failure", "message": "The operation was canceled.", "path": ".github"}
     ]
     _deliver(env, "workflow_job", {"action": "completed", "workflow_job": wf_running})
-    wf_queued = _wf_job(gw, run_id, queued, "cancelled")  # never started: no annotation
+    wf_queued = _wf_job(gh, run_id, queued, "cancelled")  # never started: no annotation
     _deliver(env, "workflow_job", {"action": "completed", "workflow_job": wf_queued})
-    gw.run_jobs[run_id] = [wf_running, wf_queued]
-    gw.runs[run_id].update(status="completed", conclusion="cancelled")
-    _deliver(env, "workflow_run", {"action": "completed", "workflow_run": gw.runs[run_id]})
+    gh.run_jobs[run_id] = [wf_running, wf_queued]
+    gh.runs[run_id].update(status="completed", conclusion="cancelled")
+    _deliver(env, "workflow_run", {"action": "completed", "workflow_run": gh.runs[run_id]})
     by_id = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
     assert {by_id[j.id].state for j in by_id.values()} == {JobState.CANCELLED}
     assert all("cancelled on GitHub" in (j.reason or "") for j in by_id.values())
     assert "The operation was canceled." in (by_id[running.id].reason or "")
     assert all(j.attempts == 1 for j in by_id.values())  # nothing re-dispatched
-    assert tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
 
 
 def test_the_bots_own_cancel_is_not_retried(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(1,)))
-    tick(env["factory"], lambda s: gw)
-    run_id = gw.dispatches[0]["run_id"]
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(1,)))
+    tick(env["factory"], lambda s: FakeTick(gh))
+    run_id = gh.dispatches[0]["run_id"]
     jobs = _jobs(env["factory"], req.sweep.id)
     with env["factory"]() as s:
-        cancel_sweep(s, gw, req.sweep.id, actor="maint", reason="not needed")
+        cancel_sweep(s, FakeCancel(gh), req.sweep.id, actor="maint", reason="not needed")
         s.commit()
-    assert gw.cancelled == [run_id]
+    assert gh.cancelled == [run_id]
     for job in jobs:
         _deliver(
             env,
             "workflow_job",
-            {"action": "completed", "workflow_job": _wf_job(gw, run_id, job, "cancelled")},
+            {"action": "completed", "workflow_job": _wf_job(gh, run_id, job, "cancelled")},
         )
-    _deliver(env, "workflow_run", {"action": "completed", "workflow_run": gw.runs[run_id]})
+    _deliver(env, "workflow_run", {"action": "completed", "workflow_run": gh.runs[run_id]})
     after = _jobs(env["factory"], req.sweep.id)
     assert {j.state for j in after} == {JobState.CANCELLED}
     assert all("not needed" in (j.reason or "") for j in after)
-    assert tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0

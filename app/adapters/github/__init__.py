@@ -12,12 +12,13 @@ The callers in this repository import from those modules; the names below keep t
 """
 
 from app.adapters.github.base import Conditional
-from app.adapters.github.errors import Conflict, GitHubError, NotFound
+from app.adapters.github.errors import Conflict, Forbidden, GitHubError, NotFound
 from app.adapters.github.gateway import GitHubGateway, gateway, session_gateway
 
 __all__ = [
     "Conditional",
     "Conflict",
+    "Forbidden",
     "GitHubError",
     "GitHubGateway",
     "NotFound",

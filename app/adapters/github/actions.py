@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any
 
 import httpx
 
 from app.adapters.github.base import GatewayBase, quote_segment
-from app.adapters.github.errors import Conflict, GitHubError
+from app.adapters.github.errors import Conflict, Forbidden, GitHubError
 from app.core.routing import TransientError
 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
@@ -78,14 +77,27 @@ class ActionsGateway(GatewayBase):
         )
 
     def cancel_run(self, repo: str, run_id: int) -> None:
-        # 409: the run already finished — the state we wanted anyway.
-        with contextlib.suppress(Conflict):
+        """Ask GitHub to cancel a run. A 409 (it already finished) is the state we wanted; a 403
+        ("Must have admin rights to Repository.", as GitHub really answers a token that may not)
+        is raised as ``Forbidden`` naming the run and the missing permission: not a cancel, and
+        not worth retrying."""
+        try:
             self._write(
                 "actions/cancel-workflow-run",
                 "POST",
                 f"/repos/{repo}/actions/runs/{run_id}/cancel",
                 target=f"{repo} run {run_id}",
             )
+        except Conflict:
+            return
+        except Forbidden as exc:
+            message = exc.data.get("message") if isinstance(exc.data, dict) else None
+            raise Forbidden(
+                exc.status,
+                f"actions/cancel-workflow-run: run {run_id} of {repo} was not cancelled "
+                f"({message or 'forbidden'}): the bot's credentials need write access to Actions there",
+                exc.data,
+            ) from exc
 
     def list_run_artifacts(self, repo: str, run_id: int) -> list[dict[str, Any]]:
         return list(

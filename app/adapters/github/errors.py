@@ -1,6 +1,7 @@
 """What a GitHub answer means when it is not a success: the precise exceptions callers catch.
 
-``NotFound``, ``Conflict`` (422/409), ``Unauthorized`` (401), else ``GitHubError``; 5xx and rate
+``NotFound``, ``Conflict`` (422/409), ``Unauthorized`` (401), ``Forbidden`` (a 403 that is no rate
+limit), else ``GitHubError``; 5xx and rate
 limits become ``TransientError`` (retry the task later, never drop the work), with the wait GitHub
 documents (``app.core.ratelimit``).
 """
@@ -39,6 +40,10 @@ class Unauthorized(GitHubError):
     """401: the credentials were refused."""
 
 
+class Forbidden(GitHubError):
+    """403 that is no rate limit: the credentials lack a permission; asking again is refused again."""
+
+
 def raise_for(op: str, status: int, headers: dict[str, Any], data: Any) -> NoReturn:
     """Turn an error answer into the precise exception (rate limits read as GitHub documents them)."""
     message = data.get("message", "") if isinstance(data, dict) else str(data)[:200]
@@ -57,6 +62,8 @@ def raise_for(op: str, status: int, headers: dict[str, Any], data: Any) -> NoRet
         raise TransientError(f"{op}: GitHub answered {status}: {message}")
     if status == 401:
         raise Unauthorized(status, f"{op}: {message or 'bad credentials'}", data)
+    if status == 403:
+        raise Forbidden(status, f"{op}: {message or 'forbidden'}", data)
     if status == 404:
         raise NotFound(status, f"{op}: {message or 'not found'}", data)
     if status in (409, 422):

@@ -14,6 +14,14 @@ from app.adapters.github.errors import NotFound
 from app.db import serialized
 
 
+def _is_pull(issue: dict[str, Any]) -> bool:
+    """Whether an entry of an issue list is a pull request. GitHub marks those with
+    ``pull_request`` links; its recorded 2012 answers carry ``pull_request`` with null links on
+    every plain issue too, so the key alone does not make a pull request."""
+    links = issue.get("pull_request")
+    return isinstance(links, dict) and any(links.get(k) for k in ("url", "html_url"))
+
+
 class IssuesGateway(GatewayBase):
     """Pull requests, issues, comments, reactions and labels: what the bot says on GitHub."""
 
@@ -81,7 +89,7 @@ class IssuesGateway(GatewayBase):
         if creator:
             params["creator"] = creator
         for issue in self._paginate("issues/list-for-repo", f"/repos/{repo}/issues", params, limit=1000):
-            if "pull_request" not in issue and marker in (issue.get("body") or ""):
+            if not _is_pull(issue) and marker in (issue.get("body") or ""):
                 return issue
         return None
 
