@@ -673,3 +673,33 @@ def test_an_artifact_over_the_cap_is_refused_before_it_is_read_whole(replay: Any
     with pytest.raises(GitHubError, match=f"over the {len(body) - 1}-byte cap"):
         gw.download_artifact("PyGithub/PyGithub", 71384263, max_bytes=len(body) - 1)
     assert gw.download_artifact("PyGithub/PyGithub", 71384263, max_bytes=len(body)) == body
+
+
+def test_a_cancel_accepted_or_finding_the_run_finished(replay: Any) -> None:
+    # No recording of a cancel that took: GitHub documents 202, and 409 when the run is no longer
+    # cancellable (finished): both are the state the bot wants, neither raises.
+    r, gw = replay(
+        documented("POST", f"/repos/{R}/actions/runs/30433642/cancel", "actions/cancel-workflow-run", 202),
+        documented("POST", f"/repos/{R}/actions/runs/30433643/cancel", "actions/cancel-workflow-run", 409),
+    )
+    assert gw.cancel_run(R, 30433642) is None
+    assert gw.cancel_run(R, 30433643) is None
+    assert [(v, p, b) for v, p, b in r.seen] == [
+        ("POST", f"/repos/{R}/actions/runs/30433642/cancel", None),
+        ("POST", f"/repos/{R}/actions/runs/30433643/cancel", None),
+    ]
+
+
+def test_a_label_already_gone_and_a_pull_request_among_the_issues(replay: Any) -> None:
+    r, gw = replay(
+        documented("DELETE", f"/repos/{R}/issues/1347/labels/sweep%3Arunning", "issues/remove-label", 404),
+        documented("GET", f"/repos/{R}/issues", "issues/list-for-repo", 200, "issue-items"),
+    )
+    # Removing a label that is not there: GitHub's documented 404 is the state wanted.
+    gw.remove_label(R, 1347, "sweep:running")
+    assert r.seen[0][:2] == ("DELETE", f"/repos/{R}/issues/1347/labels/sweep%3Arunning")
+    # GitHub's documented list holds #1347 with its pull_request links: a pull request is never
+    # taken for the marked issue, whatever its body says.
+    listed = SPEC["components"]["examples"]["issue-items"]["value"]
+    assert listed[0]["pull_request"]["url"] and listed[0]["body"]
+    assert gw.find_issue(R, listed[0]["body"]) is None
