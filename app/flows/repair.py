@@ -62,11 +62,13 @@ def _poll_targets(session_factory: sessionmaker[Session]) -> list[runpoll.Target
                 job.run_id,
                 job.run_name,
                 job.state,
-                job.run_conclusion,
+                # a point with an eval waits for its run's completion (``waits_for_run``): until
+                # then the run may still say something new to it
+                None if waits_for_run(job) else job.run_conclusion,
                 aware(job.dispatched_at),
             )
             for job, sweep in rows
-            if sweep_mode(sweep) != "label" and job.run_conclusion != "success"
+            if sweep_mode(sweep) != "label" and (job.run_conclusion != "success" or waits_for_run(job))
         ]
 
 

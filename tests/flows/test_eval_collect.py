@@ -79,7 +79,9 @@ def _collects(env: ENV) -> set[int]:
     return {int(args[0]) for task, args in env["enqueued"] if task == "sweepbot.collect_job"}
 
 
-def test_an_evaluated_point_is_collected_once_its_run_completes(env: ENV) -> None:
+def _one_evaluated_point_done(env: ENV) -> tuple[SweepJob, int]:
+    """A sweep's eval point and a plain point of one dispatch whose throughput jobs succeeded:
+    the plain one is collected at once; the evaluated one (and its run id) waits."""
     factory, gh = env["factory"], env["gh"]
     with factory() as s:
         req = request_sweep(
@@ -102,18 +104,34 @@ def test_an_evaluated_point_is_collected_once_its_run_completes(env: ENV) -> Non
         sent = s.get(SweepJob, evaluated.id)
         assert sent is not None and sent.run_id is not None
         run_id = sent.run_id
+    gh.runs[run_id] |= {"status": "in_progress"}
     for job in (evaluated, plain):
         _deliver(factory, "workflow_job", _success(run_id, job, "single-node /"))
-    # the plain point is collected now; the evaluated one waits for its `eval /` job
     assert plain.id in _collects(env) and evaluated.id not in _collects(env)
     with factory() as s:
         waiting = s.get(SweepJob, evaluated.id)
         assert (
             waiting is not None and waiting.state == JobState.RUNNING and waiting.run_conclusion == "success"
         )
+    return evaluated, run_id
+
+
+def test_an_evaluated_point_is_collected_once_its_run_completes(env: ENV) -> None:
+    factory, gh = env["factory"], env["gh"]
+    evaluated, run_id = _one_evaluated_point_done(env)
     repair_jobs(factory, lambda s: FakeRepair(gh))  # the repair poll does not collect it early either
     assert evaluated.id not in _collects(env)
     _deliver(factory, "workflow_job", _success(run_id, evaluated, "eval /"))
     run = {"id": run_id, "name": gh.runs[run_id]["name"], "status": "completed", "conclusion": "success"}
     _deliver(factory, "workflow_run", {"action": "completed", "workflow_run": run})
+    assert evaluated.id in _collects(env)
+
+
+def test_the_repair_poll_collects_it_when_the_run_completed_event_was_lost(env: ENV) -> None:
+    factory, gh = env["factory"], env["gh"]
+    evaluated, run_id = _one_evaluated_point_done(env)
+    repair_jobs(factory, lambda s: FakeRepair(gh))
+    assert evaluated.id not in _collects(env)  # its run is still in progress
+    gh.runs[run_id] |= {"status": "completed", "conclusion": "success"}  # the webhook never came
+    repair_jobs(factory, lambda s: FakeRepair(gh))
     assert evaluated.id in _collects(env)
