@@ -148,7 +148,7 @@ class GroupCommit:
             self._task = loop.create_task(self._run())
         assert self._queue is not None
         pending = _Pending(item, loop.create_future())
-        await self._queue.put(pending)
+        self._queue.put_nowait(pending)
         return await pending.done
 
     async def _run(self) -> None:

@@ -83,10 +83,16 @@ class EdgeFirstAPI(FastAPI):
             await super().__call__(scope, receive, send)
 
 
+# The headers the edge reads; ASGI servers hand names over in lower case.
+_READ = frozenset(
+    (b"content-length", b"content-type", b"x-github-delivery", b"x-github-event", b"x-hub-signature-256")
+)
+
+
 def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     # Latin-1 is what HTTP/1.1 carries (Starlette decodes the same way): a non-ASCII signature
     # reaches verify_signature and is refused there with a reason.
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in raw if k in _READ}
 
 
 async def read_capped(receive: Receive, declared: str | None, limit: int) -> bytes:
