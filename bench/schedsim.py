@@ -65,6 +65,7 @@ class Figures:
     lower_bound_s: float
     ratio: float
     idle_share_while_queued: float
+    idle_causes: dict[str, float]  # bench/schedsim_idle.py: shares of runner time while work waited
     p95_high_first_wait_s: float
     max_high_first_wait_s: float
     calls_total: int

@@ -24,6 +24,7 @@ from bench.schedsim import (
     pr_master,
     utc,
 )
+from bench.schedsim_idle import IdleSample, idle_causes
 
 BOT = "bench"
 MAX_LOOPS = 2_000_000
@@ -41,6 +42,7 @@ class Driver:
         self.tasks: list[tuple[str, tuple[Any, ...]]] = []
         self.patches: list[tuple[Any, str, Any]] = []
         self.samples: list[tuple[float, int, int]] = []
+        self.idle_samples: list[IdleSample] = []
         self.cursor = 0
         self.due: list[tuple[float, int, Any]] = []  # (due time, seq, delivery) webhooks in flight
         self.seq = itertools.count()
@@ -101,12 +103,15 @@ class Driver:
         upgrade(self.settings.database_url)
         self.factory = db.session_factory()
         import app.flows.collect
+        import app.flows.repair
         import app.flows.reports
-        import app.flows.scheduler
+        import app.flows.sweeprequest
+        import app.flows.tick
         from app.flows.handlers import composed
 
         composed()  # every module that binds enqueue is imported before it is replaced
-        assert app.flows.collect and app.flows.reports and app.flows.scheduler
+        assert app.flows.collect and app.flows.reports and app.flows.repair
+        assert app.flows.sweeprequest and app.flows.tick
         original = queue.enqueue
         for module in list(sys.modules.values()):  # every `from app.adapters.queue import enqueue`
             if getattr(module, "__name__", "").startswith(("app.", "workers.")) and (
@@ -117,9 +122,10 @@ class Driver:
         import app.flows.runpoll as runpoll
 
         self._patch(runpoll, "time", self.clock)
-        from app.flows import dispatch, scheduler
+        from app.flows import dispatch
+        from app.flows.benchrepo import clear_capacity_cache
 
-        scheduler.clear_capacity_cache()
+        clear_capacity_cache()
         dispatch._workflow_cache.clear()  # a second run in this process starts cold too
         self.world.reset_calls()  # count the bot's calls only, not the scenario's setup
 
@@ -171,15 +177,15 @@ class Driver:
         self.tasks.append((task, args))
 
     def gw(self, session: Any) -> Any:
-        from app.adapters.github import gateway
+        from app.adapters.github.gateway import gateway
 
         return gateway(self.settings, session)
 
     def _request(self, i: int) -> None:
-        from app.flows import scheduler
+        from app.flows.sweeprequest import request_sweep
 
         with self.factory() as s:
-            req = scheduler.request_sweep(
+            req = request_sweep(
                 s,
                 self.gw(s),
                 repo=self.repo,
@@ -233,17 +239,17 @@ class Driver:
         return ran
 
     def _tick(self) -> bool:
-        from app.flows import scheduler
+        from app.flows.tick import tick
 
-        res = scheduler.tick(self.factory, self.gw)
+        res = tick(self.factory, self.gw)
         self._check_inflight()
         return bool(res.dispatched_runs)
 
     def _check_inflight(self) -> None:
-        from app.flows import scheduler
+        from app.store.jobs import inflight_slots
 
         with self.factory() as s:
-            held = scheduler.inflight_slots(s, LABEL)
+            held = inflight_slots(s, LABEL)
         with self.world.lock:
             busy = sum(
                 1
@@ -259,9 +265,10 @@ class Driver:
         if self.cfg.strategy == "baseline":
             self._baseline_repair()
             return
-        from app.flows import runpoll, scheduler
+        from app.flows import runpoll
+        from app.flows.repair import repair_jobs
 
-        scheduler.repair_jobs(self.factory, self.gw)
+        repair_jobs(self.factory, self.gw)
         with self.factory() as s:
             decision = runpoll.load_budget(s).decision or {}
         self.budget_modes[str(decision.get("mode") or "none")] += 1
@@ -277,7 +284,7 @@ class Driver:
         skipped only once seen completed), then the rest of the repair poll."""
         from sqlalchemy import select
 
-        from app.flows import scheduler
+        from app.flows.runtracking import apply_workflow_run
         from app.models.sweeps import JobState, Sweep, SweepJob
 
         with self.factory() as s:
@@ -296,7 +303,7 @@ class Driver:
             with self.factory() as s:
                 gw = self.gw(s)
                 run = gw.get_run(repo, int(run_id))
-                scheduler.apply_workflow_run(s, gw, run, after_commit=after, settings=self.settings)
+                apply_workflow_run(s, gw, run, after_commit=after, settings=self.settings)
                 s.commit()
             if run.get("status") == "completed":
                 done.add(int(run_id))
@@ -356,12 +363,12 @@ class Driver:
                 self.injected["run_cancelled"] += 1
 
     def _user_cancels(self) -> None:
-        from app.flows import scheduler
+        from app.flows.sweepcancel import cancel_sweep
 
         for i, when in list(self.user_cancel.items()):
             if self.t0 + when <= self.clock.now and i in self.sweeps:
                 with self.factory() as s:
-                    scheduler.cancel_sweep(
+                    cancel_sweep(
                         s, self.gw(s), self.sweeps[i], actor=BOT, reason="bench: the PR cancelled its sweep"
                     )
                     s.commit()
@@ -409,7 +416,14 @@ class Driver:
         from sqlalchemy import func, select
 
         from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
+        from app.store.jobs import inflight_slots
 
+        queued_widths = (
+            select(func.max(SweepJob.slots))
+            .join(Sweep, Sweep.id == SweepJob.sweep_id)
+            .where(SweepJob.state == JobState.QUEUED, Sweep.state == SweepState.ACTIVE)
+            .group_by(SweepJob.sweep_id, SweepJob.group_key)
+        )
         with self.factory() as s:
             waiting = s.scalar(
                 select(func.count(SweepJob.id))
@@ -417,9 +431,13 @@ class Driver:
                 .where(SweepJob.state == JobState.QUEUED, Sweep.state == SweepState.ACTIVE)
             )
             open_jobs = s.scalar(select(func.count(SweepJob.id)).where(SweepJob.state.notin_(JobState.FINAL)))
+            held = inflight_slots(s, LABEL)
+            narrowest = min((max(1, int(n or 1)) for n in s.scalars(queued_widths)), default=0)
         with self.world.lock:
             busy = sum(1 for j in self.world.jobs.values() if j.label == LABEL and j.status == "in_progress")
+            queued = sum(1 for j in self.world.jobs.values() if j.label == LABEL and j.status == "queued")
         self.samples.append((self.clock.now, busy, int(waiting or 0)))
+        self.idle_samples.append(IdleSample(self.clock.now, busy, queued, held, int(waiting or 0), narrowest))
         self._note_hour()
         self.open_jobs = int(open_jobs or 0)
 
@@ -535,6 +553,7 @@ class Driver:
             lower_bound_s=round(bound, 1),
             ratio=round(makespan / bound, 4) if bound else 0.0,
             idle_share_while_queued=round(idle_share(self.samples, runners), 4),
+            idle_causes=idle_causes(self.idle_samples, runners),
             p95_high_first_wait_s=round(percentile(high, 0.95), 1),
             max_high_first_wait_s=round(max(high, default=0.0), 1),
             calls_total=calls["total"],

@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{f.strategy}: states {f.states}; injected {f.injected}; "
             f"dropped deliveries {f.dropped_deliveries}"
         )
+        print(f"{f.strategy}: idle while work waited, by cause {f.idle_causes}")
         print(f"{f.strategy}: by operation " + json.dumps(f.by_operation, sort_keys=True))
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(f) for f in figures], indent=2))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.schedsim import Config, idle_share, lower_bound, percentile, pr_master, run
+from bench.schedsim_idle import IdleSample, idle_causes
 from bench.scheduler import table
 
 
@@ -14,6 +15,23 @@ def test_figure_helpers() -> None:
     # waiting during [0, 10) with 1 of 2 busy, nothing waiting after: half idle
     assert idle_share([(0.0, 1, 3), (10.0, 2, 0), (20.0, 0, 0)], 2) == 0.5
     assert percentile([5.0, 1.0, 3.0], 0.95) == 5.0 and percentile([], 0.5) == 0.0
+
+
+def test_idle_causes() -> None:
+    # 9 runners, work waiting throughout, 10 s per sample:
+    samples = [
+        IdleSample(
+            0.0, running=5, queued_on_github=0, held=7, waiting=4, narrowest=4
+        ),  # 2 overcounted, 2 narrow
+        IdleSample(10.0, running=5, queued_on_github=0, held=5, waiting=4, narrowest=4),  # 4 free: latency
+        IdleSample(20.0, running=9, queued_on_github=0, held=9, waiting=4, narrowest=4),  # none idle
+        IdleSample(30.0, running=0, queued_on_github=0, held=0, waiting=0, narrowest=0),
+    ]
+    assert idle_causes(samples, 9) == {
+        "overcounted": round(20 / 270, 4),
+        "too_narrow": round(20 / 270, 4),
+        "latency": round(40 / 270, 4),
+    }
 
 
 def test_pr_master_rewrites_only_the_key() -> None:

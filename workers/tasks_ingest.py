@@ -6,7 +6,7 @@ import structlog
 from celery import Task
 from celery.signals import worker_process_init, worker_ready
 
-from app.adapters.github import session_gateway
+from app.adapters.github.gateway import session_gateway
 from app.db import dispose_engines, session_scope
 from app.flows import ingest
 from app.flows.recovery import recover

@@ -3,7 +3,7 @@ must not wait for."""
 
 from __future__ import annotations
 
-from app.adapters.github import session_gateway
+from app.adapters.github.gateway import session_gateway
 from app.db import session_scope
 from app.flows.githubstatus import refresh_rate_limit as refresh
 from app.flows.operator import stop_runs

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from app.adapters.github import session_gateway
+from app.adapters.github.gateway import session_gateway
 from app.adapters.queue import enqueue
 from app.core.routing import TransientError
 from app.db import session_factory, session_scope

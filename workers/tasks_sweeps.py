@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from app.adapters.github import session_gateway
+from app.adapters.github.gateway import session_gateway
 from app.core.routing import TransientError
 from app.db import session_factory
 from app.flows.nightlywatch import watch_nightlies as run_nightly_watch
-from app.flows.scheduler import repair_jobs as repair
-from app.flows.scheduler import tick
+from app.flows.repair import repair_jobs as repair
+from app.flows.tick import tick
 from workers.celery_app import celery_app
 
 

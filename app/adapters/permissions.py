@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 WRITE_ROLES = frozenset({"admin", "maintain", "write"})
 TTL_SECONDS = 60.0
@@ -18,8 +18,17 @@ _lock = threading.Lock()
 _cache: dict[tuple[str, str], tuple[str, float]] = {}
 
 
+class PermissionGateway(Protocol):
+    def permission(self, repo: str, username: str) -> str: ...
+
+
 def permission_of(
-    gw: Any, repo: str, login: str, *, ttl: float = TTL_SECONDS, clock: Callable[[], float] = time.monotonic
+    gw: PermissionGateway,
+    repo: str,
+    login: str,
+    *,
+    ttl: float = TTL_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
 ) -> str:
     """The user's role on ``repo`` (``admin`` ... ``none``), cached for ``ttl`` seconds."""
     key = (repo.lower(), login.lower())
@@ -34,7 +43,7 @@ def permission_of(
     return role
 
 
-def can_write(gw: Any, repo: str, login: str) -> tuple[bool, str]:
+def can_write(gw: PermissionGateway, repo: str, login: str) -> tuple[bool, str]:
     """(allowed, role): allowed when the role is write, maintain or admin."""
     role = permission_of(gw, repo, login)
     return role in WRITE_ROLES, role

@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -29,6 +29,9 @@ from app.core.recipes import (
 from app.core.recipes.evals import eval_mode_from_flags, plan_with_evals
 from app.core.recipes.topology import point_summary
 from app.core.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
+
+if TYPE_CHECKING:
+    from app.flows.dispatchplan import PlannedDispatch
 
 recipe_app = typer.Typer(
     help="Benchmark-repo files: plan a config key's sweep, bump its image pin, append to the perf-changelog.",
@@ -186,23 +189,17 @@ def dispatch(
     ] = False,
 ) -> None:
     """The workflow, ref and inputs of every dispatch the bot would make for a sweep of KEY."""
+    from app.core.sweepspec import SweepError  # lazy: loaded when the command runs (start-up)
     from app.flows.dispatchplan import PLACEHOLDER_SHA, plan_dispatches  # lazy: start-up
-    from app.flows.scheduler import SweepError  # lazy: loaded when the command runs (start-up)
     from app.settings import SettingsError, get_settings  # lazy: loaded when the command runs (start-up)
 
     conc_filter = _parse_conc(conc)
     text = _read(file)
     root = _repo_root(file)
-    if file.is_absolute():
-        if root is None:
-            _fail(f"{file} is not inside a checkout with .github/workflows/; pass the path in the repository")
-        config_file = file.resolve().relative_to(root).as_posix()
-    else:
-        config_file = file.as_posix()
+    config_file = _path_in_repo(file, root)
     try:
-        settings = get_settings()
         planned = plan_dispatches(
-            settings,
+            get_settings(),
             parse_master(text),
             key,
             config_file,
@@ -215,29 +212,58 @@ def dispatch(
         _fail(str(exc))
     if not planned:
         _fail(f"{key}: the plan has no points")
-    wf_path = workflow_file
-    if wf_path is None and root is not None and "{" not in planned[0].workflow:
-        candidate = root / ".github" / "workflows" / planned[0].workflow
-        wf_path = candidate if candidate.is_file() else None
-    checked = "not checked (no workflow file found; pass --workflow-file)"
-    if wf_path is not None:
-        try:
-            spec = parse_workflow(_read(wf_path), str(wf_path))
-        except WorkflowFileError as exc:
-            _fail(str(exc))
-        for item in planned:
-            problems = dispatch_problems(spec, item.inputs)
-            if problems:
-                _fail(f"{item.workflow} would refuse the dispatch {item.run_name}: " + "; ".join(problems))
-            item.title = dispatch_title(spec, item.inputs)
-        checked = f"checked against {wf_path}"
+    checked = _check_against_workflow(planned, workflow_file or _checkout_workflow(root, planned[0].workflow))
     if head_sha is None:
-        for item in planned:
-            item.inputs = {k: v.replace(PLACEHOLDER_SHA, "<head-sha>") for k, v in item.inputs.items()}
-            item.title = item.title.replace(PLACEHOLDER_SHA, "<head-sha>") if item.title else None
+        _show_placeholder(planned, PLACEHOLDER_SHA)
     if as_json:
         _write_stdout(json.dumps([p.to_json() for p in planned], indent=2) + "\n")
         return
+    _print_dispatches(key, planned, checked)
+
+
+def _path_in_repo(file: Path, root: Path | None) -> str:
+    """The `--config-files` value: a relative FILE already is one; an absolute one is made relative
+    to its checkout."""
+    if not file.is_absolute():
+        return file.as_posix()
+    if root is None:
+        _fail(f"{file} is not inside a checkout with .github/workflows/; pass the path in the repository")
+    return file.resolve().relative_to(root).as_posix()
+
+
+def _checkout_workflow(root: Path | None, workflow: str) -> Path | None:
+    """The checkout's own copy of the dispatched workflow, when there is one (and its name is not
+    a template)."""
+    if root is None or "{" in workflow:
+        return None
+    candidate = root / ".github" / "workflows" / workflow
+    return candidate if candidate.is_file() else None
+
+
+def _check_against_workflow(planned: "list[PlannedDispatch]", wf_path: Path | None) -> str:
+    """Fail on a dispatch the workflow would refuse; give each its run title. Says what was checked."""
+    if wf_path is None:
+        return "not checked (no workflow file found; pass --workflow-file)"
+    try:
+        spec = parse_workflow(_read(wf_path), str(wf_path))
+    except WorkflowFileError as exc:
+        _fail(str(exc))
+    for item in planned:
+        problems = dispatch_problems(spec, item.inputs)
+        if problems:
+            _fail(f"{item.workflow} would refuse the dispatch {item.run_name}: " + "; ".join(problems))
+        item.title = dispatch_title(spec, item.inputs)
+    return f"checked against {wf_path}"
+
+
+def _show_placeholder(planned: "list[PlannedDispatch]", placeholder: str) -> None:
+    """Without --head-sha the plan used a placeholder sha: show it as `<head-sha>`."""
+    for item in planned:
+        item.inputs = {k: v.replace(placeholder, "<head-sha>") for k, v in item.inputs.items()}
+        item.title = item.title.replace(placeholder, "<head-sha>") if item.title else None
+
+
+def _print_dispatches(key: str, planned: "list[PlannedDispatch]", checked: str) -> None:
     console = Console(width=220)
     total = sum(len(p.points) for p in planned)
     console.print(f"{key}: {total} point(s) in {len(planned)} dispatch(es); inputs {checked}")

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress_bar import ProgressBar
 from rich.table import Table
+
+if TYPE_CHECKING:  # types only: the CLI loads the gateway when a command runs (start-up)
+    from sqlalchemy.orm import Session
+
+    from app.adapters.github.gateway import GitHubGateway
 
 sweep_app = typer.Typer(help="Create, inspect and cancel benchmark sweeps.", no_args_is_help=True)
 console = Console()
@@ -32,8 +37,8 @@ def _parse_conc(value: str | None) -> tuple[tuple[int, ...] | None, tuple[int, i
         raise typer.BadParameter(f"--conc {value!r}: use a list (32,64) or a range (4..256)") from None
 
 
-def _gateway(session: Any) -> Any:
-    from app.adapters.github import session_gateway  # lazy: loaded when the command runs (start-up)
+def _gateway(session: Session) -> GitHubGateway:
+    from app.adapters.github.gateway import session_gateway  # lazy: loaded when the command runs (start-up)
 
     return session_gateway(session, actor=OPERATOR)
 
@@ -45,9 +50,9 @@ def _fail(message: str) -> NoReturn:
 
 def _ring_tick() -> None:
     """Ask a worker for a scheduler tick now, after the commit (beat would get there too, later)."""
-    from app.flows import scheduler  # lazy: loaded when the command runs (start-up)
+    from app.flows.ring import tick_later  # lazy: loaded when the command runs (start-up)
 
-    scheduler.tick_later()
+    tick_later()
 
 
 @sweep_app.command("create")
@@ -61,9 +66,13 @@ def create(
     priority: Annotated[str, typer.Option(help="high, normal or low")] = "normal",
 ) -> None:
     """Queue one job per point of KEY at the PR's head."""
-    from app.adapters.github import GitHubError, NotFound  # lazy: loaded when the command runs (start-up)
+    from app.adapters.github.errors import (  # lazy: loaded when the command runs (start-up)
+        GitHubError,
+        NotFound,
+    )
+    from app.core.sweepspec import REPO_RE, SweepError, SweepFilters  # lazy: start-up
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
-    from app.flows.scheduler import REPO_RE, SweepError, SweepFilters, request_sweep  # lazy: start-up
+    from app.flows.sweeprequest import request_sweep  # lazy: loaded when the command runs (start-up)
 
     if not REPO_RE.match(repo):
         _fail(f"--repo {repo!r}: write it as OWNER/NAME, e.g. SemiAnalysisAI/InferenceX")
@@ -97,8 +106,9 @@ def status(
     sweep_id: int, as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False
 ) -> None:
     """Show a sweep and its jobs."""
+    from app.core.sweepspec import SweepError  # lazy: loaded when the command runs (start-up)
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
-    from app.flows.scheduler import SweepError, sweep_summary  # lazy: loaded when the command runs (start-up)
+    from app.flows.sweepviews import sweep_summary  # lazy: loaded when the command runs (start-up)
 
     try:
         with session_scope() as session:
@@ -139,8 +149,9 @@ def cancel(
     reason: Annotated[str, typer.Option(help="why, for the audit log")] = "cancelled from the CLI",
 ) -> None:
     """Cancel queued jobs and running runs of a sweep."""
+    from app.core.sweepspec import SweepError  # lazy: loaded when the command runs (start-up)
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
-    from app.flows.scheduler import SweepError, cancel_sweep  # lazy: loaded when the command runs (start-up)
+    from app.flows.sweepcancel import cancel_sweep  # lazy: loaded when the command runs (start-up)
 
     try:
         with session_scope() as session:
@@ -155,7 +166,7 @@ def cancel(
 def queue_command(as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False) -> None:
     """Per runner label: busy / free / queued, with each open sweep's progress."""
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
-    from app.flows.scheduler import queue_snapshot  # lazy: loaded when the command runs (start-up)
+    from app.flows.sweepviews import queue_snapshot  # lazy: loaded when the command runs (start-up)
 
     with session_scope() as session:
         snapshot = queue_snapshot(session, _gateway(session))

@@ -22,13 +22,13 @@ from typing import Any
 
 from app.core.inert import code
 from app.core.recipes.evals import EvalModeError, parse_eval_mode
+from app.core.seqlen import is_seq_filter
 
 MAX_COMMANDS = 10
 
 # ------------------------------------------------------------------------------------------ grammar
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-_SEQ_RE = re.compile(r"^(?:\d+k\d+k|\d+_\d+)$")
 _REF_RE = re.compile(
     r"^(?:https://github\.com/)?([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:#|/pull/|/issues/)(\d+)/?$"
 )
@@ -88,10 +88,10 @@ def _v_conc(value: str) -> dict[str, Any]:
 
 
 def _v_seq(value: str) -> str:
-    if not _SEQ_RE.match(value):
+    if not is_seq_filter(value):
         raise CommandSyntaxError(
             f"{code('seq=' + value)} is not a sequence-length name; "
-            "use one like `seq=8k1k`, `seq=1k1k` or `seq=<isl>_<osl>`"
+            "use one like `seq=8k1k`, `seq=1k1k`, `seq=<isl>_<osl>` or `seq=agentic`"
         )
     return value
 

@@ -7,14 +7,17 @@ A small registry in the spirit of gidgethub's ``routing.Router``: each capabilit
 effects converge, they are not repeated).
 
 Nothing here knows the database or GitHub: the context carries the delivery's session and a
-gateway factory, both given by whoever runs the handlers.
+gateway factory, both given by whoever runs the handlers. The context is generic over both, so a
+handler says which gateway it needs (``HandlerContext[Session, SomeFlowGateway]``, the Protocol
+of the flows it calls) and mypy checks its body against that; the processing flow gives it the
+real gateway (tests/flows/test_handler_gateways.py has mypy check it fits every handler).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from app.core.ratelimit import backoff
 
@@ -71,31 +74,32 @@ class Event:
         return login if isinstance(login, str) else None
 
 
-GatewayFactory = Callable[[str], Any]
+S = TypeVar("S")
+# Covariant: a context holding a gateway that offers more serves a handler that needs less.
+G = TypeVar("G", covariant=True)
+
+GatewayFactory = Callable[[str], G]
 """Makes the GitHub gateway that acts as the given actor (the processing flow supplies it)."""
 
 
-def no_gateway(actor: str) -> Any:
+def no_gateway(actor: str) -> NoReturn:
     """The factory of a context that was given none: a handler asking for GitHub is a bug there."""
     raise LookupError(f"this handler context has no gateway factory (asked to act as {actor!r})")
 
 
-S = TypeVar("S")
-
-
 @dataclass
-class HandlerContext(Generic[S]):
+class HandlerContext(Generic[S, G]):
     """What a handler may use: the delivery's database session, its event, and GitHub through
     ``gateway()``. ``after_commit`` callbacks run once the delivery's work committed (enqueue
     follow-up tasks there, so a worker never sees uncommitted rows)."""
 
     session: S
     event: Event
-    gateways: GatewayFactory = no_gateway
+    gateways: GatewayFactory[G] = no_gateway
     after_commit: list[Callable[[], None]] = field(default_factory=list)
-    _made: dict[str, Any] = field(default_factory=dict)
+    _made: dict[str, G] = field(default_factory=dict)
 
-    def gateway(self, actor: str = "sweepbot") -> Any:
+    def gateway(self, actor: str = "sweepbot") -> G:
         """The GitHub gateway acting as ``actor``: one per actor, shared by every handler of the
         delivery (made on first use, so handlers that need no GitHub cost nothing)."""
         if actor not in self._made:
@@ -103,7 +107,7 @@ class HandlerContext(Generic[S]):
         return self._made[actor]
 
 
-Handler = Callable[[HandlerContext[Any]], None]
+Handler = Callable[[HandlerContext[Any, Any]], None]
 
 
 class Router:

@@ -385,11 +385,29 @@ def assign_jobs(
 class Failure:
     infrastructure: bool
     message: str  # what GitHub said (quoted in the report), or why nothing more is known
+    cancelled: bool = False  # cancelled through the API or the UI: neither a failure nor a retry
 
 
 def _quote(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_QUOTE else text[: MAX_QUOTE - 1] + "…"
+
+
+TIMEOUT_MESSAGE = "exceeded the maximum execution time"
+
+
+def _cancelled(messages: Sequence[str]) -> Failure:
+    """A job GitHub ended ``cancelled`` that no infrastructure marker explains: a timeout
+    (``timeout-minutes``; the benchmark hung or is too slow) or a cancel through the API or the UI
+    (GitHub annotates a running job "The operation was canceled.", a queued one not at all). The
+    bot's own cancels never get here: their jobs are final or re-queued on our side first."""
+    timeout = next((m for m in messages if TIMEOUT_MESSAGE in m.lower()), None)
+    if timeout is not None:
+        log.info("failure_classified", kind="benchmark", marker="timeout")
+        return Failure(False, _quote(f"timed out: {timeout}"))
+    log.info("failure_classified", kind="cancelled", annotations=len(messages))
+    said = " / ".join(messages) if messages else "no annotation"
+    return Failure(False, _quote(f"cancelled on GitHub ({said})"), cancelled=True)
 
 
 def classify_failure(
@@ -410,6 +428,8 @@ def classify_failure(
             if marker in lowered:
                 log.info("failure_classified", kind="infrastructure", marker=marker)
                 return Failure(True, _quote(text))
+    if conclusion == "cancelled":
+        return _cancelled(messages)
     failed_step = next(
         (str(s.get("name")) for s in steps if s.get("conclusion") == "failure" and s.get("name")), None
     )
@@ -417,11 +437,6 @@ def classify_failure(
         where = f" in step {failed_step!r}" if failed_step else ""
         log.info("failure_classified", kind="benchmark", step=failed_step)
         return Failure(False, _quote(f"failed{where}: " + " / ".join(messages)))
-    if conclusion == "cancelled":
-        # No annotation and no step failure: GitHub stopped the job (the bot's own cancels never
-        # get here, their jobs are already cancelled on our side).
-        log.info("failure_classified", kind="infrastructure", marker="cancelled without a reason")
-        return Failure(True, "cancelled with no annotation (cancelled by the system)")
     where = f" in step {failed_step!r}" if failed_step else ""
     log.info("failure_classified", kind="benchmark", step=failed_step, annotations=0)
     return Failure(False, f"{conclusion or 'failed'}{where} (GitHub gave no annotation)")

@@ -18,17 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.core.recipes.evals import EvalMode, cli_flags
-from app.core.recipes.master import seq_name
+from app.core.seqlen import AGENTIC_SEQ, SEQ_HINT, is_seq_filter, seq_name
 from app.core.sweepcli import CliGrammarError, parse_command
 from app.settings import Settings, SettingsError
 
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-
-
-SEQ_RE = re.compile(r"^(?:1k1k|8k1k|\d{1,6}_\d{1,6})$")
-
-
-AGENTIC_SEQ = "agentic"  # the seq of agentic-coding points, which have no isl/osl
 
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -142,8 +136,8 @@ def _check_values(*, key: str, seq: str, head_sha: str, head_ref: str, base_ref:
     """Every value a dispatch carries, checked against its grammar (SweepError says which and why)."""
     if not KEY_RE.match(key):
         raise SweepError(f"config key {key!r} has characters a dispatch may not carry")
-    if seq != AGENTIC_SEQ and not SEQ_RE.match(seq):
-        raise SweepError(f"seq-len {seq!r} is not 1k1k, 8k1k or <isl>_<osl>")
+    if not is_seq_filter(seq):
+        raise SweepError(f"seq-len {seq!r} is not a sequence-length name: {SEQ_HINT}")
     if not SHA_RE.match(head_sha):
         raise SweepError(f"head sha {head_sha!r} is not 40 lowercase hex characters")
     for name, ref in (("head ref", head_ref), ("base ref", base_ref)):

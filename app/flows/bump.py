@@ -18,7 +18,7 @@ from typing import Any, Literal
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github import Conflict, GitHubError, NotFound
+from app.adapters.github.errors import Conflict, GitHubError, NotFound
 from app.core.botconfig import BotConfig
 from app.core.bumpplan import (
     BUMP_BLOCKED_MARKER,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github import Conflict
+from app.adapters.github.errors import Conflict
 from app.core.botconfig import BotConfig
 from app.core.bumpplan import (
     BUMP_BLOCKED_MARKER,

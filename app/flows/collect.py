@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github import GitHubError
+from app.adapters.github.errors import GitHubError
 from app.core.artifacts import select_bmk_artifact, select_eval_artifact
 from app.core.artifactzip import MAX_ARTIFACT_BYTES, ArtifactError, pick_result_member, safe_json_members
 from app.core.evals import EvalArtifact, EvalFileError, parse_eval_artifact

@@ -18,7 +18,7 @@ import structlog
 from sqlalchemy.orm import Session
 
 from app.adapters import queue
-from app.adapters.github import GitHubError
+from app.adapters.github.errors import GitHubError
 from app.adapters.permissions import WRITE_ROLES, can_write
 from app.core.approval import bind_approval
 from app.core.commands import Command, help_text, is_bot, parse_commands, reply_marker
@@ -307,7 +307,7 @@ def _tick() -> None:
 
 
 @router.register("issue_comment", "created")
-def on_issue_comment_created(ctx: HandlerContext) -> None:
+def on_issue_comment_created(ctx: HandlerContext[Session, CommandGateway]) -> None:
     payload = ctx.event.payload
     body = str((payload.get("comment") or {}).get("body") or "")
     if "/" not in body:  # cheap exit before building a gateway

@@ -11,7 +11,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.adapters.github import GitHubError
+from app.adapters.github.errors import GitHubError
 from app.core.clock import utcnow
 from app.core.routing import TransientError
 from app.core.runmatch import match_run, run_name_in_title

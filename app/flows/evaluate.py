@@ -17,7 +17,7 @@ import httpx
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github import NotFound
+from app.adapters.github.errors import NotFound
 from app.adapters.registry import TagPattern, parse_image
 from app.core.botconfig import BotConfig
 from app.core.payloads import DELETED_FORK, head_of

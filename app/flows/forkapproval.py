@@ -9,6 +9,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.adapters.permissions import PermissionGateway
 from app.core.clock import utcnow
 from app.models.sweeps import Sweep, SweepJob, SweepState
 from app.store.audit import record
@@ -20,8 +21,7 @@ BOT = "sweepbot"
 WRITE_ROLES = ("admin", "maintain", "write")
 
 
-class ApprovalGateway(Protocol):
-    def permission(self, repo: str, username: str) -> str: ...
+class ApprovalGateway(PermissionGateway, Protocol):
     def get_pull(self, repo: str, number: int) -> dict[str, Any]: ...
 
 

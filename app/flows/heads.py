@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sqlalchemy.orm import Session
+
 from app.core.routing import HandlerContext, HandlerSkipped, Router
 from app.store.heads import received_at, record_head
 
 router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
 
 
-def on_pull_request_head(ctx: HandlerContext) -> None:
+def on_pull_request_head(ctx: HandlerContext[Session, object]) -> None:  # needs no GitHub
     pr = ctx.event.payload.get("pull_request")
     repo = ctx.event.repo
     if not repo or not isinstance(pr, dict):

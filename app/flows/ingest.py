@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from app.adapters import broker, queue  # called through the module: tests replace them there
-from app.adapters.github import GitHubGateway, session_gateway
+from app.adapters.github.gateway import GitHubGateway, session_gateway
 from app.core.backlog import QueueProgress, queue_position, readiness, ring_cutoff
 from app.core.delivery import IncomingDelivery
 from app.core.installations import installation_of
@@ -197,7 +197,7 @@ def process_delivery(delivery_id: str) -> str:
         structlog.contextvars.unbind_contextvars("delivery_id")
 
 
-def delivery_gateways(session: Session, event: Event) -> GatewayFactory:
+def delivery_gateways(session: Session, event: Event) -> GatewayFactory[GitHubGateway]:
     """The handlers' GitHub: writes audited in the delivery's session as the asked-for actor, tagged
     with the delivery; GitHub names the installation the delivery belongs to, and that one acts."""
     installation = installation_of(event.payload)

@@ -14,23 +14,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.adapters import queue
-from app.adapters.github import Conflict
+from app.adapters.github.errors import Conflict
 from app.adapters.registry import parse_image
 from app.core.recipes import expand_points, parse_master, recipe_fingerprint, set_image
 from app.core.recipes.errors import RecipeError
-from app.core.recipes.master import Point, get_entry, script_candidates
+from app.core.recipes.master import get_entry
+from app.core.recipes.points import Point
+from app.core.recipes.scripts import script_candidates
+from app.core.sweepspec import SweepError, group_fields
+from app.core.sweepspec import group_key as _group_key
+from app.flows.benchrepo import RepoFiles
+from app.flows.benchrepo import locate as _locate
+from app.flows.benchrepo import master_files as _master_files
 from app.flows.botconfig import BotConfig, NightlyKey
-from app.flows.scheduler import SweepError, create_sweep, group_fields
-from app.flows.scheduler import group_key as _group_key
-from app.flows.scheduler import locate as _locate
-from app.flows.scheduler import master_files as _master_files
+from app.flows.sweepcancel import CancelGateway
+from app.flows.sweepcreate import create_sweep
 from app.flows.tracking import _image_source
 from app.models.nightly import CanaryState, NightlyCanary
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, Sweep, SweepJob, SweepState
@@ -41,6 +46,43 @@ log = structlog.get_logger(__name__)
 
 BOT = "sweepbot"
 BRANCH_PREFIX = "sweepbot/canary"
+
+
+class BranchReader(Protocol):
+    def get_ref(self, repo: str, ref: str) -> dict[str, Any] | None: ...
+
+
+class KeyGateway(RepoFiles, BranchReader, Protocol):
+    """Reading a key's context: the default branch's head and its master configs."""
+
+
+class BranchDropper(BranchReader, Protocol):
+    """Deleting a finished canary's branch (after looking that nobody pushed to it)."""
+
+    def delete_ref(self, repo: str, ref: str) -> None: ...
+
+
+class CanaryBranchWriter(BranchReader, Protocol):
+    """The Git Data API writes of a canary branch (blob -> tree -> commit -> ref)."""
+
+    def get_commit(self, repo: str, sha: str) -> dict[str, Any]: ...
+    def create_blob(self, repo: str, text: str) -> str: ...
+    def create_tree(self, repo: str, base_tree: str, files: dict[str, str]) -> str: ...
+    def create_commit(self, repo: str, message: str, tree: str, parents: list[str]) -> dict[str, Any]: ...
+    def create_ref(self, repo: str, ref: str, sha: str) -> dict[str, Any]: ...
+
+
+class ScriptReader(Protocol):
+    def get_file(self, repo: str, path: str, ref: str | None = None) -> tuple[str, str] | None: ...
+
+
+class LaunchGateway(CanaryBranchWriter, ScriptReader, CancelGateway, Protocol):
+    """Launching a canary: its branch, the recipe's script (its fingerprint), and its sweep
+    (storing one may cancel a superseded sweep's runs)."""
+
+
+class CanaryGateway(KeyGateway, BranchDropper, LaunchGateway, Protocol):
+    """Everything the canary side of a pass touches."""
 
 
 def now() -> datetime:
@@ -84,7 +126,7 @@ class KeyContext:
     source_repo: str | None
 
 
-def key_context(gw: Any, repo: str, cfg: BotConfig, nk: NightlyKey) -> KeyContext:
+def key_context(gw: KeyGateway, repo: str, cfg: BotConfig, nk: NightlyKey) -> KeyContext:
     """The key's recipe on the default branch, its image repository and that image's source repo."""
     default_branch = str(gw.get_repo(repo).get("default_branch") or "main")
     ref = gw.get_ref(repo, f"heads/{default_branch}")
@@ -117,7 +159,9 @@ def canaries(session: Session, repo: str, key: str) -> list[NightlyCanary]:
     return sorted(rows, key=order)
 
 
-def fold_sweeps(session: Session, gw: Any, repo: str, rows: list[NightlyCanary], report: KeyReport) -> None:
+def fold_sweeps(
+    session: Session, gw: BranchDropper, repo: str, rows: list[NightlyCanary], report: KeyReport
+) -> None:
     """Finished canary sweeps into their nightly's row: measured, or failed with why."""
     for row in rows:
         if row.state != CanaryState.QUEUED or row.sweep_id is None:
@@ -147,7 +191,7 @@ def fold_sweeps(session: Session, gw: Any, repo: str, rows: list[NightlyCanary],
         drop_branch(gw, repo, row)
 
 
-def drop_branch(gw: Any, repo: str, row: NightlyCanary) -> None:
+def drop_branch(gw: BranchDropper, repo: str, row: NightlyCanary) -> None:
     """The canary branch served its runs: delete it, unless someone pushed to it since."""
     if not row.branch:
         return
@@ -156,7 +200,9 @@ def drop_branch(gw: Any, repo: str, row: NightlyCanary) -> None:
         gw.delete_ref(repo, f"heads/{row.branch}")
 
 
-def _canary_branch(gw: Any, ctx: KeyContext, row: NightlyCanary, branch: str, text: str) -> str:
+def _canary_branch(
+    gw: CanaryBranchWriter, ctx: KeyContext, row: NightlyCanary, branch: str, text: str
+) -> str:
     """The canary branch's head: adopted when an earlier attempt made it, else one commit made now."""
     existing = gw.get_ref(ctx.repo, f"heads/{branch}")
     if existing is not None:  # made by an earlier attempt whose transaction was lost: adopt it
@@ -180,7 +226,7 @@ def _canary_branch(gw: Any, ctx: KeyContext, row: NightlyCanary, branch: str, te
     return sha
 
 
-def _script_text(gw: Any, repo: str, entry: dict[str, Any], sha: str) -> str | None:
+def _script_text(gw: ScriptReader, repo: str, entry: dict[str, Any], sha: str) -> str | None:
     for candidate in script_candidates(entry):
         got = gw.get_file(repo, candidate, ref=sha)
         if got is not None:
@@ -199,7 +245,9 @@ def _slots(master: Any, key: str, points: list[Point]) -> dict[str, int]:
     return slots
 
 
-def launch(session: Session, gw: Any, ctx: KeyContext, row: NightlyCanary, report: KeyReport) -> None:
+def launch(
+    session: Session, gw: LaunchGateway, ctx: KeyContext, row: NightlyCanary, report: KeyReport
+) -> None:
     """The canary branch (pin edit only) and its sweep at the canary priority."""
     key = ctx.key.config_key
     branch = f"{BRANCH_PREFIX}/{key}/{row.tag}"

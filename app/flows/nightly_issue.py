@@ -11,7 +11,7 @@ Watches pinned at or after the first bad nightly get a note on their PR (once ea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy import select
@@ -41,7 +41,33 @@ MAX_RANGE_COMMITS = 1000  # commits read from the compare API per regression (10
 MAX_PULL_LOOKUPS = 100  # associated-pulls calls per regression; titles name the PRs of the rest
 
 
-def name_range(gw: Any, ctx: KeyContext, reg: NightlyRegression, by_tag: dict[str, NightlyCanary]) -> None:
+class RangeGateway(Protocol):
+    """Naming the upstream range: the paged compare, and each commit's associated PRs."""
+
+    def compare_range(
+        self, repo: str, base: str, head: str, *, max_commits: int = 1000
+    ) -> dict[str, Any]: ...
+    def commit_pulls(self, repo: str, sha: str) -> list[dict[str, Any]]: ...
+
+
+class NoteGateway(Protocol):
+    """A note on a pinned watch's PR (one comment per regression, found by its marker)."""
+
+    def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> dict[str, Any]: ...
+
+
+class IssueGateway(NoteGateway, Protocol):
+    """The regression's issue (look before create, edited in place, closed once recovered)."""
+
+    def upsert_issue(
+        self, repo: str, marker: str, *, title: str, body: str, number: int | None = None
+    ) -> dict[str, Any]: ...
+    def update_issue(self, repo: str, number: int, **fields: Any) -> dict[str, Any]: ...
+
+
+def name_range(
+    gw: RangeGateway, ctx: KeyContext, reg: NightlyRegression, by_tag: dict[str, NightlyCanary]
+) -> None:
     """The upstream commits between the two nightlies' source commits and the merged PRs in them."""
     good, bad = by_tag.get(reg.last_good_tag), by_tag.get(reg.first_bad_tag)
     reg.last_good_sha = good.commit_sha if good else None
@@ -150,7 +176,12 @@ def issue_view(ctx: KeyContext, reg: NightlyRegression, series: Series, watches:
 
 
 def tell(
-    session: Session, gw: Any, ctx: KeyContext, reg: NightlyRegression, series: Series, report: KeyReport
+    session: Session,
+    gw: IssueGateway,
+    ctx: KeyContext,
+    reg: NightlyRegression,
+    series: Series,
+    report: KeyReport,
 ) -> None:
     """Create or update the regression's issue (and close it once recovered); note pinned watches."""
     order = [r.tag for r in canaries(session, ctx.repo, ctx.key.config_key)]
@@ -185,7 +216,12 @@ def tell(
 
 
 def _note_watches(
-    session: Session, gw: Any, reg: NightlyRegression, view: IssueView, watches: list[Watch], url: str | None
+    session: Session,
+    gw: NoteGateway,
+    reg: NightlyRegression,
+    view: IssueView,
+    watches: list[Watch],
+    url: str | None,
 ) -> None:
     noted = set(reg.noted_watches or [])
     for w in watches:

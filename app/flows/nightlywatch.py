@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy import select
@@ -51,6 +51,7 @@ from app.flows.botconfig import BotConfig, NightlyKey, NightlyWatch, stored_conf
 from app.flows.canary_budget import canary_budget
 from app.flows.nightly_canary import (
     BOT,
+    CanaryGateway,
     KeyContext,
     KeyReport,
     aware,
@@ -60,7 +61,7 @@ from app.flows.nightly_canary import (
     launch,
     now,
 )
-from app.flows.nightly_issue import Series, check_recovery, name_range, tell
+from app.flows.nightly_issue import IssueGateway, RangeGateway, Series, check_recovery, name_range, tell
 from app.flows.tracking import _image_source, refresh_tags
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.results import Result
@@ -72,7 +73,13 @@ log = structlog.get_logger(__name__)
 
 MAX_LAUNCHES_PER_PASS = 4  # canary branches + sweeps made per key per pass (bounded work per task)
 
-GatewayFactory = Callable[[Session], Any]
+
+class NightlyGateway(CanaryGateway, RangeGateway, IssueGateway, Protocol):
+    """Everything a pass over one watched key touches (``GitHubGateway`` has it all)."""
+
+
+GatewayFactory = Callable[[Session], NightlyGateway]
+
 
 __all__ = ["KeyReport", "series_view", "watch_key", "watch_nightlies", "watched_keys", "watched_repos"]
 
@@ -156,7 +163,7 @@ def _record_new(
 
 def watch_key(
     session: Session,
-    gw: Any,
+    gw: NightlyGateway,
     repo: str,
     cfg: BotConfig,
     nk: NightlyKey,
@@ -246,7 +253,9 @@ def _nightlies(rows: list[NightlyCanary], names: set[str]) -> list[Nightly]:
     ]
 
 
-def _analyze(session: Session, gw: Any, ctx: KeyContext, report: KeyReport, names: set[str]) -> None:
+def _analyze(
+    session: Session, gw: NightlyGateway, ctx: KeyContext, report: KeyReport, names: set[str]
+) -> None:
     rows = canaries(session, ctx.repo, ctx.key.config_key)
     series = _series(session, rows)
     if not series:
@@ -337,7 +346,7 @@ def _new_regression(session: Session, ctx: KeyContext, good: str, bad: str, move
 
 def _advance(
     session: Session,
-    gw: Any,
+    gw: NightlyGateway,
     ctx: KeyContext,
     report: KeyReport,
     regs: list[NightlyRegression],

@@ -10,18 +10,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.adapters.github import GitHubError
+from app.adapters.github.errors import GitHubError
 from app.core.redelivery import Item, ScanState, judge_page, parse_item
 from app.core.routing import TransientError
 from app.metrics import REDELIVERIES
 from app.models import Delivery
 from app.models.redelivery import RedeliveryRequest, RedeliveryScan
+from app.settings import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -36,6 +37,18 @@ class HookReport:
     refused: int = 0
     complete: bool = False
     skipped: dict[str, int] = field(default_factory=dict)
+
+
+class RedeliverGateway(Protocol):
+    def redeliver(self, hook: str, delivery_id: int) -> None: ...
+
+
+class DeliveryGateway(RedeliverGateway, Protocol):
+    """A hook's recorded deliveries (paged by cursor, newest first) and asking for one again."""
+
+    def list_hook_deliveries(
+        self, hook: str, cursor: str | None = None, per_page: int = 100
+    ) -> tuple[list[dict[str, Any]], str | None]: ...
 
 
 def _state(session: Session, hook: str) -> RedeliveryScan:
@@ -55,7 +68,7 @@ def _known(session: Session, guids: set[str]) -> tuple[set[str], set[str]]:
     return stored, asked
 
 
-def _ask(session: Session, gw: Any, hook: str, item: Item, report: HookReport) -> None:
+def _ask(session: Session, gw: RedeliverGateway, hook: str, item: Item, report: HookReport) -> None:
     # Remember first (committed), then ask: a crash in between errs on the side of not asking
     # twice; a transient failure of the ask forgets the row so the next cycle asks again.
     row = RedeliveryRequest(
@@ -99,7 +112,7 @@ def _ask(session: Session, gw: Any, hook: str, item: Item, report: HookReport) -
 
 def recover_hook(
     session: Session,
-    gw: Any,
+    gw: DeliveryGateway,
     hook: str,
     *,
     max_pages: int,
@@ -162,7 +175,7 @@ def recover_hook(
     return report
 
 
-def recover(session: Session, gw: Any, settings: Any) -> list[HookReport]:
+def recover(session: Session, gw: DeliveryGateway, settings: Settings) -> list[HookReport]:
     """Every configured hook, each on its own (one hook's failure does not stop the others)."""
     reports = []
     for hook in settings.effective_redelivery_hooks:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import structlog
 from sqlalchemy import select
@@ -15,10 +15,10 @@ from app.core.routing import TransientError
 from app.flows import runpoll
 from app.flows.dispatch import workflow_name
 from app.flows.jobfinish import finish_job
-from app.flows.labelruns import adopt_label_run, find_label_run
+from app.flows.labelruns import LabelGateway, adopt_label_run, find_label_run
 from app.flows.ring import collect_later, tick_later
 from app.flows.runtracking import apply_workflow_run
-from app.flows.sweepcancel import cancel_runs
+from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
@@ -28,7 +28,13 @@ from app.store.sweeps import sweep_mode
 log = structlog.get_logger(__name__)
 
 BOT = "sweepbot"
-GatewayFactory = Callable[[Session], Any]
+
+
+class RepairGateway(runpoll.PollGateway, LabelGateway, Protocol):
+    """The poll's, and finding a label-mode sweep's run (the repo's runs listing)."""
+
+
+GatewayFactory = Callable[[Session], RepairGateway]
 
 
 @dataclass
@@ -155,7 +161,9 @@ def _repair_one(
             result.updated += 1
 
 
-def _time_out(session: Session, gw: Any, job: SweepJob, sweep: Sweep, age: float, settings: Settings) -> None:
+def _time_out(
+    session: Session, gw: CancelGateway, job: SweepJob, sweep: Sweep, age: float, settings: Settings
+) -> None:
     if job.run_id is not None:
         cancel_runs(gw, sweep.repo, [job.run_id])
     finish_job(

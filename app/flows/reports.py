@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github import NotFound
+from app.adapters.github.errors import NotFound
 from app.core.references import ReferenceError
 from app.core.report import (
     FINAL_JOB_STATES,

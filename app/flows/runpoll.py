@@ -19,17 +19,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.adapters.github.base import Conditional
 from app.core import budget
 from app.core.routing import TransientError
 from app.core.runmatch import run_name_in_title
 from app.core.runpoll import JobView, PollPlan, created_cutoff, plan_poll, run_is_ahead
-from app.flows.runtracking import apply_workflow_run
+from app.flows.runtracking import TrackingGateway, apply_workflow_run
 from app.models import HttpCacheEntry
 from app.settings import Settings
 
@@ -38,7 +39,19 @@ log = structlog.get_logger(__name__)
 BUDGET_KEY = "sweepbot:github-budget"  # a row of the shared HTTP cache (no ETag): budget state
 
 
-GatewayFactory = Callable[[Session], Any]
+class RunListing(Protocol):
+    """The poll's one read per repository: a conditional (ETag) listing of the workflow's runs."""
+
+    def get_conditional(self, op: str, path: str, params: dict[str, Any] | None = None) -> Conditional: ...
+
+
+class PollGateway(RunListing, TrackingGateway, Protocol):
+    """The poll's reads (the listing, single runs) and what folding a run in uses."""
+
+    def get_run(self, repo: str, run_id: int) -> dict[str, Any]: ...
+
+
+GatewayFactory = Callable[[Session], PollGateway]
 
 
 @dataclass(frozen=True)
@@ -184,7 +197,7 @@ def poll_runs(
 
 
 def _list_page(
-    session: Session, gw: Any, op: str, path: str, params: dict[str, Any], result: RunPollResult
+    session: Session, gw: RunListing, op: str, path: str, params: dict[str, Any], result: RunPollResult
 ) -> tuple[list[dict[str, Any]], int | None]:
     got = gw.get_conditional(op, path, params)
     result.listings += 1
@@ -230,11 +243,11 @@ def _poll_repo(
                 r for r in more if int(r.get("id") or 0) in tracked and run_is_ahead(r, tracked[int(r["id"])])
             ]
         for run_id in plan.fetch:
-            run = gw.get_run(repo, run_id)
+            fetched = gw.get_run(repo, run_id)
             result.fetched += 1
             seen.add(run_id)
-            if run_is_ahead(run, tracked[run_id]):
-                runs.append(run)
+            if run_is_ahead(fetched, tracked[run_id]):
+                runs.append(fetched)
         session.commit()  # the listing's ETag and body, and the rate-limit reading
     complete = total is None or total <= len(listing) or plan.more_pages > 0
     names = {run_name_in_title(str(r.get("display_title") or "")) for r in runs}

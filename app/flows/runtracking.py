@@ -28,7 +28,7 @@ from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
-from app.store.jobs import match_jobs, requeue
+from app.store.jobs import dispatch_group, match_jobs, requeue
 from app.store.reports import mark_report_dirty
 from app.store.sweeps import sweep_mode
 
@@ -67,21 +67,30 @@ def failure_of(gw: TrackingGateway | None, repo: str, wf_job: dict[str, Any]) ->
 def _job_for_wf_job(
     session: Session, gw: TrackingGateway | None, jobs: Sequence[SweepJob], wf_job: dict[str, Any]
 ) -> SweepJob | None:
-    """Our job that a workflow job runs, by the real job-name format (app.core.runmatch)."""
+    """Our job (of ``jobs``, the ones dispatched into this run) that a workflow job runs.
+
+    By the real job-name format (app.core.runmatch), among every point the dispatch's group holds
+    (``dispatch_group``), not only the ones we follow in this run: a retry re-runs the whole conc
+    group, so a sibling that succeeded in the first run is in this one too, under the same name
+    (e2e-tests.yml's names carry no seq-len), and must not be taken for the retried point. Same
+    names are told apart by the run's matrix order.
+    """
     parsed = parse_job_name(str(wf_job.get("name") or ""))
     if parsed is None:
         return None  # get-jobs, collect-results, ...: not a benchmark job
-    hits = sorted((j for j in jobs if job_matches_point(parsed, j.point)), key=lambda j: j.id)
+    ours = {j.id for j in jobs if job_matches_point(parsed, j.point)}
+    if not ours:
+        return None
+    hits = [j for j in dispatch_group(session, jobs) if job_matches_point(parsed, j.point)]
     if len(hits) <= 1:
-        return hits[0] if hits else None
-    # Same name for several of our points (seq-lens share a conc in e2e-tests.yml): matrix order.
+        return next((j for j in jobs if j.id in ours), None)
     if gw is None or wf_job.get("run_id") is None:
         return None
     run_jobs = run_job_list(gw, sweep_repo(session, hits[0]), wf_job)
     assigned = assign_jobs(run_jobs, [j.point for j in hits])
     for index, got in assigned.items():
         if got.get("id") == wf_job.get("id"):
-            return hits[index]
+            return hits[index] if hits[index].id in ours else None
     return None
 
 
@@ -191,17 +200,31 @@ def apply_workflow_job(
             return True
         return False
     job.run_conclusion = str(conclusion)
-    failure = failure_of(gw, sweep_repo(session, job), wf_job)
+    fold_failure(session, job, failure_of(gw, sweep_repo(session, job), wf_job), wf_job, settings)
+    after_commit.append(tick_later)
+    return True
+
+
+def fold_failure(
+    session: Session, job: SweepJob, failure: Any, wf_job: dict[str, Any], settings: Settings
+) -> None:
+    """A workflow job of ours that did not succeed: retried (infrastructure), cancelled (through
+    the API or the UI: not re-run, whoever cancelled it wanted the runner back), or failed."""
+    url = wf_job.get("html_url") or job.run_url
     if failure.infrastructure:
         runner = wf_job.get("runner_name") or "the runner"
         retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
+    elif failure.cancelled:
+        finish_job(session, job.id, JobState.CANCELLED, reason=cancelled_reason(failure.message, url))
     else:
-        url = wf_job.get("html_url") or job.run_url
+        conclusion = wf_job.get("conclusion")
         finish_job(
             session, job.id, JobState.FAILED, reason=f"benchmark {conclusion}: {failure.message} (see {url})"
         )
-    after_commit.append(tick_later)
-    return True
+
+
+def cancelled_reason(said: str, url: Any) -> str:
+    return f"{said}, not by sweepbot: not re-run (retry it from the dashboard to run it again; see {url})"
 
 
 def apply_workflow_run(
@@ -292,7 +315,9 @@ def _run_completed(
     if conclusion != "success" and gw is not None:
         if wf_jobs is None:
             wf_jobs = gw.list_run_jobs(sweep_repo(session, live[0]), run_id)
-        ordered = sorted(live, key=lambda j: j.id)
+        # every point of the dispatch takes its place in matrix order, ours or not (a retry's run
+        # holds siblings that succeeded before)
+        ordered = dispatch_group(session, live)
         for index, got in assign_jobs(wf_jobs, [j.point for j in ordered]).items():
             by_job[ordered[index].id] = dict(got)
     changed = False
@@ -309,9 +334,12 @@ def _run_completed(
         if wf_job is not None and wf_job.get("status") == "completed":
             changed |= _apply_assigned(session, gw, job, {**wf_job, "run_id": run_id}, after_commit, settings)
             continue
-        if conclusion in ("startup_failure", "cancelled"):
-            why = "startup_failure" if conclusion == "startup_failure" else "cancelled by the system"
-            retry_or_fail(session, job, f"run {conclusion}: {why}", settings)
+        if conclusion == "startup_failure":
+            retry_or_fail(session, job, "run startup_failure", settings)
+        elif conclusion == "cancelled":
+            # Our own cancels never get here (their jobs are final or re-queued first).
+            reason = cancelled_reason(f"run {run_id} cancelled on GitHub", run.get("html_url"))
+            finish_job(session, job.id, JobState.CANCELLED, reason=reason)
         else:
             finish_job(
                 session,
@@ -345,18 +373,7 @@ def _apply_assigned(
         mark_report_dirty(session, job.sweep_id)
         return True
     job.run_conclusion = str(wf_job.get("conclusion"))
-    failure = failure_of(gw, sweep_repo(session, job), wf_job)
-    if failure.infrastructure:
-        runner = wf_job.get("runner_name") or "the runner"
-        retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
-    else:
-        url = wf_job.get("html_url") or job.run_url
-        finish_job(
-            session,
-            job.id,
-            JobState.FAILED,
-            reason=f"benchmark {wf_job.get('conclusion')}: {failure.message} (see {url})",
-        )
+    fold_failure(session, job, failure_of(gw, sweep_repo(session, job), wf_job), wf_job, settings)
     after_commit.append(tick_later)
     return True
 
@@ -374,9 +391,9 @@ def sweep_repo(session: Session, job: SweepJob) -> str:
 class LazyGateway:
     """The handler's gateway, made only when a call needs it (most job events need none)."""
 
-    def __init__(self, ctx: HandlerContext) -> None:
+    def __init__(self, ctx: HandlerContext[Session, TrackingGateway]) -> None:
         self._ctx = ctx
-        self._gw: Any = None
+        self._gw: TrackingGateway | None = None
 
     def __getattr__(self, name: str) -> Any:
         if self._gw is None:
@@ -385,7 +402,7 @@ class LazyGateway:
 
 
 @router.register("workflow_job")
-def on_workflow_job(ctx: HandlerContext) -> None:
+def on_workflow_job(ctx: HandlerContext[Session, TrackingGateway]) -> None:
     wf_job = ctx.event.payload.get("workflow_job") or {}
     if not isinstance(wf_job, dict) or not apply_workflow_job(
         ctx.session, wf_job, after_commit=ctx.after_commit, gw=LazyGateway(ctx)
@@ -394,7 +411,7 @@ def on_workflow_job(ctx: HandlerContext) -> None:
 
 
 @router.register("workflow_run")
-def on_workflow_run(ctx: HandlerContext) -> None:
+def on_workflow_run(ctx: HandlerContext[Session, TrackingGateway]) -> None:
     run = ctx.event.payload.get("workflow_run") or {}
     if not isinstance(run, dict) or "id" not in run:
         raise HandlerSkipped("no workflow_run in the payload")

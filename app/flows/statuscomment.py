@@ -9,7 +9,7 @@ from typing import Any, cast
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github import NotFound
+from app.adapters.github.errors import NotFound
 from app.core.nightlies import label_nightlies
 from app.core.readiness import Action, DepView, Readiness
 from app.core.watchstatus import STATUS_MARKER, WatchView, render_status

@@ -198,7 +198,7 @@ def set_label_paused(session: Session, label: str, paused: bool, *, actor: str) 
 
 
 @router.register("pull_request", "synchronize")
-def on_pull_request_synchronize(ctx: HandlerContext) -> None:
+def on_pull_request_synchronize(ctx: HandlerContext[Session, CancelGateway]) -> None:
     payload = ctx.event.payload
     pr = payload.get("pull_request") or {}
     repo = ctx.event.repo
@@ -220,7 +220,7 @@ def on_pull_request_synchronize(ctx: HandlerContext) -> None:
 
 
 @router.register("pull_request", "closed")
-def on_pull_request_closed(ctx: HandlerContext) -> None:
+def on_pull_request_closed(ctx: HandlerContext[Session, CancelGateway]) -> None:
     pr = ctx.event.payload.get("pull_request") or {}
     repo = ctx.event.repo
     if not repo:

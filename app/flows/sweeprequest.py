@@ -13,10 +13,11 @@ from app.core.clock import aware
 from app.core.recipes import expand_points, parse_master, recipe_fingerprint
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.evals import parse_eval_mode, plan_with_evals
-from app.core.recipes.master import get_entry, script_candidates
+from app.core.recipes.master import get_entry
+from app.core.recipes.scripts import script_candidates
+from app.core.seqlen import SEQ_HINT, is_seq_filter
 from app.core.sweepspec import (
     KEY_RE,
-    SEQ_RE,
     SHA_RE,
     SweepError,
     SweepFilters,
@@ -142,8 +143,8 @@ def _check_request(repo: str, config_key: str, reason: str, filters: SweepFilter
         raise SweepError(f"config key {config_key!r} is malformed: use letters, digits, '.', '_' and '-'")
     if reason not in ("command", "bump", "api"):
         raise SweepError(f"reason {reason!r} must be command, bump or api")
-    if filters is not None and filters.seq is not None and not SEQ_RE.match(filters.seq):
-        raise SweepError(f"seq={filters.seq!r} is not 1k1k, 8k1k or <isl>_<osl>")
+    if filters is not None and filters.seq is not None and not is_seq_filter(filters.seq):
+        raise SweepError(f"seq={filters.seq!r} is not a sequence-length name: {SEQ_HINT}")
 
 
 def _plan_points(

@@ -11,7 +11,7 @@ import httpx
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github import NotFound
+from app.adapters.github.errors import NotFound
 from app.adapters.registry import (
     DbEtagCache,
     RegistryError,

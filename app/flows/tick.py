@@ -1,14 +1,24 @@
 """The tick: release queued jobs onto free runner capacity, one runner label at a time.
 
-Concurrency contract (several workers, several beat ticks at once): see docs/scheduling.md and
-``app.flows.scheduler``'s docstring.
+Concurrency contract (several workers, several beat ticks at once; docs/scheduling.md):
+
+- A tick works one runner label at a time inside a short transaction that first takes that
+  label's lock row (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL: a label another tick is
+  serving is skipped; on SQLite the first statement is a guarded UPDATE of the row, which takes
+  the database write lock so the in-flight count read after it is current). Under that lock it
+  counts the runner slots in flight, picks jobs, and claims them with a guarded
+  ``UPDATE ... WHERE state='queued'``. The claim commits *before* the GitHub call.
+- The dispatch then happens outside any transaction and its run id is recorded afterwards. A crash
+  between claim and record leaves a ``dispatched`` job without a run id; the repair poll finds its
+  run by the unique run name ``sweepbot-<sweep id>-<job id>``, or re-queues it when no run exists.
+  So a job is never dispatched twice by two ticks, and never lost.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
@@ -19,15 +29,19 @@ from app.core.release_policy import CanaryRun, LabelView, pick_preemptions
 from app.core.routing import TransientError
 from app.flows.benchrepo import RepoFiles, label_capacity
 from app.flows.canary_budget import canary_budget, note_preempted_hours
-from app.flows.dispatch import Claimed, TickResult, dispatch_claim
-from app.flows.sweepcancel import cancel_runs
+from app.flows.dispatch import Claimed, DispatchGateway, TickResult, dispatch_claim
+from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.settings import get_settings
 from app.store import reuse
 from app.store.audit import record
 from app.store.jobs import (
+    QueuedOnLabel,
+    QueuedRow,
     claim_group,
     inflight_slots,
+    job_points,
+    jobs_by_id,
     labels_with_work,
     queued_on_label,
     real_waiting_slots,
@@ -42,7 +56,14 @@ from app.store.sweeps import maybe_finish_sweep
 log = structlog.get_logger(__name__)
 
 BOT = "sweepbot"
-GatewayFactory = Callable[[Session], Any]
+
+
+class TickGateway(RepoFiles, DispatchGateway, CancelGateway, Protocol):
+    """What a tick uses: runner capacity (runners.yaml), the dispatch, and cancelling the runs of
+    preempted canaries."""
+
+
+GatewayFactory = Callable[[Session], TickGateway]
 
 
 def _canary_hours(session: Session, repo: str) -> CanaryHours:
@@ -55,10 +76,12 @@ def _preempt_canaries(
     session: Session, label: str, capacity: int, in_flight: int, result: TickResult
 ) -> bool:
     """Put back in the queue the canary runs that stand in the way of waiting real work."""
+    by_run = running_canaries(session, label)  # few, and none most of the time: asked first
+    if not by_run:
+        return False
     real_waiting = real_waiting_slots(session, label)
     if real_waiting == 0 or capacity - in_flight >= min(real_waiting, capacity):
         return False
-    by_run = running_canaries(session, label)
     runs = [
         CanaryRun(name, max(max(1, j.slots) for j, _ in pairs), aware(pairs[0][0].dispatched_at) or utcnow())
         for name, pairs in by_run.items()
@@ -94,57 +117,97 @@ def _preempt_canaries(
     return bool(picked)
 
 
-def _queues(rows: list[tuple[SweepJob, Sweep]], known: dict[int, Any]) -> list[SweepQueue]:
-    """The label's queued jobs as the release plan reads them (``known``: reuse lookups so far)."""
-    jobs: dict[int, list[SweepJob]] = {}
-    sweeps: dict[int, Sweep] = {}
-    for job, sweep in rows:
-        jobs.setdefault(sweep.id, []).append(job)
-        sweeps[sweep.id] = sweep
-    return [
-        SweepQueue(
-            sweep_id=sid,
-            priority=sweeps[sid].priority,
-            jobs=tuple(
-                QueuedJob(j.id, j.group_key, j.slots, (known[j.id] is not None) if j.id in known else None)
-                for j in queued
-            ),
-            canary=sweeps[sid].reason == CANARY_REASON,
-            repo=sweeps[sid].repo,
+def _queue(sweep: Sweep, queued: list[QueuedRow], known: dict[int, Any]) -> SweepQueue:
+    """A sweep's queued jobs as the release plan reads them (``known``: reuse lookups so far)."""
+    return SweepQueue(
+        sweep_id=sweep.id,
+        priority=sweep.priority,
+        jobs=tuple(
+            QueuedJob(
+                j.job_id, j.group_key, j.slots, (known[j.job_id] is not None) if j.job_id in known else None
+            )
+            for j in queued
+        ),
+        canary=sweep.reason == CANARY_REASON,
+        repo=sweep.repo,
+    )
+
+
+def _look_up(
+    session: Session, rows: list[QueuedRow], sweeps: dict[int, Sweep], known: dict[int, Any]
+) -> None:
+    """Whether a stored result answers each of ``rows`` (into ``known``), in a few queries for all."""
+    points = job_points(session, [r.job_id for r in rows])
+    lookups = [
+        reuse.PointLookup(
+            sweeps[r.sweep_id].image, sweeps[r.sweep_id].fingerprint, points[r.job_id][0], points[r.job_id][1]
         )
-        for sid, queued in jobs.items()
+        for r in rows
     ]
+    known.update(zip((r.job_id for r in rows), reuse.reusable_for_points(session, lookups), strict=True))
 
 
 def _plan(
-    session: Session, label: str, rows: list[tuple[SweepJob, Sweep]], capacity: int, in_flight: int
+    session: Session, label: str, queue: QueuedOnLabel, capacity: int, in_flight: int
 ) -> tuple[list[Release], dict[int, Any]]:
     """Plan the label's releases, looking up reuse for each job the plan reaches (``plan_release``)."""
-    by_id = {job.id: (job, sweep) for job, sweep in rows}
-    hours = {s.repo: _canary_hours(session, s.repo) for _, s in rows if s.reason == CANARY_REASON}
+    rows, sweeps = queue.rows, queue.sweeps
+    by_id = {row.job_id: row for row in rows}
+    hours = {s.repo: _canary_hours(session, s.repo) for s in sweeps.values() if s.reason == CANARY_REASON}
     known: dict[int, Any] = {}  # job id -> the stored result that answers it, or None
-
-    def look_up(job: SweepJob, sweep: Sweep) -> None:
-        known[job.id] = reuse.reusable_for_point(
-            session,
-            image=sweep.image,
-            fingerprint=sweep.fingerprint,
-            result_name=job.result_name,
-            point=job.point if isinstance(job.point, dict) else None,
-        )
-
-    # Each sweep's first job is reached in the plan's first round: looked up up front, so the plan
-    # is made once or twice, not once per sweep (a long queue made the tick quadratic).
-    heads: dict[int, tuple[SweepJob, Sweep]] = {}
-    for job, sweep in rows:
-        heads.setdefault(sweep.id, (job, sweep))
-    for job, sweep in heads.values():
-        look_up(job, sweep)
+    # Each sweep's first job is reached in the plan's first round: looked up up front, all at once,
+    # so the plan is made once or twice, not once per sweep (a long queue made the tick quadratic);
+    # after a lookup only that sweep's queue is made again.
+    per_sweep: dict[int, list[QueuedRow]] = {}  # in serving order
+    for row in rows:
+        per_sweep.setdefault(row.sweep_id, []).append(row)
+    _look_up(session, [queued[0] for queued in per_sweep.values()], sweeps, known)
+    queues = {sid: _queue(sweeps[sid], queued, known) for sid, queued in per_sweep.items()}
     while True:
-        plan = plan_release(_queues(rows, known), capacity, in_flight, label=label, canary_hours=hours)
+        plan = plan_release(list(queues.values()), capacity, in_flight, label=label, canary_hours=hours)
         if not plan or plan[-1].action != "check":
             return plan, known
-        look_up(*by_id[plan[-1].job_ids[0]])
+        asked = by_id[plan[-1].job_ids[0]]
+        _look_up(session, [asked], sweeps, known)
+        queues[asked.sweep_id] = _queue(sweeps[asked.sweep_id], per_sweep[asked.sweep_id], known)
+
+
+def _reached_unread(plan: list[Release], queue: QueuedOnLabel) -> bool:
+    """Did the plan, over what was read, reach a sweep's jobs that were not read? A sweep's next job
+    is its first by position, so it did if it used up what was read of a sweep, or took up a job
+    placed after that sweep's first unread one (stored results answered the jobs in between)."""
+    position = {row.job_id: row.position for row in queue.rows}
+    read: dict[int, int] = {}
+    for row in queue.rows:
+        read[row.sweep_id] = read.get(row.sweep_id, 0) + 1
+    used: dict[int, int] = {}
+    for step in plan:
+        if step.sweep_id not in queue.unread:
+            continue
+        if position[step.job_ids[0]] > queue.unread[step.sweep_id]:
+            return True
+        if step.action in ("reuse", "dispatch"):
+            used[step.sweep_id] = used.get(step.sweep_id, 0) + len(step.job_ids)
+    return any(used.get(sid, 0) >= read[sid] for sid in queue.unread)
+
+
+def _planned(
+    session: Session, label: str, capacity: int, in_flight: int
+) -> tuple[QueuedOnLabel, list[Release], dict[int, Any]]:
+    """The plan over the dispatch groups of each sweep it can reach with the free slots, or over the
+    whole queue when those did not suffice. A sweep's groups go out in order while they fit (one
+    wider than the label alone) and it is held at the first that does not, so those groups decide
+    it, unless stored results answer a run of its heads (``_reached_unread``) or a canary waits
+    (a canary's turn counts the real work queued behind every sweep)."""
+    queue = queued_on_label(session, label, free=capacity - in_flight)
+    canary = any(s.reason == CANARY_REASON for s in queue.sweeps.values())
+    if not (queue.unread and canary):
+        plan, known = _plan(session, label, queue, capacity, in_flight)
+        if not _reached_unread(plan, queue):
+            return queue, plan, known
+        log.info("tick_reads_whole_queue", label=label, why="the plan reached jobs of a sweep not read")
+    queue = queued_on_label(session, label)
+    return queue, *_plan(session, label, queue, capacity, in_flight)
 
 
 def _claim_label(session: Session, gw: RepoFiles, label: str, repo: str, result: TickResult) -> list[Claimed]:
@@ -158,16 +221,18 @@ def _claim_label(session: Session, gw: RepoFiles, label: str, repo: str, result:
     in_flight = inflight_slots(session, label)
     if _preempt_canaries(session, label, capacity, in_flight, result):
         in_flight = inflight_slots(session, label)
-    rows = queued_on_label(session, label)
-    plan, known = _plan(session, label, rows, capacity, in_flight)
-    by_id = {job.id: (job, sweep) for job, sweep in rows}
+    queue, plan, known = _planned(session, label, capacity, in_flight)
+    sweeps = queue.sweeps
+    # Only the jobs the plan acts on are loaded whole (a head names its dispatch; a reuse is marked).
+    jobs = jobs_by_id(session, [step.job_ids[0] for step in plan if step.action in ("reuse", "dispatch")])
     claimed: list[Claimed] = []
     token = uuid.uuid4().hex
     now = utcnow()
     reused_sweeps: dict[int, Sweep] = {}
     for step in plan:
-        job, sweep = by_id[step.job_ids[0]]
+        sweep = sweeps[step.sweep_id]
         if step.action == "reuse":
+            job = jobs[step.job_ids[0]]
             job.state, job.finished_at, job.updated_at = JobState.REUSED, now, now
             job.result_url = result_link(known[job.id])
             job.reason = step.reason
@@ -182,8 +247,8 @@ def _claim_label(session: Session, gw: RepoFiles, label: str, repo: str, result:
             if claim_group(session, ids, token=token, run_name=step.run_name) != len(ids):
                 # cannot happen under the label lock; refuse rather than double-run
                 raise TransientError(f"label {label}: claim of jobs {ids} raced; retrying the tick")
-            for jid in ids:
-                session.expire(by_id[jid][0])
+            job = jobs[step.job_ids[0]]
+            session.expire(job)  # the claim was a bulk UPDATE
             row.release_seq += 1
             sweep.last_release = row.release_seq
             claimed.append(_claimed(sweep, job, step, token))

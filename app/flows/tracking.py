@@ -21,7 +21,7 @@ import httpx
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github import session_gateway
+from app.adapters.github.gateway import session_gateway
 from app.core.botconfig import CONFIG_PATH, BotConfig
 from app.core.deprefs import DepRef, parse_config_keys, parse_dependency_refs, parse_refs_list
 from app.core.nightlies import label_nightlies
@@ -343,7 +343,7 @@ def deps_status(session: Session) -> list[dict[str, Any]]:
 # ============================================================================================ handlers
 
 
-def on_pull_request(ctx: HandlerContext) -> None:
+def on_pull_request(ctx: HandlerContext[Session, TrackingGateway]) -> None:
     payload = ctx.event.payload
     repo = ctx.event.repo
     pull = payload.get("pull_request")
@@ -357,5 +357,5 @@ for _action in ("opened", "edited", "synchronize", "reopened", "closed"):
 
 
 @router.register("push")
-def on_push(ctx: HandlerContext) -> None:
+def on_push(ctx: HandlerContext[Session, TrackingGateway]) -> None:
     handle_push(ctx.session, ctx.gateway(), ctx.event.payload)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from app.adapters.github import Conditional
+from app.adapters.github.base import Conditional
 from app.flows.botconfig import ConfigReader
 from app.flows.sweeprequest import RequestGateway
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, or_, select, update
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
+
+from sqlalchemy import case, func, null, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
@@ -63,6 +66,20 @@ def match_jobs(session: Session, run_id: int, run_name: str | None) -> list[Swee
     return jobs
 
 
+def dispatch_group(session: Session, jobs: Sequence[SweepJob]) -> list[SweepJob]:
+    """Every job of the sweeps' dispatch groups of ``jobs``, whatever their state or run, by id (the
+    repo's expansion order): the points a dispatch of that group runs, as far as the sweep knows."""
+    keys = {(j.sweep_id, j.group_key) for j in jobs}
+    if not keys:
+        return []
+    rows = session.scalars(
+        select(SweepJob)
+        .where(SweepJob.sweep_id.in_({k[0] for k in keys}), SweepJob.group_key.in_({k[1] for k in keys}))
+        .order_by(SweepJob.id)
+    ).all()
+    return [j for j in rows if (j.sweep_id, j.group_key) in keys]
+
+
 def requeue(job: SweepJob, reason: str) -> None:
     job.state, job.reason, job.claim = JobState.QUEUED, reason, None
     job.run_id = job.run_url = job.run_name = job.run_conclusion = None
@@ -70,20 +87,93 @@ def requeue(job: SweepJob, reason: str) -> None:
     job.updated_at = utcnow()
 
 
-def queued_on_label(session: Session, label: str) -> list[tuple[SweepJob, Sweep]]:
-    """Queued jobs of active sweeps on ``label``, in serving order: priority class, the sweep
-    served least recently, sweep id, then the sweep's point order."""
-    rows = session.execute(
-        select(SweepJob, Sweep)
+class QueuedRow(NamedTuple):
+    """A queued job as the release plan reads it: no point, no ORM object (a queue is thousands)."""
+
+    job_id: int
+    sweep_id: int
+    group_key: str
+    slots: int
+    position: int
+
+
+class QueuedOnLabel(NamedTuple):
+    rows: list[QueuedRow]  # in serving order
+    sweeps: dict[int, Sweep]
+    unread: dict[int, int]  # sweep id -> the first position not read, of the sweeps read in part
+
+
+def queued_on_label(session: Session, label: str, free: int | None = None) -> QueuedOnLabel:
+    """Queued jobs of active sweeps on ``label``, in serving order (priority class, the sweep
+    served least recently, sweep id, then the sweep's point order), and their sweeps by id.
+
+    ``free``: only the dispatch groups of each sweep a release plan with that many free slots can
+    reach (a group's place is its first job's; a group is read whole): its first two, and each
+    whose earlier groups fit in ``free`` together. A tick so reads what it can release, not the
+    whole queue. One pass of window functions over the queued rows, no join back."""
+    group = (SweepJob.sweep_id, SweepJob.group_key)
+    jobs = (
+        select(
+            SweepJob.id,
+            SweepJob.sweep_id,
+            SweepJob.group_key,
+            SweepJob.slots,
+            SweepJob.position,
+            Sweep.priority,
+            Sweep.last_release,
+            func.min(SweepJob.position).over(partition_by=group).label("first"),
+            func.max(SweepJob.slots).over(partition_by=group).label("cost"),
+        )
         .join(Sweep, Sweep.id == SweepJob.sweep_id)
         .where(
             SweepJob.runner_label == label,
             SweepJob.state == JobState.QUEUED,
             Sweep.state == SweepState.ACTIVE,
         )
-        .order_by(Sweep.priority, Sweep.last_release, Sweep.id, SweepJob.position)
+        .subquery()
+    )
+    j = jobs.c
+    if free is None:
+        final = select(*j, true().label("reach"), null().label("unread")).subquery()
+    else:
+        cost = case((j.cost < 1, 1), else_=j.cost)
+        in_order: Any = {"partition_by": j.sweep_id, "order_by": (j.first, j.group_key)}
+        # Each group's cost once (at its first job), summed over the groups up to and with this one.
+        upto = func.sum(case((j.position == j.first, cost), else_=0)).over(**in_order)
+        ranked = select(*j, (upto - cost).label("before"), func.dense_rank().over(**in_order).label("rank"))
+        r = ranked.subquery().c
+        reaches = or_(r.rank <= 2, r.before <= max(0, free))
+        first_unread = func.min(case((reaches, None), else_=r.position)).over(partition_by=r.sweep_id)
+        final = select(*r, reaches.label("reach"), first_unread.label("unread")).subquery()
+    f = final.c
+    stmt = select(f.id, f.sweep_id, f.group_key, f.slots, f.position, f.unread).where(f.reach)
+    out: list[QueuedRow] = []
+    unread: dict[int, int] = {}
+    for job_id, sweep_id, group_key, slots, pos, first in session.execute(
+        stmt.order_by(f.priority, f.last_release, f.sweep_id, f.position)
+    ).all():
+        out.append(QueuedRow(int(job_id), int(sweep_id), str(group_key), int(slots), int(pos)))
+        if first is not None:
+            unread[int(sweep_id)] = int(first)
+    ids = sorted({row.sweep_id for row in out})
+    sweeps = {s.id: s for s in session.scalars(select(Sweep).where(Sweep.id.in_(ids))).all()} if ids else {}
+    return QueuedOnLabel(out, sweeps, unread)
+
+
+def job_points(session: Session, ids: Collection[int]) -> dict[int, tuple[str, dict[str, Any] | None]]:
+    """Result name and point of each job in ``ids`` (what a reuse lookup needs), in one query."""
+    if not ids:
+        return {}
+    rows = session.execute(
+        select(SweepJob.id, SweepJob.result_name, SweepJob.point).where(SweepJob.id.in_(list(ids)))
     ).all()
-    return [(job, sweep) for job, sweep in rows]
+    return {int(i): (str(name), point if isinstance(point, dict) else None) for i, name, point in rows}
+
+
+def jobs_by_id(session: Session, ids: Collection[int]) -> dict[int, SweepJob]:
+    if not ids:
+        return {}
+    return {j.id: j for j in session.scalars(select(SweepJob).where(SweepJob.id.in_(list(ids)))).all()}
 
 
 def real_waiting_slots(session: Session, label: str) -> int:

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.orm import Session
 
-from app.adapters.github import Conflict, GitHubGateway, NotFound, gateway
+from app.adapters.github.errors import Conflict, NotFound
+from app.adapters.github.gateway import GitHubGateway, gateway
 from app.core.routing import TransientError
 from app.models import AuditEntry
 from app.settings import Settings
@@ -154,7 +155,7 @@ def test_a_permanent_refusal_raised_by_the_retry_layer_is_not_transient() -> Non
     from github import GithubException
     from github.GithubException import RateLimitExceededExceedsMaxWait
 
-    from app.adapters.github import GitHubError
+    from app.adapters.github.errors import GitHubError
 
     # PyGithub's retry layer raises (instead of answering) for a 403 on a GET that is no rate limit.
     refused = GithubException(403, {"message": "Resource not accessible by integration"}, {})
@@ -270,7 +271,7 @@ def test_pr_creation_right_after_the_branch_push_is_retried_briefly() -> None:
 def test_a_wrong_configured_token_is_an_error_not_a_retry() -> None:
     import json
 
-    from app.adapters.github import GitHubError
+    from app.adapters.github.errors import GitHubError
 
     bad = (401, {}, json.dumps({"message": "Bad credentials"}))
     gw = GitHubGateway(_StubRequester(bad))  # type: ignore[arg-type]

@@ -93,7 +93,8 @@ def two_orgs(db_session: Session, settings_env: pytest.MonkeyPatch, tmp_path: Pa
 def test_two_installations_on_two_organisations_each_use_their_own_token(
     two_orgs: Any, db_session: Session
 ) -> None:
-    from app.adapters.github import credentials, session_gateway
+    from app.adapters.github.credentials import credentials
+    from app.adapters.github.gateway import session_gateway
     from app.flows.ingest import process_delivery
     from app.settings import get_settings
 
@@ -146,7 +147,7 @@ def test_two_installations_on_two_organisations_each_use_their_own_token(
 def test_a_token_is_minted_again_shortly_before_it_expires(
     two_orgs: Any, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.adapters.github import session_gateway
+    from app.adapters.github.gateway import session_gateway
     from app.settings import reset_settings_cache
 
     sim, installs = two_orgs
@@ -186,7 +187,7 @@ def seeded(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Wo
 
 
 def _command(session: Session, world: World, login: str, body: str) -> Any:
-    from app.adapters.github import session_gateway
+    from app.adapters.github.gateway import session_gateway
     from app.flows.commands import handle_comment
 
     c = world.add_comment(BENCH_REPO, PR, login, body)
@@ -268,7 +269,7 @@ def test_a_secondary_limit_without_retry_after_delays_the_delivery_a_minute_and_
 def test_a_revoked_installation_token_is_minted_again_on_the_retry(
     two_orgs: Any, db_session: Session
 ) -> None:
-    from app.adapters.github import session_gateway
+    from app.adapters.github.gateway import session_gateway
     from app.core.routing import TransientError
 
     sim, installs = two_orgs

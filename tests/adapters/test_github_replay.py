@@ -10,8 +10,10 @@ headers and body; the gateway must send that request and read that answer as rea
 from __future__ import annotations
 
 import ast
+import io
 import json
 import threading
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,8 +25,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from app.adapters.github import Conflict, GitHubError, GitHubGateway, request
+from app.adapters.github.errors import Conflict, Forbidden, GitHubError
+from app.adapters.github.gateway import GitHubGateway
+from app.adapters.github.transport import request
 from app.core.installations import parse_expires_at
+from app.core.routing import TransientError
 from app.settings import Settings
 from tests.conftest import FIXTURES
 
@@ -40,6 +45,8 @@ class Exchange:
     status: int
     headers: list[tuple[str, str]]
     response: str
+    raw: bytes | None = None  # a binary body (an archive) instead of ``response``
+    length: bool = True  # False: no Content-Length, the body ends when the connection closes
 
 
 def parse(path: Path) -> list[Exchange]:
@@ -71,6 +78,7 @@ class Replay:
     def __init__(self, *sources: str | Exchange) -> None:
         self.exchanges = [x for n in sources for x in ([n] if isinstance(n, Exchange) else parse(REPLAY / n))]
         self.seen: list[tuple[str, str, str | None]] = []
+        self.headers_seen: list[dict[str, str]] = []  # the request headers, in the order of ``seen``
         replay = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -78,6 +86,7 @@ class Replay:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length).decode() if length else None
                 replay.seen.append((self.command, self.path, body))
+                replay.headers_seen.append({k.lower(): v for k, v in self.headers.items()})
                 # A recording without a query string matches the path whatever the query
                 # (the bot asks per_page=100 where PyGithub's test asked the default).
                 bare = self.path.split("?", 1)[0]
@@ -93,12 +102,13 @@ class Replay:
                     self.send_response(599)
                     self.end_headers()
                     return
-                payload = match.response.encode()
+                payload = match.raw if match.raw is not None else match.response.encode()
                 self.send_response(match.status)
                 for k, v in match.headers:
                     if k.lower() not in _DROP:
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(payload)))
+                if match.length:
+                    self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
 
@@ -130,7 +140,7 @@ def replay() -> Iterator[Any]:
             github_seconds_between_requests=0,
             github_seconds_between_writes=0,
         )
-        from app.adapters.github import make_requester
+        from app.adapters.github.transport import make_requester
 
         return r, GitHubGateway(make_requester(settings), consistency_delays=(0.0, 0.0, 0.0))
 
@@ -230,7 +240,7 @@ def test_rate_limit_and_hook_deliveries(replay: Any) -> None:
 
 
 def test_installation_lookup_and_tokens_cached_per_installation() -> None:
-    from app.adapters.github import AppCredentials
+    from app.adapters.github.credentials import AppCredentials
 
     r = Replay("GithubIntegration.testGetRepoInstallation.txt", "GithubIntegration.testGetAccessToken.txt")
     try:
@@ -465,7 +475,7 @@ def test_the_pulls_that_brought_a_commit(replay: Any) -> None:
 
 
 def test_the_app_s_installations_give_the_default_one() -> None:
-    from app.adapters.github import AppCredentials
+    from app.adapters.github.credentials import AppCredentials
 
     r = Replay(
         documented("GET", "/app/installations", "apps/list-installations", 200, "base-installation-items")
@@ -508,3 +518,188 @@ def test_a_repository_a_pull_s_files_an_edit_and_a_job_s_annotations(replay: Any
     assert json.loads(r.seen[2][2] or "{}") == {"body": "new body"}
     notes = gw.list_check_run_annotations(R, 4)
     assert [(a["path"], a["annotation_level"]) for a in notes] == [("README.md", "warning")]
+
+
+# ------------------------------------------------------------------ issues, labels, runs, artifacts
+
+
+def test_an_issue_read_then_edited_in_place(replay: Any) -> None:
+    # A 2025 answer for issue 28 (modern fields: type, sub_issues_summary, no pull_request key),
+    # then GitHub's real answer to a PATCH of the same issue.
+    r, gw = replay("Issue.setUp.txt", "Issue.testEditWithAllParameters.txt")
+    repo, marker = "PyGithub/PyGithub", "Body edited by PyGithub"
+    issue = gw.get_issue(repo, 28)
+    assert (issue["number"], issue["title"], issue["state"]) == (28, "Issue created by PyGithub", "closed")
+    assert issue["body"] == "Body edited by PyGithub\n" and "pull_request" not in issue
+    assert [label["name"] for label in issue["labels"]] == ["bug", "question"]
+    # Nothing changed: read, compared, not written.
+    same = gw.upsert_issue(repo, marker, title="Issue created by PyGithub", body=issue["body"], number=28)
+    assert same["id"] == 4653757 and [v for v, _, _ in r.seen] == ["GET", "GET"]
+    # A new title and body: one PATCH with exactly those fields, GitHub's answer returned.
+    edited = gw.upsert_issue(repo, marker, title="Title edited by PyGithub", body=marker, number=28)
+    assert (edited["title"], edited["body"]) == ("Title edited by PyGithub", "Body edited by PyGithub")
+    verb, path, sent = r.seen[-1]
+    assert (verb, path) == ("PATCH", "/repos/PyGithub/PyGithub/issues/28")
+    assert json.loads(sent or "{}") == {"title": "Title edited by PyGithub", "body": marker}
+    # Closing it once recovered, as the nightly watch does: the fields GitHub's recording shows.
+    closed = gw.update_issue(repo, 28, state="closed", state_reason="completed")
+    assert closed["state"] == "closed"
+    assert json.loads(r.seen[-1][2] or "{}") == {"state": "closed", "state_reason": "completed"}
+
+
+def test_issues_listed_and_the_marked_one_found(replay: Any) -> None:
+    # GitHub's real 2012 list: every plain issue carries "pull_request" with null links. A key
+    # alone does not make a pull request, or no issue would ever be found and each pass would
+    # create a duplicate.
+    r, gw = replay("Repository.testGetIssues.txt")
+    found = gw.find_issue("PyGithub/PyGithub", "Body created by PyGithub", creator="jacquev6")
+    assert found is not None and (found["number"], found["title"]) == (30, "Issue also created by PyGithub")
+    path, _, query = r.seen[0][1].partition("?")
+    assert path == "/repos/PyGithub/PyGithub/issues"
+    assert parse_qs(query) == {"state": ["all"], "creator": ["jacquev6"], "per_page": ["100"], "page": ["1"]}
+    # A marker no issue holds: one page read (16 < per_page, the last), nothing found.
+    assert gw.find_issue("PyGithub/PyGithub", "<!-- sweepbot:nightly:none -->") is None
+    assert len(r.seen) == 2
+
+
+def test_an_issue_created_with_labels_and_one_refused_where_issues_are_off(replay: Any) -> None:
+    label = "Label with spaces and strange characters (&*#$)"
+    r, gw = replay("Issue50.testCreateIssueWithLabel.txt", "Repository.testCreateIssue.txt")
+    title = "Issue created by PyGithub to test issue #50"
+    created = gw.create_issue("jacquev6/PyGithub", title=title, body="", labels=[label])
+    assert created["number"] == 52 and [x["name"] for x in created["labels"]] == [label]
+    assert r.seen[0][:2] == ("POST", "/repos/jacquev6/PyGithub/issues")
+    assert json.loads(r.seen[0][2] or "{}") == {"title": title, "body": "", "labels": [label]}
+    # GitHub's real 410 for a repository with issues turned off: a plain refusal, asked once.
+    with pytest.raises(GitHubError, match="Issues are disabled for this repo") as info:
+        gw.create_issue("ahmad88me/PyGithub", title="Issue created by PyGithub", body="b")
+    assert info.value.status == 410 and not isinstance(info.value, TransientError)
+    assert len(r.seen) == 2
+
+
+def test_a_label_with_strange_characters_added_and_removed(replay: Any) -> None:
+    label = "Label with spaces and strange characters (&*#$)"
+    r, gw = replay("Issue50.testAddLabelToIssue.txt", "Issue50.testRemoveLabelFromIssue.txt")
+    now = gw.add_labels("jacquev6/PyGithub", 50, [label])
+    assert [x["name"] for x in now] == ["Bug", label, "RequestedByUser"]
+    # PyGithub sent the bare array; the gateway sends the documented object form.
+    assert json.loads(r.seen[0][2] or "{}") == {"labels": [label]}
+    gw.remove_label("jacquev6/PyGithub", 50, label)
+    # The label is quoted as GitHub's recording shows it (a different path would not be answered).
+    assert r.seen[1][:2] == (
+        "DELETE",
+        "/repos/jacquev6/PyGithub/issues/50/labels/"
+        "Label%20with%20spaces%20and%20strange%20characters%20%28%26%2A%23%24%29",
+    )
+
+
+def test_a_cancel_refused_for_want_of_admin_rights_is_a_clear_permission_error(replay: Any) -> None:
+    # GitHub's real answer to a cancel by a token that may not: 403 with the rate limit far from
+    # spent. Not a rate limit (no retry later), not a cancel (not suppressed like a 409).
+    from app.flows.sweepcancel import cancel_runs
+
+    r, gw = replay("WorkflowRun.test_cancel.txt")
+    repo, run_id = "PyGithub/PyGithub", 3911660493
+    assert gw.get_run(repo, run_id)["status"] == "in_progress"
+    with pytest.raises(Forbidden) as info:
+        gw.cancel_run(repo, run_id)
+    assert info.value.status == 403 and not isinstance(info.value, TransientError)
+    assert str(info.value) == (
+        "GitHub answered 403: actions/cancel-workflow-run: run 3911660493 of PyGithub/PyGithub was not "
+        "cancelled (Must have admin rights to Repository.): the bot's credentials need write access "
+        "to Actions there"
+    )
+    assert [(v, p) for v, p, _ in r.seen] == [
+        ("GET", f"/repos/{repo}/actions/runs/{run_id}"),
+        ("POST", f"/repos/{repo}/actions/runs/{run_id}/cancel"),
+    ]
+    # The caller reports it per run (one POST each time, no retry inside the call).
+    errors = cancel_runs(gw, repo, [run_id])
+    assert len(errors) == 1 and errors[0].startswith("run 3911660493: ") and "admin rights" in errors[0]
+    assert len(r.seen) == 3
+
+
+ARCHIVE_HOST = "https://pipelines.actions.githubusercontent.com"
+
+
+def _archive_replay(replay: Any, archive: Exchange) -> tuple[Replay, GitHubGateway]:
+    """GitHub's real 302 of an artifact's zip; its Location's path and query served on loopback."""
+    r, gw = replay("Artifact.test_get_redirect_url.txt")
+    redirect = r.exchanges[0]
+    location = dict(redirect.headers)["Location"]
+    assert location.startswith(ARCHIVE_HOST + "/")
+    redirect.headers = [
+        (k, v.replace(ARCHIVE_HOST, r.url) if k == "Location" else v) for k, v in redirect.headers
+    ]
+    archive.url = location.removeprefix(ARCHIVE_HOST)
+    r.exchanges.append(archive)
+    return r, gw
+
+
+def _zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("results.json", json.dumps({"rows": list(range(2000))}))
+    return buf.getvalue()
+
+
+def test_an_artifact_fetched_from_its_redirect_without_our_token(replay: Any) -> None:
+    body = _zip()
+    r, gw = _archive_replay(
+        replay, Exchange("GET", "", None, 200, [("Content-Type", "application/zip")], "", body)
+    )
+    assert gw.download_artifact("PyGithub/PyGithub", 71384263) == body
+    (api, api_path, _), (fetch, fetch_path, _) = r.seen
+    assert (api, api_path) == ("GET", "/repos/PyGithub/PyGithub/actions/artifacts/71384263/zip")
+    assert fetch == "GET" and fetch_path.startswith(
+        "/vVJrNqNDqm6ysMIhP6YVnHS7J3XmqpVj7W6p4jmwYjdlXCLT8T/_apis/"
+    )
+    assert "urlSignature=aHKUB4uqBSHptPLIbzTfJNjgPVBP2QIXvayJpUl8GNQ%3D" in fetch_path
+    # The API call carries the token; the pre-signed archive URL must not get it.
+    assert r.headers_seen[0]["authorization"] == "token replay-token"
+    assert "authorization" not in r.headers_seen[1]
+
+
+def test_an_artifact_over_the_cap_is_refused_before_it_is_read_whole(replay: Any) -> None:
+    body = _zip()
+    declared = Exchange("GET", "", None, 200, [], "", body)
+    _, gw = _archive_replay(replay, declared)
+    # The declared size decides before any byte of the body is read.
+    with pytest.raises(GitHubError, match=f"is {len(body)} bytes, over the {len(body) - 1} cap") as info:
+        gw.download_artifact("PyGithub/PyGithub", 71384263, max_bytes=len(body) - 1)
+    assert info.value.status == 413
+    # No Content-Length (the body ends with the connection): counted while streaming, cut at the cap.
+    declared.length = False
+    with pytest.raises(GitHubError, match=f"over the {len(body) - 1}-byte cap"):
+        gw.download_artifact("PyGithub/PyGithub", 71384263, max_bytes=len(body) - 1)
+    assert gw.download_artifact("PyGithub/PyGithub", 71384263, max_bytes=len(body)) == body
+
+
+def test_a_cancel_accepted_or_finding_the_run_finished(replay: Any) -> None:
+    # No recording of a cancel that took: GitHub documents 202, and 409 when the run is no longer
+    # cancellable (finished): both are the state the bot wants, neither raises.
+    r, gw = replay(
+        documented("POST", f"/repos/{R}/actions/runs/30433642/cancel", "actions/cancel-workflow-run", 202),
+        documented("POST", f"/repos/{R}/actions/runs/30433643/cancel", "actions/cancel-workflow-run", 409),
+    )
+    assert gw.cancel_run(R, 30433642) is None
+    assert gw.cancel_run(R, 30433643) is None
+    assert [(v, p, b) for v, p, b in r.seen] == [
+        ("POST", f"/repos/{R}/actions/runs/30433642/cancel", None),
+        ("POST", f"/repos/{R}/actions/runs/30433643/cancel", None),
+    ]
+
+
+def test_a_label_already_gone_and_a_pull_request_among_the_issues(replay: Any) -> None:
+    r, gw = replay(
+        documented("DELETE", f"/repos/{R}/issues/1347/labels/sweep%3Arunning", "issues/remove-label", 404),
+        documented("GET", f"/repos/{R}/issues", "issues/list-for-repo", 200, "issue-items"),
+    )
+    # Removing a label that is not there: GitHub's documented 404 is the state wanted.
+    gw.remove_label(R, 1347, "sweep:running")
+    assert r.seen[0][:2] == ("DELETE", f"/repos/{R}/issues/1347/labels/sweep%3Arunning")
+    # GitHub's documented list holds #1347 with its pull_request links: a pull request is never
+    # taken for the marked issue, whatever its body says.
+    listed = SPEC["components"]["examples"]["issue-items"]["value"]
+    assert listed[0]["pull_request"]["url"] and listed[0]["body"]
+    assert gw.find_issue(R, listed[0]["body"]) is None

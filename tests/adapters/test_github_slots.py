@@ -19,7 +19,8 @@ import pytest
 import redis
 
 from app.adapters.ghslots import LocalSlots, RedisSlots, SlotTimeout, lease_seconds, make_slots
-from app.adapters.github import FixedCredentials, GitHubGateway
+from app.adapters.github.credentials import FixedCredentials
+from app.adapters.github.gateway import GitHubGateway
 from app.core.routing import TransientError
 from app.settings import Settings
 

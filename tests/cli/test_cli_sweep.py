@@ -14,7 +14,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner, Result
 
+from app.core.sweepspec import point_order
 from app.flows import ring
+from app.flows.benchrepo import clear_capacity_cache
+from app.flows.repair import repair_jobs
+from app.flows.tick import tick
 from sim.scenario import BENCH_REPO, RECIPE_BRANCH, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -26,7 +30,6 @@ PR = 2104
 @contextmanager
 def _sim(settings_env: pytest.MonkeyPatch, time_scale: float) -> Iterator[Any]:
     from app.adapters.permissions import clear_cache
-    from app.flows import scheduler
     from app.settings import reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=time_scale, seed=11)) as sim:
@@ -36,7 +39,7 @@ def _sim(settings_env: pytest.MonkeyPatch, time_scale: float) -> Iterator[Any]:
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES", "0")
         reset_settings_cache()
-        scheduler.clear_capacity_cache()
+        clear_capacity_cache()
         clear_cache()
         yield sim.world
         clear_cache()
@@ -72,7 +75,7 @@ def cli(*args: str) -> Result:
 
 
 def _gw(session: Session) -> Any:
-    from app.adapters.github import gateway
+    from app.adapters.github.gateway import gateway
     from app.settings import get_settings
 
     return gateway(get_settings(), session)
@@ -136,10 +139,9 @@ def test_create_then_status_lists_points_in_ascending_conc(
 def test_tick_releases_largest_conc_first_and_status_follows(
     slow_world: Any, db_session: Session, rung: list[Any]
 ) -> None:
-    from app.flows import scheduler
 
     assert _create("--conc", "1,2,4,8,16,32,64,128,256,512").exit_code == 0
-    res = scheduler.tick(_factory(), _gw)
+    res = tick(_factory(), _gw)
     assert res.dispatched_runs == 9  # nine runners, one slot per dispatch
     data = json.loads(cli("sweep", "status", "1", "--json").output)
     by_conc = {j["conc"]: j for j in data["jobs"]}
@@ -177,14 +179,13 @@ def _sim_open_jobs(world: Any) -> list[Any]:
 def test_cancel_cancels_queued_jobs_and_running_runs(
     slow_world: Any, db_session: Session, rung: list[Any]
 ) -> None:
-    from app.flows import scheduler
     from app.models.core import AuditEntry
     from app.models.sweeps import SweepJob
 
     assert _create("--seq", "8k1k").exit_code == 0
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
     _wait(lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(slow_world)) == 9, "9 running jobs")
-    scheduler.repair_jobs(_factory(), _gw)  # the poll fallback sees the runs in progress
+    repair_jobs(_factory(), _gw)  # the poll fallback sees the runs in progress
     db_session.expire_all()
     states = sorted(j.state for j in db_session.scalars(select(SweepJob)))
     # 9 runs for 9 runners, largest conc first; the two evaluated points (512, 32) each also have
@@ -204,7 +205,7 @@ def test_cancel_cancels_queued_jobs_and_running_runs(
     audit = db_session.scalars(select(AuditEntry).where(AuditEntry.action == "sweep.cancel")).one()
     assert audit.actor == "cli" and audit.outcome == "ok" and audit.detail is not None
     assert len(audit.detail["runs_cancelled"]) == 9 and audit.detail["reason"] == "wrong image"
-    assert scheduler.tick(_factory(), _gw).dispatched_runs == 0
+    assert tick(_factory(), _gw).dispatched_runs == 0
     # Cancelling again is a no-op that still answers.
     again = cli("sweep", "cancel", "1")
     assert again.exit_code == 0 and "cancelled" in again.output
@@ -213,7 +214,6 @@ def test_cancel_cancels_queued_jobs_and_running_runs(
 def test_queue_shows_busy_free_queued_and_progress(
     slow_world: Any, db_session: Session, rung: list[Any]
 ) -> None:
-    from app.flows import scheduler
 
     empty = cli("queue")
     assert empty.exit_code == 0 and "No runner label has work." in empty.output
@@ -224,7 +224,7 @@ def test_queue_shows_busy_free_queued_and_progress(
     assert _create("--seq", "8k1k").exit_code == 0
     other = cli("sweep", "create", "--repo", BENCH_REPO, "--pr", str(second.number), "--key", KEY)
     assert other.exit_code == 0, other.output
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
 
     js = cli("queue", "--json")
     assert js.exit_code == 0, js.output
@@ -245,7 +245,6 @@ def test_queue_shows_busy_free_queued_and_progress(
 
 
 def test_report_prints_the_comment_markdown(fast_world: Any, db_session: Session, rung: list[Any]) -> None:
-    from app.flows import scheduler
     from app.flows.collect import collect_job
     from app.models.sweeps import SweepJob
 
@@ -254,9 +253,9 @@ def test_report_prints_the_comment_markdown(fast_world: Any, db_session: Session
     assert running.exit_code == 0, running.output
     assert "**Running**" in running.output and "0/2 points done" in running.output
 
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
     _wait(lambda: len(fast_world.runs) == 2 and not _sim_open_jobs(fast_world), "the two runs")
-    scheduler.repair_jobs(_factory(), _gw)
+    repair_jobs(_factory(), _gw)
     db_session.expire_all()
     for job in db_session.scalars(select(SweepJob).where(SweepJob.run_conclusion == "success")).all():
         collect_job(db_session, _gw(db_session), job.id)
@@ -279,7 +278,6 @@ def test_report_prints_the_comment_markdown(fast_world: Any, db_session: Session
 
 
 def test_point_order_is_largest_conc_first_ties_in_repo_order() -> None:
-    from app.flows.scheduler import point_order
 
     points = [
         {"conc": 1, "tp": 8},

@@ -197,9 +197,9 @@ def test_concurrent_requests_per_installation_are_capped() -> None:
     import threading
     import time
 
-    from app.adapters.github import _Slots
+    from app.adapters.ghslots import LocalSlots
 
-    slots = _Slots(2)
+    slots = LocalSlots(2)
     start = threading.Barrier(6)
 
     def work(key: str) -> None:

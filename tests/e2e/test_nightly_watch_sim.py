@@ -18,8 +18,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.flows import ring, scheduler
-from app.flows.scheduler import SweepFilters
+from app.core.sweepspec import SweepFilters
+from app.flows import ring
+from app.flows.benchrepo import clear_capacity_cache
+from app.flows.repair import repair_jobs
+from app.flows.sweeprequest import request_sweep
+from app.flows.tick import tick
 from app.models.core import AuditEntry
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
@@ -32,7 +36,7 @@ from sim.world import SimSettings
 
 @pytest.fixture
 def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    from app.adapters.github import gateway
+    from app.adapters.github.gateway import gateway
     from app.db import session_factory
     from app.flows.botconfig import read_bot_config
     from app.settings import get_settings, reset_settings_cache
@@ -49,7 +53,7 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         }.items():
             settings_env.setenv(name, value)
         reset_settings_cache()
-        scheduler.clear_capacity_cache()
+        clear_capacity_cache()
         settings_env.setattr(ring, "enqueue", lambda task, *args: None)
         import app.adapters.queue
 
@@ -81,9 +85,9 @@ def _drive(bot: dict[str, Any], until: float = 60.0) -> None:
     deadline = time.monotonic() + until
     while time.monotonic() < deadline:
         began = datetime.now(UTC)
-        scheduler.tick(factory, bot["gw"])
+        tick(factory, bot["gw"])
         bot["ticks"].append((began, datetime.now(UTC)))
-        scheduler.repair_jobs(factory, bot["gw"])
+        repair_jobs(factory, bot["gw"])
         with factory() as s:
             ids = [
                 j.id
@@ -143,13 +147,13 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
     bad_commit: str = story.facts["bad_commit"]
     first_bad_tag = story.facts["first_bad_tag"]
     _watch(bot)  # queues the canary of the newest nightly of the burst
-    scheduler.tick(factory, bot["gw"])
+    tick(factory, bot["gw"])
     deadline = time.monotonic() + 10
     while not any(j.status == "in_progress" for j in world.jobs.values()) and time.monotonic() < deadline:
         time.sleep(0.01)
     # a real sweep arrives while that canary runs: it must not wait for it
     with factory() as s:
-        real = scheduler.request_sweep(
+        real = request_sweep(
             s,
             bot["gw"](s),
             repo=BENCH_REPO,

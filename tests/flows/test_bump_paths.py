@@ -72,7 +72,7 @@ def _gw(session: Session, **github_kwargs: Any) -> Any:
     """The real gateway, minus PyGithub's client-side throttle."""
     from github import Auth, Github
 
-    from app.adapters.github import GitHubGateway
+    from app.adapters.github.gateway import GitHubGateway
     from app.settings import get_settings
     from app.store.audit import record
 
@@ -397,7 +397,7 @@ def test_recipe_branch_that_moves_during_the_bump_is_not_forced(
 def test_refused_push_to_the_recipe_branch_falls_back_to_a_bump_pr(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.adapters.github import GitHubError
+    from app.adapters.github.errors import GitHubError
 
     scenario = _start(sim, settings_env, "")
     world = sim.world

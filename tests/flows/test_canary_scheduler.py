@@ -11,12 +11,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.recipes import expand_points, parse_master
-from app.flows import ring, scheduler
-from app.flows.scheduler import SweepFilters
+from app.core.sweepspec import SweepFilters
+from app.flows import ring
+from app.flows.benchrepo import clear_capacity_cache
+from app.flows.jobfinish import finish_job
+from app.flows.sweepcreate import create_sweep
+from app.flows.sweeprequest import request_sweep
+from app.flows.tick import tick
 from app.models.core import AuditEntry
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
 from app.models.tracking import BotConfigRecord
-from tests.sweep_fakes import KEY, REPO, FakeGateway, bench_files
+from app.store.jobs import inflight_slots
+from tests.sweep_fakes import KEY, REPO, FakeCancel, FakeGitHub, FakeRequest, FakeTick, bench_files
 
 
 @pytest.fixture
@@ -34,20 +40,18 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         '{evals}", "ref": "{head_sha}", "test-name": "{run_name}", "pr-labels-json": "[\\"{seq}\\"]"}',
     )
     reset_settings_cache()
-    scheduler.clear_capacity_cache()
+    clear_capacity_cache()
     settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     yield {"factory": session_factory()}
 
 
-def _canary(
-    factory: sessionmaker[Session], gw: FakeGateway, tag: str, conc: tuple[int, ...] = (4, 64)
-) -> int:
+def _canary(factory: sessionmaker[Session], gh: FakeGitHub, tag: str, conc: tuple[int, ...] = (4, 64)) -> int:
     master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
     points = expand_points(master, KEY, seq="8k1k", conc=list(conc), tp=4)
     with factory() as s:
-        sweep, created, superseded = scheduler.create_sweep(
+        sweep, created, superseded = create_sweep(
             s,
-            gw,
+            FakeCancel(gh),
             repo=REPO,
             pr_number=0,
             head_sha="c" * 40,
@@ -70,11 +74,11 @@ def _canary(
         return sweep.id
 
 
-def _real(factory: sessionmaker[Session], gw: FakeGateway, conc: tuple[int, ...]) -> int:
+def _real(factory: sessionmaker[Session], gh: FakeGitHub, conc: tuple[int, ...]) -> int:
     with factory() as s:
-        req = scheduler.request_sweep(
+        req = request_sweep(
             s,
-            gw,
+            FakeRequest(gh),
             repo=REPO,
             pr_number=7,
             config_key=KEY,
@@ -97,20 +101,20 @@ def _states(factory: sessionmaker[Session], sweep_id: int) -> list[str]:
 def test_a_canary_runs_on_an_idle_label_and_two_canaries_do_not_supersede_each_other(
     env: dict[str, Any],
 ) -> None:
-    gw = FakeGateway()
-    a = _canary(env["factory"], gw, "nightly-" + "1" * 40)
-    b = _canary(env["factory"], gw, "nightly-" + "2" * 40)
-    res = scheduler.tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    a = _canary(env["factory"], gh, "nightly-" + "1" * 40)
+    b = _canary(env["factory"], gh, "nightly-" + "2" * 40)
+    res = tick(env["factory"], lambda s: FakeTick(gh))
     assert res.dispatched_runs == 4  # conc 4 and 64 of each canary: 4 runners
     assert set(_states(env["factory"], a)) == set(_states(env["factory"], b)) == {JobState.DISPATCHED}
-    assert all(d["ref"].startswith("sweepbot/canary/") for d in gw.dispatches)
+    assert all(d["ref"].startswith("sweepbot/canary/") for d in gh.dispatches)
 
 
 def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    real = _real(env["factory"], gw, (4, 8, 16, 32, 64))  # more runner slots than the label has
-    canary = _canary(env["factory"], gw, "nightly-" + "1" * 40)
-    res = scheduler.tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    real = _real(env["factory"], gh, (4, 8, 16, 32, 64))  # more runner slots than the label has
+    canary = _canary(env["factory"], gh, "nightly-" + "1" * 40)
+    res = tick(env["factory"], lambda s: FakeTick(gh))
     assert res.dispatched_runs >= 1
     assert JobState.QUEUED in _states(env["factory"], real)
     assert _states(env["factory"], canary) == [JobState.QUEUED, JobState.QUEUED]
@@ -121,35 +125,35 @@ def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
             for job in s.scalars(
                 select(SweepJob).where(SweepJob.sweep_id == real, SweepJob.state == JobState.DISPATCHED)
             ):
-                scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+                finish_job(s, job.id, JobState.SUCCEEDED)
             s.commit()
-        res = scheduler.tick(env["factory"], lambda s: gw)
+        res = tick(env["factory"], lambda s: FakeTick(gh))
         if JobState.QUEUED in _states(env["factory"], real):
             assert _states(env["factory"], canary) == [JobState.QUEUED, JobState.QUEUED]
     with env["factory"]() as s:
         for job in s.scalars(
             select(SweepJob).where(SweepJob.sweep_id == real, SweepJob.state == JobState.DISPATCHED)
         ):
-            scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+            finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
-    scheduler.tick(env["factory"], lambda s: gw)
+    tick(env["factory"], lambda s: FakeTick(gh))
     assert _states(env["factory"], canary) == [JobState.DISPATCHED, JobState.DISPATCHED]
 
 
 def test_real_work_preempts_running_canaries(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    c1 = _canary(env["factory"], gw, "nightly-" + "1" * 40)
-    c2 = _canary(env["factory"], gw, "nightly-" + "2" * 40)
-    scheduler.tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    c1 = _canary(env["factory"], gh, "nightly-" + "1" * 40)
+    c2 = _canary(env["factory"], gh, "nightly-" + "2" * 40)
+    tick(env["factory"], lambda s: FakeTick(gh))
     assert _states(env["factory"], c1) + _states(env["factory"], c2) == [JobState.DISPATCHED] * 4
-    order = [d["run_id"] for d in gw.dispatches]  # dispatch order: the newest last
-    real = _real(env["factory"], gw, (64,))
+    order = [d["run_id"] for d in gh.dispatches]  # dispatch order: the newest last
+    real = _real(env["factory"], gh, (64,))
     with env["factory"]() as s:
         slots = s.scalars(select(SweepJob.slots).where(SweepJob.sweep_id == real)).first()
     assert slots is not None and 1 < slots < 4  # the conc-64 dispatch of the key occupies `slots` runners
-    res = scheduler.tick(env["factory"], lambda s: gw)
+    res = tick(env["factory"], lambda s: FakeTick(gh))
     # as many canary runs cancelled as the real dispatch needs, the real sweep released in the same tick
-    assert len(gw.cancelled) == slots and set(gw.cancelled) <= set(order)
+    assert len(gh.cancelled) == slots and set(gh.cancelled) <= set(order)
     assert _states(env["factory"], real) == [JobState.DISPATCHED]
     states = _states(env["factory"], c1) + _states(env["factory"], c2)
     assert states.count(JobState.QUEUED) == slots and states.count(JobState.DISPATCHED) == 4 - slots
@@ -160,18 +164,18 @@ def test_real_work_preempts_running_canaries(env: dict[str, Any]) -> None:
         requeued = s.scalars(select(SweepJob).where(SweepJob.state == JobState.QUEUED)).all()
         assert all("preempted by real work" in (j.reason or "") for j in requeued)
         assert all(j.attempts == 0 and j.run_id is None for j in requeued)
-        assert scheduler.inflight_slots(s, "mi355x") == 4
+        assert inflight_slots(s, "mi355x") == 4
     # the preempted canaries wait until the real run is done, then run again
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
     with env["factory"]() as s:
         for job in s.scalars(select(SweepJob).where(SweepJob.sweep_id == real)):
-            scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+            finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == slots
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == slots
 
 
 def test_the_weekly_budget_holds_canaries(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
+    gh = FakeGitHub()
     with env["factory"]() as s:
         s.add(
             BotConfigRecord(
@@ -182,18 +186,18 @@ def test_the_weekly_budget_holds_canaries(env: dict[str, Any]) -> None:
             )
         )
         s.commit()
-    done = _canary(env["factory"], gw, "nightly-" + "1" * 40, conc=(4,))
-    scheduler.tick(env["factory"], lambda s: gw)
+    done = _canary(env["factory"], gh, "nightly-" + "1" * 40, conc=(4,))
+    tick(env["factory"], lambda s: FakeTick(gh))
     with env["factory"]() as s:
         job = s.scalars(select(SweepJob).where(SweepJob.sweep_id == done)).one()
         job.dispatched_at = datetime.now(UTC) - timedelta(hours=1, minutes=10)
         s.commit()
-        scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+        finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
-    waiting = _canary(env["factory"], gw, "nightly-" + "2" * 40, conc=(4,))
-    res = scheduler.tick(env["factory"], lambda s: gw)
+    waiting = _canary(env["factory"], gh, "nightly-" + "2" * 40, conc=(4,))
+    res = tick(env["factory"], lambda s: FakeTick(gh))
     assert _states(env["factory"], waiting) == [JobState.QUEUED]
     assert any("canary budget" in h and "of 1.0 runner-hours" in h for h in res.held)
     # real work is not bound by the canary budget
-    _real(env["factory"], gw, (8,))
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1
+    _real(env["factory"], gh, (8,))
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1

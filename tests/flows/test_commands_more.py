@@ -18,6 +18,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.flows import ring
+from app.flows.benchrepo import clear_capacity_cache
+from app.flows.jobfinish import finish_job
+from app.flows.repair import repair_jobs
+from app.flows.sweepcancel import on_pull_request_synchronize
+from app.flows.tick import tick
 from sim.scenario import BENCH_REPO, BOT, IMAGE, MASTER_PATH, OUTSIDER, RECIPE_BRANCH, VLLM_REPO, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings, iso
@@ -33,7 +38,6 @@ DEP_A, DEP_B = f"{VLLM_REPO}#47269", f"{VLLM_REPO}#47270"
 def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """Seed story on a sim whose benchmark jobs take tens of seconds (runs stay in flight)."""
     from app.adapters.permissions import clear_cache
-    from app.flows import scheduler
     from app.settings import reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=0.05, seed=5)) as server:
@@ -59,7 +63,7 @@ def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES", "0")
         settings_env.setenv("SWEEPBOT_BOT_LOGIN", BOT)
         reset_settings_cache()
-        scheduler.clear_capacity_cache()
+        clear_capacity_cache()
         clear_cache()
         rung: list[str] = []
         settings_env.setattr(ring, "enqueue", lambda task, *args: rung.append(task))
@@ -71,7 +75,7 @@ def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
 
 
 def _gw(session: Session) -> Any:
-    from app.adapters.github import gateway
+    from app.adapters.github.gateway import gateway
     from app.settings import get_settings
 
     return gateway(get_settings(), session)
@@ -196,7 +200,6 @@ def test_help_through_the_registered_handler(sim: dict[str, Any], db_session: Se
 
 
 def test_sweep_status_replies_with_progress(sim: dict[str, Any], db_session: Session) -> None:
-    from app.flows import scheduler
     from app.models.sweeps import SweepJob
 
     world = sim["world"]
@@ -205,14 +208,14 @@ def test_sweep_status_replies_with_progress(sim: dict[str, Any], db_session: Ses
     assert "No sweep has been requested on this PR yet" in (none.reply or "")
 
     assert _comment(db_session, world, MAINTAINER, "/sweep conc=32,64").results == [("/sweep", "ok")]
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
     running = _comment(db_session, world, OUTSIDER, "/sweep status")  # read-only: anyone may ask
     assert running.results == [("/sweep status", "ok")]
     assert f"| `{KEY}` | #1 | active | `░░░░░░░░░░` 0/2 |" in (running.reply or "")
 
     with _factory()() as s:
         for job_id in s.scalars(select(SweepJob.id).order_by(SweepJob.conc)).all()[:1]:
-            scheduler.finish_job(s, job_id, "succeeded")
+            finish_job(s, job_id, "succeeded")
         s.commit()
     half = _comment(db_session, world, OUTSIDER, "/sweep status")
     assert f"| `{KEY}` | #1 | active | `█████░░░░░` 1/2 |" in (half.reply or "")
@@ -223,13 +226,12 @@ def test_sweep_status_replies_with_progress(sim: dict[str, Any], db_session: Ses
 
 
 def test_sweep_cancel_cancels_queued_jobs_and_running_runs(sim: dict[str, Any], db_session: Session) -> None:
-    from app.flows import scheduler
 
     world = sim["world"]
     assert _comment(db_session, world, MAINTAINER, "/sweep seq=8k1k").results == [("/sweep", "ok")]
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
     _wait(lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(world)) == 9, "nine running jobs")
-    scheduler.repair_jobs(_factory(), _gw)
+    repair_jobs(_factory(), _gw)
     # by conc: the two evaluated points' eval-only jobs (e2e-tests.yml's `eval /`) take two of the 9
     # runners, so the last two runs (conc 2, 4) wait for one; conc 1 is not dispatched yet
     states = ["queued", "dispatched", "dispatched"] + ["running"] * 7
@@ -248,7 +250,7 @@ def test_sweep_cancel_cancels_queued_jobs_and_running_runs(sim: dict[str, Any], 
     _wait(lambda: not _sim_open_jobs(world), "the sim to stop the cancelled runs", 5)
     with world.lock:
         assert len(world.runs) == 9 and {r.conclusion for r in world.runs.values()} == {"cancelled"}
-    assert scheduler.tick(_factory(), _gw).dispatched_runs == 0
+    assert tick(_factory(), _gw).dispatched_runs == 0
     again = _comment(db_session, world, MAINTAINER, "/sweep cancel")
     assert "No open sweep on this PR: nothing to cancel." in (again.reply or "")
     assert _audit(db_session, "command.sweep.cancel") == [
@@ -276,7 +278,6 @@ def _open_fork_pr(world: Any) -> int:
 
 def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any], db_session: Session) -> None:
     from app.core.routing import Event, HandlerContext
-    from app.flows import scheduler
     from app.flows.ingest import delivery_gateways
     from app.models.sweeps import Sweep
 
@@ -290,7 +291,7 @@ def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any],
     assert "comes from a fork" in (asked.reply or "") and "/sweep approve" in (asked.reply or "")
     sweep = db_session.scalars(select(Sweep)).one()
     assert sweep.is_fork and sweep.state == "awaiting_approval" and sweep.head_sha == head1
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
     assert world.runs == {}  # nothing reaches a runner before a maintainer approves
 
     refused = _comment(db_session, world, OUTSIDER, "/sweep approve", pr=number)
@@ -303,7 +304,7 @@ def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any],
 
     # The fork pushes before the tick: the approval was for head1 only.
     head2 = world.commit_files(FORK, "main", {"NOTES.md": "sneaky\n"}, "more", author=OUTSIDER)
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
     assert world.runs == {}
     db_session.refresh(sweep)
     assert sweep.state == "awaiting_approval" and sweep.approved_sha is None
@@ -321,18 +322,18 @@ def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any],
     pull = _gw(db_session).get_pull(BENCH_REPO, number)
     payload = {"action": "synchronize", "pull_request": pull, "repository": {"full_name": BENCH_REPO}}
     event = Event("d-sync", "pull_request", "synchronize", payload)
-    scheduler.on_pull_request_synchronize(
+    on_pull_request_synchronize(
         HandlerContext(session=db_session, event=event, gateways=delivery_gateways(db_session, event))
     )
     db_session.commit()
     db_session.refresh(sweep)
     assert sweep.state == "superseded"
     assert _comment(db_session, world, MAINTAINER, "/sweep conc=32", pr=number).results == [("/sweep", "ok")]
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
     assert world.runs == {}
     ok = _comment(db_session, world, "alice-admin", "/sweep approve", pr=number)
     assert f"for `{head2[:7]}`" in (ok.reply or "")
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
     with world.lock:
         (run,) = world.runs.values()
         assert run.inputs["ref"] == head2 and "--conc 32" in run.inputs["generate-cli-command"]
@@ -439,7 +440,6 @@ def test_a_push_between_the_approve_comment_and_its_handling_is_not_approved(
 ) -> None:
     """The approval race: the maintainer reviewed head1 and wrote /sweep approve; the fork pushed
     head2 before the bot handled the comment. Binding to the head at handling time approved head2."""
-    from app.flows import scheduler
     from app.flows.commands import handle_comment
     from app.models.sweeps import Sweep
 
@@ -462,7 +462,7 @@ def test_a_push_between_the_approve_comment_and_its_handling_is_not_approved(
     assert f"`/sweep approve {head2[:12]}`" in (out.reply or "")
     db_session.refresh(sweep)
     assert sweep.state == "awaiting_approval" and sweep.approved_sha is None
-    scheduler.tick(_factory(), _gw)
+    tick(_factory(), _gw)
     assert world.runs == {}  # nothing dispatched
 
     # Naming a commit that is not the head is refused too; naming the head approves exactly it.

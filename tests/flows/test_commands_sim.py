@@ -10,6 +10,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.flows.runtracking import apply_workflow_run
+from app.flows.tick import tick
 from sim.scenario import BENCH_REPO, BOT, OUTSIDER, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -36,7 +38,7 @@ def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Any
 
 
 def _gw(session: Session, caused_by: str = "sweepbot") -> Any:
-    from app.adapters.github import gateway
+    from app.adapters.github.gateway import gateway
     from app.settings import get_settings
 
     return gateway(get_settings(), session, actor=caused_by)
@@ -72,12 +74,11 @@ def _reports(world: Any) -> list[Any]:
 def _run_to_completion(session: Session, world: Any) -> None:
     """Tick the scheduler, let the sim's runners finish, fold the runs in, collect, flush the report."""
     from app.db import session_factory
-    from app.flows import scheduler
     from app.flows.collect import collect_job
     from app.flows.reports import flush_reports
     from app.models.sweeps import SweepJob
 
-    scheduler.tick(session_factory(), _gw)
+    tick(session_factory(), _gw)
     deadline = time.monotonic() + 20
     while any(r.status != "completed" for r in world.runs.values()):
         assert time.monotonic() < deadline, "sim runs did not finish"
@@ -87,7 +88,7 @@ def _run_to_completion(session: Session, world: Any) -> None:
     gw = _gw(session)
     after: list[Any] = []
     for run in list(world.runs.values()):
-        scheduler.apply_workflow_run(session, gw, gw.get_run(BENCH_REPO, run.id), after_commit=after)
+        apply_workflow_run(session, gw, gw.get_run(BENCH_REPO, run.id), after_commit=after)
     session.commit()
     for job in session.scalars(
         select(SweepJob).where(SweepJob.run_conclusion == "success", SweepJob.state == "running")

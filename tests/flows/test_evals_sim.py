@@ -14,12 +14,16 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.adapters.github import gateway
+from app.adapters.github.gateway import gateway
 from app.adapters.permissions import clear_cache
+from app.core.sweepspec import SweepFilters
 from app.db import session_factory
-from app.flows import ring, scheduler
+from app.flows import ring
+from app.flows.benchrepo import clear_capacity_cache
 from app.flows.collect import collect_job
-from app.flows.scheduler import SweepFilters
+from app.flows.repair import repair_jobs
+from app.flows.sweeprequest import request_sweep
+from app.flows.tick import tick
 from app.models.results import EvalResult, Result
 from app.models.sweeps import JobState, SweepJob
 from app.settings import get_settings, reset_settings_cache
@@ -62,7 +66,7 @@ def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Wor
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES", "0")
         reset_settings_cache()
-        scheduler.clear_capacity_cache()
+        clear_capacity_cache()
         clear_cache()
         settings_env.setattr(ring, "enqueue", lambda task, *args: None)
         yield sim.world
@@ -81,7 +85,7 @@ def _wait(cond: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
 
 
 def _sweep(db_session: Session, key: str, filters: SweepFilters) -> int:
-    req = scheduler.request_sweep(
+    req = request_sweep(
         db_session,
         _gw(db_session),
         repo=BENCH_REPO,
@@ -99,9 +103,9 @@ def _run_and_collect(db_session: Session, world: World, sweep_id: int) -> list[S
     factory = session_factory()
     deadline = time.monotonic() + 60
     while True:
-        scheduler.tick(factory, _gw)
+        tick(factory, _gw)
         _wait(lambda: all(r.status == "completed" for r in world.runs.values()), "the runs")
-        scheduler.repair_jobs(factory, _gw)
+        repair_jobs(factory, _gw)
         db_session.expire_all()
         jobs = db_session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id)).all()
         for job in jobs:

@@ -7,24 +7,24 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from app.core.recipes import expand_points, parse_master
-from app.flows import scheduler
 from app.flows.canary_budget import canary_budget, week_start
 from app.flows.nightlywatch import _canaries, _series
+from app.flows.sweepcreate import create_sweep
 from app.models.nightly import CanaryState, NightlyCanary
 from app.models.results import Result
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
-from tests.sweep_fakes import KEY, REPO, FakeGateway, bench_files
+from tests.sweep_fakes import KEY, REPO, FakeCancel, FakeGitHub, bench_files
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
 
 
-def _measured(s: Session, gw: FakeGateway, i: int, fingerprint: str, tpot: float) -> None:
+def _measured(s: Session, gh: FakeGitHub, i: int, fingerprint: str, tpot: float) -> None:
     tag = f"nightly-{i:040x}"
     image = f"vllm/vllm-openai-rocm:{tag}"
     master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
     points = [p.to_json() for p in expand_points(master, KEY, seq="8k1k", conc=[64], tp=4)]
-    sweep, _, _ = scheduler.create_sweep(
-        s, gw, repo=REPO, pr_number=0, head_sha="c" * 40, head_ref=f"b{i}", base_ref="main",
+    sweep, _, _ = create_sweep(
+        s, FakeCancel(gh), repo=REPO, pr_number=0, head_sha="c" * 40, head_ref=f"b{i}", base_ref="main",
         head_repo=REPO, is_fork=False, config_key=KEY, config_path=None, image=image,
         fingerprint=fingerprint, points=points, requested_by="sweepbot", reason=CANARY_REASON,
         priority=CANARY_PRIORITY, supersede=False,
@@ -48,24 +48,24 @@ def _measured(s: Session, gw: FakeGateway, i: int, fingerprint: str, tpot: float
 
 
 def test_series_follow_nightly_order_and_restart_when_the_recipe_changes(db_session: Session) -> None:
-    gw = FakeGateway()
+    gh = FakeGitHub()
     for i in range(4):
-        _measured(db_session, gw, i, "old-recipe", 25.0 + i)
+        _measured(db_session, gh, i, "old-recipe", 25.0 + i)
     rows = _canaries(db_session, REPO, KEY)
     series = _series(db_session, rows)
     tpot = next(v for (name, metric), v in series.items() if metric == "mean_tpot_ms")
     assert [v for _, v in tpot] == [25.0, 26.0, 27.0, 28.0]
     for i in range(4, 6):
-        _measured(db_session, gw, i, "new-recipe", 30.0 + i)
+        _measured(db_session, gh, i, "new-recipe", 30.0 + i)
     series = _series(db_session, _canaries(db_session, REPO, KEY))
     tpot = next(v for (name, metric), v in series.items() if metric == "mean_tpot_ms")
     assert [v for _, v in tpot] == [34.0, 35.0]  # only the newest recipe's nightlies
 
 
 def test_the_budget_counts_this_weeks_canary_runner_hours(db_session: Session) -> None:
-    gw = FakeGateway()
+    gh = FakeGitHub()
     for i in range(3):
-        _measured(db_session, gw, i, "r", 25.0)
+        _measured(db_session, gh, i, "r", 25.0)
     got = canary_budget(db_session, REPO, now=T0 + timedelta(days=1))
     assert got.week_start == week_start(T0) == T0
     assert got.jobs == 3 and abs(got.used_hours - 1.5) < 1e-9 and abs(got.expected_job_hours - 0.5) < 1e-9

@@ -138,7 +138,7 @@ def _wait(cond: Any, what: str, timeout: float = 15.0) -> None:
 def test_webhooks_dropped_while_the_bot_is_down_are_recovered_once_each(
     app_world: Any, db_session: Session
 ) -> None:
-    from app.adapters.github import session_gateway
+    from app.adapters.github.gateway import session_gateway
     from app.flows import ingest
     from app.flows.recovery import counts, recover_hook
     from app.models import Delivery
@@ -197,7 +197,7 @@ def test_webhooks_dropped_while_the_bot_is_down_are_recovered_once_each(
 
 
 def test_a_bounded_cycle_resumes_where_it_stopped(app_world: Any, db_session: Session) -> None:
-    from app.adapters.github import session_gateway
+    from app.adapters.github.gateway import session_gateway
     from app.flows.recovery import recover_hook
     from app.models.redelivery import RedeliveryScan
 

@@ -455,7 +455,7 @@ def test_two_marks_racing_both_count(db_session: Session) -> None:
 def test_one_report_that_cannot_land_does_not_block_the_others(db_session: Session) -> None:
     from sqlalchemy import select
 
-    from app.adapters.github import GitHubError
+    from app.adapters.github.errors import GitHubError
     from app.db import session_factory
     from app.flows.reports import flush_reports
     from app.models.results import ReportState

@@ -12,12 +12,43 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.recipes import expand_points, parse_master
 from app.core.routing import Event, HandlerContext
-from app.flows import dispatch, ring, scheduler
+from app.core.sweepspec import SweepError, SweepFilters, group_fields, render_dispatch
+from app.flows import dispatch, ring
 from app.flows import tick as tick_flow
-from app.flows.scheduler import SweepError, SweepFilters
+from app.flows.benchrepo import clear_capacity_cache
+from app.flows.dispatch import TickResult
+from app.flows.forkapproval import approve_pr
+from app.flows.jobfinish import finish_job
+from app.flows.repair import repair_jobs
+from app.flows.runtracking import on_workflow_job, on_workflow_run
+from app.flows.sweepcancel import (
+    cancel_sweep,
+    on_pull_request_synchronize,
+    retry_job,
+    retry_sweep,
+    set_label_paused,
+)
+from app.flows.sweeprequest import SweepRequest, request_sweep
+from app.flows.sweepviews import sweep_summary
+from app.flows.tick import tick
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
 from app.store import reuse, runnerlabels
-from tests.sweep_fakes import KEY, REPO, SHA2, FakeGateway, bench_files
+from app.store.jobs import inflight_slots
+from tests.sweep_fakes import (
+    KEY,
+    REPO,
+    SHA2,
+    FakeApproval,
+    FakeCancel,
+    FakeDispatch,
+    FakeGitHub,
+    FakeRepair,
+    FakeRepoFiles,
+    FakeRequest,
+    FakeRunTracking,
+    FakeTick,
+    bench_files,
+)
 
 
 @pytest.fixture
@@ -27,18 +58,23 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
 
     settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=4")
     reset_settings_cache()
-    scheduler.clear_capacity_cache()
+    clear_capacity_cache()
     enqueued: list[tuple[str, tuple[Any, ...]]] = []
     settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
     yield {"factory": session_factory(), "enqueued": enqueued, "mp": settings_env}
 
 
-def _request(
-    factory: sessionmaker[Session], gw: FakeGateway, pr: int = 7, **kw: Any
-) -> scheduler.SweepRequest:
+def _request(factory: sessionmaker[Session], gh: FakeGitHub, pr: int = 7, **kw: Any) -> SweepRequest:
     with factory() as s:
-        req = scheduler.request_sweep(
-            s, gw, repo=REPO, pr_number=pr, config_key=KEY, requested_by="maint", reason="command", **kw
+        req = request_sweep(
+            s,
+            FakeRequest(gh),
+            repo=REPO,
+            pr_number=pr,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            **kw,
         )
         s.commit()
         return req
@@ -54,12 +90,12 @@ def _jobs(factory: sessionmaker[Session], sweep_id: int | None = None) -> list[S
 
 def _inflight(factory: sessionmaker[Session]) -> int:
     with factory() as s:
-        return scheduler.inflight_slots(s, "mi355x")
+        return inflight_slots(s, "mi355x")
 
 
 def test_one_job_per_point_and_groups(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    gh = FakeGitHub()
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
     master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
     expected = expand_points(master, KEY, seq="8k1k")
     jobs = _jobs(env["factory"], req.sweep.id)
@@ -77,11 +113,11 @@ def test_one_job_per_point_and_groups(env: dict[str, Any]) -> None:
 
 
 def test_replay_converges_and_new_request_supersedes(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    first = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(32, 64)))
-    again = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(32, 64)))
+    gh = FakeGitHub()
+    first = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(32, 64)))
+    again = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(32, 64)))
     assert again.sweep.id == first.sweep.id and not again.created
-    other = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc_range=(4, 8)))
+    other = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc_range=(4, 8)))
     assert other.superseded == [first.sweep.id]
     with env["factory"]() as s:
         old = s.get(Sweep, first.sweep.id)
@@ -91,11 +127,11 @@ def test_replay_converges_and_new_request_supersedes(env: dict[str, Any]) -> Non
 
 
 def test_bad_requests_say_the_fix(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
+    gh = FakeGitHub()
     with pytest.raises(SweepError, match="did you mean"), env["factory"]() as s:
-        scheduler.request_sweep(
+        request_sweep(
             s,
-            gw,
+            FakeRequest(gh),
             repo=REPO,
             pr_number=1,
             config_key="minimaxm3-fp4-mi355x-vlm",
@@ -103,9 +139,9 @@ def test_bad_requests_say_the_fix(env: dict[str, Any]) -> None:
             reason="command",
         )
     with pytest.raises(SweepError, match="conc"):
-        _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc_range=(3000, 4000)))
+        _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc_range=(3000, 4000)))
     with pytest.raises(SweepError, match="priority"):
-        _request(env["factory"], gw, priority="urgent")
+        _request(env["factory"], gh, priority="urgent")
 
 
 def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) -> None:
@@ -113,27 +149,27 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
 
     env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=10")
     reset_settings_cache()
-    gw = FakeGateway()
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
-    res = scheduler.tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
+    res = tick(env["factory"], lambda s: FakeTick(gh))
     assert res.dispatched_runs >= 1 and _inflight(env["factory"]) <= 10
     # largest conc first: conc 512 and 256 (5 slots each over both seq-lens) fill the 10 runners;
     # the command is the repo CLI's test-config for the key's own master file. 512 holds an eval
     # point of the default selection, 256 none (so the generator is told not to spend an eval job)
     cmd = f"test-config --config-files .github/configs/amd-master.yaml --config-keys {KEY} --conc"
-    assert [d["inputs"]["generate-cli-command"] for d in gw.dispatches] == [
+    assert [d["inputs"]["generate-cli-command"] for d in gh.dispatches] == [
         f"{cmd} 512",
         f"{cmd} 256 --no-evals",
     ]
-    assert gw.dispatches[0]["ref"] == "recipe-branch" and gw.dispatches[0]["inputs"]["ref"] == "a" * 40
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    assert gh.dispatches[0]["ref"] == "recipe-branch" and gh.dispatches[0]["inputs"]["ref"] == "a" * 40
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
     with env["factory"]() as s:
         for job in _jobs(env["factory"], req.sweep.id):
             if job.state == JobState.DISPATCHED:
-                scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+                finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
-    scheduler.tick(env["factory"], lambda s: gw)
-    assert len(gw.dispatches) == 3 and _inflight(env["factory"]) <= 10
+    tick(env["factory"], lambda s: FakeTick(gh))
+    assert len(gh.dispatches) == 3 and _inflight(env["factory"]) <= 10
 
 
 def test_a_runner_is_free_when_github_says_its_job_finished_not_when_collected(env: dict[str, Any]) -> None:
@@ -143,22 +179,22 @@ def test_a_runner_is_free_when_github_says_its_job_finished_not_when_collected(e
 
     env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=6")
     reset_settings_cache()
-    gw = FakeGateway()
-    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
-    req = _request(env["factory"], gw)  # every point of the key: a dispatch's jobs are all ours
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 2  # conc 1024 + 512: 1 + 5
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh)  # every point of the key: a dispatch's jobs are all ours
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 2  # conc 1024 + 512: 1 + 5
     assert _inflight(env["factory"]) == 6
-    runs = [d["run_id"] for d in gw.dispatches]
+    runs = [d["run_id"] for d in gh.dispatches]
     by_run = {r: [j for j in _jobs(env["factory"], req.sweep.id) if j.run_id == r] for r in runs}
     assert [len(by_run[r]) for r in runs] == [1, 5]
     for run_id in runs:  # the run's job list, in matrix order: several points share a job name
-        gw.run_jobs[run_id] = [_wf_job(gw, run_id, j, "success") for j in by_run[run_id]]
-    done = gw.run_jobs[runs[0]] + gw.run_jobs[runs[1]][:4]  # one job of conc 512 still runs
+        gh.run_jobs[run_id] = [_wf_job(gh, run_id, j, "success") for j in by_run[run_id]]
+    done = gh.run_jobs[runs[0]] + gh.run_jobs[runs[1]][:4]  # one job of conc 512 still runs
     after: list[Any] = []
     with env["factory"]() as s:
         for wf in done:
             ctx = _ctx(s, "workflow_job", {"action": "completed", "workflow_job": wf})
-            scheduler.on_workflow_job(ctx)
+            on_workflow_job(ctx)
             after += ctx.after_commit
         s.commit()
     for callback in after:
@@ -168,15 +204,15 @@ def test_a_runner_is_free_when_github_says_its_job_finished_not_when_collected(e
     assert {states[i] for i in finished} == {(JobState.RUNNING, "success")}  # not collected yet
     assert _inflight(env["factory"]) == 1
     # Five runners are free: the next dispatch (conc 256, five slots) goes out now.
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1
-    assert gw.dispatches[-1]["inputs"]["generate-cli-command"].split("--conc ")[1].startswith("256")
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    assert gh.dispatches[-1]["inputs"]["generate-cli-command"].split("--conc ")[1].startswith("256")
     assert _inflight(env["factory"]) == 6
     # Collection was only asked for, alongside; storing the results frees no further runner.
     collects = sorted(args[0] for task, args in env["enqueued"] if task == "sweepbot.collect_job")
     assert collects == sorted(finished)
     with env["factory"]() as s:
         for job_id in finished:
-            scheduler.finish_job(s, job_id, JobState.SUCCEEDED)
+            finish_job(s, job_id, JobState.SUCCEEDED)
         s.commit()
     assert _inflight(env["factory"]) == 6
 
@@ -186,26 +222,26 @@ def test_capacity_from_runners_yaml_when_not_configured(env: dict[str, Any]) -> 
 
     env["mp"].delenv("SWEEPBOT_RUNNER_CAPACITY")
     reset_settings_cache()
-    gw = FakeGateway()
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    gh = FakeGitHub()
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
     assert req.plan.capacity == 9 and "runners.yaml" in req.plan.capacity_source
-    scheduler.tick(env["factory"], lambda s: gw)
+    tick(env["factory"], lambda s: FakeTick(gh))
     assert 0 < _inflight(env["factory"]) <= 9
 
 
 def test_paused_label_releases_nothing(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    gh = FakeGitHub()
+    _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
     with env["factory"]() as s:
-        scheduler.set_label_paused(s, "mi355x", True, actor="ops")
+        set_label_paused(s, "mi355x", True, actor="ops")
         s.commit()
-    res = scheduler.tick(env["factory"], lambda s: gw)
-    assert gw.dispatches == [] and "mi355x" in res.skipped_labels
+    res = tick(env["factory"], lambda s: FakeTick(gh))
+    assert gh.dispatches == [] and "mi355x" in res.skipped_labels
     with env["factory"]() as s:
-        scheduler.set_label_paused(s, "mi355x", False, actor="ops")
+        set_label_paused(s, "mi355x", False, actor="ops")
         s.commit()
     # conc 512 needs 5 runners of the 4: wider than the label, it runs alone
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
 
 
 def test_priority_then_round_robin(env: dict[str, Any]) -> None:
@@ -213,88 +249,88 @@ def test_priority_then_round_robin(env: dict[str, Any]) -> None:
 
     env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=3")
     reset_settings_cache()
-    gw = FakeGateway()
+    gh = FakeGitHub()
     filters = SweepFilters(seq="8k1k", conc=(1, 2, 4))
-    a = _request(env["factory"], gw, pr=1, filters=filters)
-    b = _request(env["factory"], gw, pr=2, filters=filters)
-    c = _request(env["factory"], gw, pr=3, filters=filters, priority="high")
-    scheduler.tick(env["factory"], lambda s: gw)
+    a = _request(env["factory"], gh, pr=1, filters=filters)
+    b = _request(env["factory"], gh, pr=2, filters=filters)
+    c = _request(env["factory"], gh, pr=3, filters=filters, priority="high")
+    tick(env["factory"], lambda s: FakeTick(gh))
     # capacity 3 = one 3-slot dispatch: the high-priority sweep goes first
-    assert [d["inputs"]["test-name"].split("-")[1] for d in gw.dispatches] == [str(c.sweep.id)]
+    assert [d["inputs"]["test-name"].split("-")[1] for d in gh.dispatches] == [str(c.sweep.id)]
     order = []
     for _ in range(8):
         with env["factory"]() as s:
             for job in s.scalars(select(SweepJob).where(SweepJob.state == JobState.DISPATCHED)).all():
-                scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+                finish_job(s, job.id, JobState.SUCCEEDED)
             s.commit()
-        before = len(gw.dispatches)
-        scheduler.tick(env["factory"], lambda s: gw)
-        order += [int(d["inputs"]["test-name"].split("-")[1]) for d in gw.dispatches[before:]]
+        before = len(gh.dispatches)
+        tick(env["factory"], lambda s: FakeTick(gh))
+        order += [int(d["inputs"]["test-name"].split("-")[1]) for d in gh.dispatches[before:]]
     # c drains first (priority), then a and b alternate
     assert order[:2] == [c.sweep.id, c.sweep.id]
     assert order[2:8] == [a.sweep.id, b.sweep.id] * 3
 
 
 def test_cancel_leaves_no_queued_or_running_job(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
-    scheduler.tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
+    tick(env["factory"], lambda s: FakeTick(gh))
     with env["factory"]() as s:
-        scheduler.cancel_sweep(s, gw, req.sweep.id, actor="maint", reason="no longer needed")
+        cancel_sweep(s, FakeCancel(gh), req.sweep.id, actor="maint", reason="no longer needed")
         s.commit()
     states = {j.state for j in _jobs(env["factory"], req.sweep.id)}
     assert states == {JobState.CANCELLED}
-    assert gw.cancelled == [d["run_id"] for d in gw.dispatches]
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 0
+    assert gh.cancelled == [d["run_id"] for d in gh.dispatches]
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
 
 
 def test_fork_waits_for_approval_and_a_new_push_voids_it(env: dict[str, Any]) -> None:
-    gw = FakeGateway(fork=True)
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(64,)))
+    gh = FakeGitHub(fork=True)
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(64,)))
     assert req.sweep.state == SweepState.AWAITING_APPROVAL and "/sweep approve" in req.reply
-    scheduler.tick(env["factory"], lambda s: gw)
-    assert gw.dispatches == []
+    tick(env["factory"], lambda s: FakeTick(gh))
+    assert gh.dispatches == []
     with env["factory"]() as s:
-        refused = scheduler.approve_pr(s, gw, repo=REPO, pr_number=7, head_sha=None, approver="outsider")
+        refused = approve_pr(s, FakeApproval(gh), repo=REPO, pr_number=7, head_sha=None, approver="outsider")
         assert "needs write" in refused
-        ok = scheduler.approve_pr(s, gw, repo=REPO, pr_number=7, head_sha=None, approver="maint")
+        ok = approve_pr(s, FakeApproval(gh), repo=REPO, pr_number=7, head_sha=None, approver="maint")
         s.commit()
     assert "Approved" in ok
-    gw.head_sha = SHA2  # a push lands after the approval, before the dispatch
-    res = scheduler.tick(env["factory"], lambda s: gw)
-    assert gw.dispatches == [] and res.voided == 1
+    gh.head_sha = SHA2  # a push lands after the approval, before the dispatch
+    res = tick(env["factory"], lambda s: FakeTick(gh))
+    assert gh.dispatches == [] and res.voided == 1
     with env["factory"]() as s:
         sweep = s.get(Sweep, req.sweep.id)
         assert (
             sweep is not None and sweep.state == SweepState.AWAITING_APPROVAL and sweep.approved_sha is None
         )
-        stale = scheduler.approve_pr(s, gw, repo=REPO, pr_number=7, head_sha="a" * 40, approver="maint")
+        stale = approve_pr(s, FakeApproval(gh), repo=REPO, pr_number=7, head_sha="a" * 40, approver="maint")
         assert "head is now" in stale
     assert {j.state for j in _jobs(env["factory"], req.sweep.id)} == {JobState.QUEUED}
 
 
 def test_fork_dispatch_after_approval_uses_base_branch(env: dict[str, Any]) -> None:
-    gw = FakeGateway(fork=True)
-    _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(64,)))
+    gh = FakeGitHub(fork=True)
+    _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(64,)))
     with env["factory"]() as s:
-        scheduler.approve_pr(s, gw, repo=REPO, pr_number=7, head_sha="a" * 40, approver="maint")
+        approve_pr(s, FakeApproval(gh), repo=REPO, pr_number=7, head_sha="a" * 40, approver="maint")
         s.commit()
-    scheduler.tick(env["factory"], lambda s: gw)
-    assert len(gw.dispatches) == 1 and gw.dispatches[0]["ref"] == "main"
-    assert gw.dispatches[0]["inputs"]["ref"] == "a" * 40
+    tick(env["factory"], lambda s: FakeTick(gh))
+    assert len(gh.dispatches) == 1 and gh.dispatches[0]["ref"] == "main"
+    assert gh.dispatches[0]["inputs"]["ref"] == "a" * 40
 
 
 def test_dispatch_falls_back_to_the_run_name(env: dict[str, Any]) -> None:
-    gw = FakeGateway(return_details=False)
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(64,)))
-    scheduler.tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub(return_details=False)
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(64,)))
+    tick(env["factory"], lambda s: FakeTick(gh))
     jobs = _jobs(env["factory"], req.sweep.id)
-    assert {j.run_id for j in jobs} == {gw.dispatches[0]["run_id"]}
+    assert {j.run_id for j in jobs} == {gh.dispatches[0]["run_id"]}
     assert jobs[0].run_name == f"sweepbot-{req.sweep.id}-{jobs[0].id}"
 
 
 def test_reused_point_is_never_dispatched(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
+    gh = FakeGitHub()
 
     class Stored:
         id = 1
@@ -309,7 +345,7 @@ def test_reused_point_is_never_dispatched(env: dict[str, Any]) -> None:
     master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
     point = next(p for p in expand_points(master, KEY, seq="8k1k", conc=[256]))
     reused_name.append(point.result_name)
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(256,)))
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(256,)))
     assert req.plan.reused == 1
     jobs = {j.result_name: j for j in _jobs(env["factory"], req.sweep.id)}
     assert jobs[point.result_name].state == JobState.REUSED
@@ -320,7 +356,7 @@ _wf_ids = iter(range(50_000, 60_000))
 
 
 def _wf_job(
-    gw: FakeGateway,
+    gh: FakeGitHub,
     run_id: int,
     job: SweepJob,
     conclusion: str | None,
@@ -340,7 +376,7 @@ def _wf_job(
             if lost
             else "Process completed with exit code 1."
         )
-        gw.annotations[job_id] = [{"annotation_level": "failure", "message": message, "path": ".github"}]
+        gh.annotations[job_id] = [{"annotation_level": "failure", "message": message, "path": ".github"}]
     return {
         "id": job_id,
         "run_id": run_id,
@@ -362,22 +398,22 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
     from app.settings import reset_settings_cache
 
     reset_settings_cache()
-    gw = FakeGateway()
-    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(1,)))
-    scheduler.tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(1,)))
+    tick(env["factory"], lambda s: FakeTick(gh))
     jobs = _jobs(env["factory"], req.sweep.id)
-    run_id = gw.dispatches[0]["run_id"]
+    run_id = gh.dispatches[0]["run_id"]
     ok, lost, bad = jobs
     with env["factory"]() as s:
         for payload in (
-            {"action": "in_progress", "workflow_job": _wf_job(gw, run_id, ok, None, "in_progress")},
-            {"action": "completed", "workflow_job": _wf_job(gw, run_id, ok, "success")},
-            {"action": "completed", "workflow_job": _wf_job(gw, run_id, lost, "failure", lost=True)},
-            {"action": "completed", "workflow_job": _wf_job(gw, run_id, bad, "failure")},
+            {"action": "in_progress", "workflow_job": _wf_job(gh, run_id, ok, None, "in_progress")},
+            {"action": "completed", "workflow_job": _wf_job(gh, run_id, ok, "success")},
+            {"action": "completed", "workflow_job": _wf_job(gh, run_id, lost, "failure", lost=True)},
+            {"action": "completed", "workflow_job": _wf_job(gh, run_id, bad, "failure")},
         ):
             ctx = _ctx(s, "workflow_job", payload)
-            scheduler.on_workflow_job(ctx)
+            on_workflow_job(ctx)
             for cb in ctx.after_commit:
                 cb()
         s.commit()
@@ -389,20 +425,20 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
         "benchmark failure: failed in step 'Launch job script': Process completed with exit code 1."
     )
     # the succeeded job only waits for collection, so its runner is free: the retry goes out now
-    assert scheduler.tick(env["factory"], lambda s: gw).dispatched_runs == 1
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
     with env["factory"]() as s:
-        scheduler.finish_job(s, ok.id, JobState.SUCCEEDED, result_url="r1")
+        finish_job(s, ok.id, JobState.SUCCEEDED, result_url="r1")
         s.commit()
-    retry_run = gw.dispatches[-1]["run_id"]
+    retry_run = gh.dispatches[-1]["run_id"]
     assert retry_run != run_id
     with env["factory"]() as s:
-        scheduler.on_workflow_job(
+        on_workflow_job(
             _ctx(
                 s,
                 "workflow_job",
                 {
                     "action": "completed",
-                    "workflow_job": _wf_job(gw, retry_run, lost, "failure", lost=True),
+                    "workflow_job": _wf_job(gh, retry_run, lost, "failure", lost=True),
                 },
             )
         )
@@ -413,13 +449,13 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
 
 
 def test_run_level_startup_failure_is_retried(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(256,)))
-    scheduler.tick(env["factory"], lambda s: gw)
-    run_id = gw.dispatches[0]["run_id"]
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(256,)))
+    tick(env["factory"], lambda s: FakeTick(gh))
+    run_id = gh.dispatches[0]["run_id"]
     with env["factory"]() as s:
-        scheduler.on_workflow_run(
+        on_workflow_run(
             _ctx(
                 s,
                 "workflow_run",
@@ -427,7 +463,7 @@ def test_run_level_startup_failure_is_retried(env: dict[str, Any]) -> None:
                     "action": "completed",
                     "workflow_run": {
                         "id": run_id,
-                        "name": gw.runs[run_id]["name"],
+                        "name": gh.runs[run_id]["name"],
                         "status": "completed",
                         "conclusion": "startup_failure",
                     },
@@ -439,9 +475,9 @@ def test_run_level_startup_failure_is_retried(env: dict[str, Any]) -> None:
 
 
 def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(256, 512)))
-    scheduler.tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(256, 512)))
+    tick(env["factory"], lambda s: FakeTick(gh))
     first = next(j for j in _jobs(env["factory"], req.sweep.id) if j.run_name)
     # a crash lost the recorded run id; the run itself is in progress
     with env["factory"]() as s:
@@ -449,9 +485,9 @@ def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
         assert job is not None
         job.run_id = None
         s.commit()
-    run_id = next(d["run_id"] for d in gw.dispatches if d["inputs"]["test-name"] == first.run_name)
-    gw.runs[run_id]["status"] = "in_progress"
-    res = scheduler.repair_jobs(env["factory"], lambda s: gw)
+    run_id = next(d["run_id"] for d in gh.dispatches if d["inputs"]["test-name"] == first.run_name)
+    gh.runs[run_id]["status"] = "in_progress"
+    res = repair_jobs(env["factory"], lambda s: FakeRepair(gh))
     adopted = next(j for j in _jobs(env["factory"], req.sweep.id) if j.id == first.id)
     assert res.updated >= 1 and adopted.run_id == run_id and adopted.state == JobState.RUNNING
     # stuck past the timeout: failed with the reason, run cancelled
@@ -460,19 +496,19 @@ def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
         assert job is not None
         job.dispatched_at = datetime.now(UTC) - timedelta(hours=7)
         s.commit()
-    res = scheduler.repair_jobs(env["factory"], lambda s: gw)
+    res = repair_jobs(env["factory"], lambda s: FakeRepair(gh))
     timed = next(j for j in _jobs(env["factory"], req.sweep.id) if j.id == first.id)
     assert res.timed_out == 1 and timed.state == JobState.FAILED and "timed out" in (timed.reason or "")
-    assert run_id in gw.cancelled
+    assert run_id in gh.cancelled
 
 
 def test_push_supersedes_and_cancels_runs(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
-    scheduler.tick(env["factory"], lambda s: gw)
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
+    tick(env["factory"], lambda s: FakeTick(gh))
     with env["factory"]() as s:
-        scheduler.on_pull_request_synchronize(
+        on_pull_request_synchronize(
             _ctx(
                 s,
                 "pull_request",
@@ -488,22 +524,22 @@ def test_push_supersedes_and_cancels_runs(env: dict[str, Any]) -> None:
         sweep = s.get(Sweep, req.sweep.id)
         assert sweep is not None and sweep.state == SweepState.SUPERSEDED
     assert {j.state for j in _jobs(env["factory"], req.sweep.id)} == {JobState.CANCELLED}
-    assert gw.cancelled == [d["run_id"] for d in gw.dispatches]
+    assert gh.cancelled == [d["run_id"] for d in gh.dispatches]
 
 
 def test_retry_and_summary(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(512,)))
+    gh = FakeGitHub()
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(512,)))
     with env["factory"]() as s:
-        scheduler.cancel_sweep(s, gw, req.sweep.id, actor="maint", reason="oops")
+        cancel_sweep(s, FakeCancel(gh), req.sweep.id, actor="maint", reason="oops")
         s.commit()
     with env["factory"]() as s:
-        scheduler.retry_sweep(s, req.sweep.id, actor="maint")
+        retry_sweep(s, req.sweep.id, actor="maint")
         s.commit()
-        summary = scheduler.sweep_summary(s, req.sweep.id)
+        summary = sweep_summary(s, req.sweep.id)
     assert summary["state"] == SweepState.ACTIVE and summary["counts"] == {"queued": summary["total"]}
     with env["factory"]() as s, pytest.raises(SweepError, match="only failed or cancelled"):
-        scheduler.retry_job(s, summary["jobs"][0]["id"], actor="maint")
+        retry_job(s, summary["jobs"][0]["id"], actor="maint")
 
 
 def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
@@ -521,21 +557,21 @@ def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
         pr=1,
     )
     with pytest.raises(SweepError, match="config key"):
-        scheduler.render_dispatch(settings, key="k; rm -rf /", **kw)  # type: ignore[arg-type]
+        render_dispatch(settings, key="k; rm -rf /", **kw)  # type: ignore[arg-type]
     env["mp"].setenv("SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "{key} {secret}"}')
     reset_settings_cache()
     with pytest.raises(SettingsError, match="secret"):
-        scheduler.render_dispatch(get_settings(), key="k", **kw)  # type: ignore[arg-type]
+        render_dispatch(get_settings(), key="k", **kw)  # type: ignore[arg-type]
     env["mp"].setenv(
         "SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "--conc {conc} --tp {tp}", "test-name": "{run_name}"}'
     )
     reset_settings_cache()
-    assert scheduler.group_fields(get_settings()) == ("conc", "tp")
+    assert group_fields(get_settings()) == ("conc", "tp")
     env["mp"].setenv(
         "SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "--seq {seq} --conc {conc}", "test-name": "{run_name}"}'
     )
     reset_settings_cache()
-    assert scheduler.group_fields(get_settings()) == ("seq", "conc")
+    assert group_fields(get_settings()) == ("seq", "conc")
     # the default template is the repo CLI's test-config, so a bad command is refused before dispatch
     env["mp"].setenv(
         "SWEEPBOT_DISPATCH_INPUTS",
@@ -543,7 +579,7 @@ def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
     )
     reset_settings_cache()
     with pytest.raises(SweepError, match="--config-files"):
-        scheduler.render_dispatch(get_settings(), key="k", **kw)  # type: ignore[arg-type]
+        render_dispatch(get_settings(), key="k", **kw)  # type: ignore[arg-type]
 
 
 def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[str, Any]) -> None:
@@ -552,43 +588,43 @@ def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[
     # see that the jobs now carry B's claim and send nothing: one run per job.
     from app.settings import get_settings
 
-    gw = FakeGateway()
-    req = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", conc=(64,)))
+    gh = FakeGitHub()
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(64,)))
     label = _jobs(env["factory"], req.sweep.id)[0].runner_label
     runnerlabels.ensure_label(env["factory"], label)
-    stale = scheduler.TickResult()
+    stale = TickResult()
     with env["factory"]() as s:
-        claims = tick_flow._claim_label(s, gw, label, REPO, stale)
+        claims = tick_flow._claim_label(s, FakeRepoFiles(gh), label, REPO, stale)
         s.commit()
     assert claims
     with env["factory"]() as s:
-        scheduler.cancel_sweep(s, gw, req.sweep.id, actor="maint", reason="oops")
-        scheduler.retry_sweep(s, req.sweep.id, actor="maint")
+        cancel_sweep(s, FakeCancel(gh), req.sweep.id, actor="maint", reason="oops")
+        retry_sweep(s, req.sweep.id, actor="maint")
         s.commit()
-    fresh = scheduler.tick(env["factory"], lambda s: gw)
-    assert fresh.dispatched_runs == len(claims) and len(gw.dispatches) == len(claims)
+    fresh = tick(env["factory"], lambda s: FakeTick(gh))
+    assert fresh.dispatched_runs == len(claims) and len(gh.dispatches) == len(claims)
     for claim in claims:
         with env["factory"]() as s:
-            dispatch.dispatch_claim(s, gw, claim, get_settings(), stale)
+            dispatch.dispatch_claim(s, FakeDispatch(gh), claim, get_settings(), stale)
             s.commit()
-    assert len(gw.dispatches) == len(claims) and stale.dispatched_runs == 0
+    assert len(gh.dispatches) == len(claims) and stale.dispatched_runs == 0
 
 
 def test_eval_modes_shape_the_sweep_and_its_dispatch(env: dict[str, Any]) -> None:
-    gw = FakeGateway()
-    default = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    gh = FakeGitHub()
+    default = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
     marks = {(j.tp, j.conc) for j in _jobs(env["factory"], default.sweep.id) if j.point["run-eval"]}
     assert marks == {(8, 32), (8, 512), (4, 16), (4, 128)}  # highest and median conc per TP
-    only = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", evals="only"))
+    only = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", evals="only"))
     assert only.sweep.id != default.sweep.id  # another eval mode is another sweep
     jobs = _jobs(env["factory"], only.sweep.id)
     assert sorted((j.tp, j.conc) for j in jobs) == sorted(marks)
     assert all(j.point["eval-only"] for j in jobs)
-    scheduler.tick(env["factory"], lambda s: gw)
-    assert gw.dispatches and all(
-        d["inputs"]["generate-cli-command"].endswith(" --evals-only") for d in gw.dispatches
+    tick(env["factory"], lambda s: FakeTick(gh))
+    assert gh.dispatches and all(
+        d["inputs"]["generate-cli-command"].endswith(" --evals-only") for d in gh.dispatches
     )
-    every = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k", evals="all"))
+    every = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", evals="all"))
     assert len(_jobs(env["factory"], every.sweep.id)) == 28
     assert SweepFilters(evals="all").describe() == "evals=all"
 
@@ -596,8 +632,8 @@ def test_eval_modes_shape_the_sweep_and_its_dispatch(env: dict[str, Any]) -> Non
 def test_a_throughput_result_alone_is_not_reused_for_an_eval_point(env: dict[str, Any]) -> None:
     from app.models.results import EvalResult, Result
 
-    gw = FakeGateway()
-    first = _request(env["factory"], gw, filters=SweepFilters(seq="8k1k"))
+    gh = FakeGitHub()
+    first = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
     jobs = _jobs(env["factory"], first.sweep.id)
     with env["factory"]() as s:
         for j in jobs:  # every point measured for throughput, none evaluated
@@ -615,11 +651,11 @@ def test_a_throughput_result_alone_is_not_reused_for_an_eval_point(env: dict[str
                 )
             )
         s.commit()
-    again = _request(env["factory"], gw, pr=8, filters=SweepFilters(seq="8k1k"))
+    again = _request(env["factory"], gh, pr=8, filters=SweepFilters(seq="8k1k"))
     states = {(j.tp, j.conc): (j.state, j.point["run-eval"]) for j in _jobs(env["factory"], again.sweep.id)}
     assert all(st == JobState.REUSED for st, ev in states.values() if not ev)
     assert all(st == JobState.QUEUED for st, ev in states.values() if ev)  # the eval still has to run
-    only = _request(env["factory"], gw, pr=9, filters=SweepFilters(seq="8k1k", evals="only"))
+    only = _request(env["factory"], gh, pr=9, filters=SweepFilters(seq="8k1k", evals="only"))
     assert {j.state for j in _jobs(env["factory"], only.sweep.id)} == {JobState.QUEUED}
     eval_job = next(j for j in jobs if j.point["run-eval"])
     with env["factory"]() as s:
@@ -640,6 +676,6 @@ def test_a_throughput_result_alone_is_not_reused_for_an_eval_point(env: dict[str
             )
         )
         s.commit()
-    later = _request(env["factory"], gw, pr=10, filters=SweepFilters(seq="8k1k", evals="only"))
+    later = _request(env["factory"], gh, pr=10, filters=SweepFilters(seq="8k1k", evals="only"))
     reused = [j.result_name for j in _jobs(env["factory"], later.sweep.id) if j.state == JobState.REUSED]
     assert reused == [eval_job.result_name]

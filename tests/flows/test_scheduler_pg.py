@@ -8,10 +8,14 @@ from collections import Counter
 import pytest
 from sqlalchemy import select
 
-from app.flows import ring, scheduler
-from app.flows.scheduler import SweepFilters
+from app.core.sweepspec import SweepFilters
+from app.flows import ring
+from app.flows.jobfinish import finish_job
+from app.flows.sweeprequest import request_sweep
+from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
-from tests.sweep_fakes import KEY, REPO, FakeGateway
+from app.store.jobs import inflight_slots
+from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRequest, FakeTick
 
 
 @pytest.mark.services
@@ -31,12 +35,12 @@ def test_concurrent_ticks_never_double_dispatch(pg_clean_url: str, settings_env:
     reset_settings_cache()
     settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     factory = session_factory()
-    gw = FakeGateway()
+    gh = FakeGitHub()
     with factory() as s:
         for pr in (1, 2, 3):
-            scheduler.request_sweep(
+            request_sweep(
                 s,
-                gw,
+                FakeRequest(gh),
                 repo=REPO,
                 pr_number=pr,
                 config_key=KEY,
@@ -48,7 +52,7 @@ def test_concurrent_ticks_never_double_dispatch(pg_clean_url: str, settings_env:
 
     def inflight() -> int:
         with factory() as s:
-            return scheduler.inflight_slots(s, "mi355x")
+            return inflight_slots(s, "mi355x")
 
     for _round in range(4):
         barrier = threading.Barrier(8)
@@ -57,7 +61,7 @@ def test_concurrent_ticks_never_double_dispatch(pg_clean_url: str, settings_env:
         def worker(barrier: threading.Barrier = barrier, errors: list[BaseException] = errors) -> None:
             try:
                 barrier.wait(timeout=10)
-                scheduler.tick(factory, lambda s: gw)
+                tick(factory, lambda s: FakeTick(gh))
             except BaseException as exc:  # surfaced below
                 errors.append(exc)
 
@@ -68,16 +72,16 @@ def test_concurrent_ticks_never_double_dispatch(pg_clean_url: str, settings_env:
             t.join(30)
         assert not errors
         assert inflight() <= 7
-        runs_per_job = Counter(d["inputs"]["test-name"] for d in gw.dispatches)
+        runs_per_job = Counter(d["inputs"]["test-name"] for d in gh.dispatches)
         assert max(runs_per_job.values()) == 1, "a run name was dispatched twice"
         with factory() as s:  # finish what is in flight so the next round races again
             for job in s.scalars(select(SweepJob).where(SweepJob.state == JobState.DISPATCHED)).all():
-                scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+                finish_job(s, job.id, JobState.SUCCEEDED)
             s.commit()
     with factory() as s:
         dispatched = s.scalars(select(SweepJob).where(SweepJob.state == JobState.SUCCEEDED)).all()
         assert all(j.attempts == 1 for j in dispatched)
-    names = Counter(d["inputs"]["test-name"] for d in gw.dispatches)
+    names = Counter(d["inputs"]["test-name"] for d in gh.dispatches)
     # each (conc, tp) dispatch runs both seq-lens of the key, so a round fits two or three
     assert {j.run_name for j in dispatched} == set(names) and len(dispatched) >= 4 * 2
 
@@ -94,7 +98,7 @@ def test_identical_requests_at_once_create_one_sweep(
     reset_settings_cache()
     settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     factory = session_factory()
-    gw = FakeGateway()
+    gh = FakeGitHub()
     barrier = threading.Barrier(6)
     errors: list[BaseException] = []
 
@@ -102,9 +106,9 @@ def test_identical_requests_at_once_create_one_sweep(
         try:
             with factory() as s:
                 barrier.wait(timeout=10)
-                scheduler.request_sweep(
-                    s, gw, repo=REPO, pr_number=9, config_key=KEY, requested_by="maint", reason="command",
-                    filters=SweepFilters(seq="8k1k"),
+                request_sweep(
+                    s, FakeRequest(gh), repo=REPO, pr_number=9, config_key=KEY, requested_by="maint",
+                    reason="command", filters=SweepFilters(seq="8k1k"),
                 )  # fmt: skip
                 s.commit()
         except BaseException as exc:  # surfaced below
@@ -128,7 +132,7 @@ def test_sticky_comment_upserts_at_once_create_one_comment(
     from sqlalchemy import create_engine
     from sqlalchemy.orm import sessionmaker
 
-    from app.adapters.github import GitHubGateway
+    from app.adapters.github.gateway import GitHubGateway
     from sim.server import SimServer
     from sim.world import SimSettings
 

@@ -10,8 +10,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.flows import ring, scheduler
-from app.flows.scheduler import SweepFilters
+from app.core.sweepspec import SweepFilters
+from app.flows import ring
+from app.flows.benchrepo import clear_capacity_cache
+from app.flows.jobfinish import finish_job
+from app.flows.repair import repair_jobs
+from app.flows.sweepcancel import cancel_sweep
+from app.flows.sweeprequest import SweepRequest, request_sweep
+from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
 from app.store import reuse
 from sim.scenario import SeedScenario
@@ -23,7 +29,7 @@ KEY = "minimaxm3-fp4-mi355x-vllm"
 
 @pytest.fixture
 def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    from app.adapters.github import gateway
+    from app.adapters.github.gateway import gateway
     from app.db import session_factory
     from app.settings import get_settings, reset_settings_cache
 
@@ -32,7 +38,7 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
         settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
         reset_settings_cache()
-        scheduler.clear_capacity_cache()
+        clear_capacity_cache()
         settings_env.setattr(ring, "enqueue", lambda task, *args: None)
         yield {
             "sim": sim,
@@ -72,14 +78,14 @@ def _drive(bot: dict[str, Any], until: float = 20.0, collect: bool = True) -> in
     peak = 0
     deadline = time.monotonic() + until
     while time.monotonic() < deadline:
-        scheduler.tick(factory, bot["gw"])
+        tick(factory, bot["gw"])
         peak = max(peak, _sim_peak(bot["sim"], "mi355x"))
-        scheduler.repair_jobs(factory, bot["gw"])
+        repair_jobs(factory, bot["gw"])
         with factory() as s:
             open_jobs = s.scalars(select(SweepJob).where(SweepJob.state.notin_(JobState.FINAL))).all()
             for job in open_jobs:
                 if collect and job.run_conclusion == "success":  # stands in for the results capability
-                    scheduler.finish_job(s, job.id, JobState.SUCCEEDED)
+                    finish_job(s, job.id, JobState.SUCCEEDED)
             s.commit()
             if not open_jobs:
                 return peak
@@ -87,9 +93,9 @@ def _drive(bot: dict[str, Any], until: float = 20.0, collect: bool = True) -> in
     raise AssertionError("sweep did not finish in time")
 
 
-def _request(bot: dict[str, Any], s: Any, conc: tuple[int, ...]) -> scheduler.SweepRequest:
+def _request(bot: dict[str, Any], s: Any, conc: tuple[int, ...]) -> SweepRequest:
     """A maintainer's 8k1k sweep of the recipe PR at the given concurrencies."""
-    return scheduler.request_sweep(
+    return request_sweep(
         s,
         bot["gw"](s),
         repo=bot["repo"],
@@ -104,7 +110,7 @@ def _request(bot: dict[str, Any], s: Any, conc: tuple[int, ...]) -> scheduler.Sw
 def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
     factory = bot["factory"]
     with factory() as s:
-        req = scheduler.request_sweep(
+        req = request_sweep(
             s,
             bot["gw"](s),
             repo=bot["repo"],
@@ -156,9 +162,9 @@ def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.M
     with factory() as s:
         req = _request(bot, s, (1, 64))
         s.commit()
-    scheduler.tick(factory, bot["gw"])
+    tick(factory, bot["gw"])
     with factory() as s:
-        scheduler.cancel_sweep(s, bot["gw"](s), req.sweep.id, actor="alice-admin", reason="test")
+        cancel_sweep(s, bot["gw"](s), req.sweep.id, actor="alice-admin", reason="test")
         s.commit()
         states = {j.state for j in s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()}
     assert states <= {JobState.CANCELLED, JobState.REUSED} and JobState.REUSED in states
@@ -197,7 +203,7 @@ def test_sweep_of_a_multinode_or_agentic_key_runs_and_tracks_every_row(
 ) -> None:
     factory = bot["factory"]
     with factory() as s:
-        req = scheduler.request_sweep(
+        req = request_sweep(
             s,
             bot["gw"](s),
             repo=bot["repo"],

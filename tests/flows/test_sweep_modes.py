@@ -16,13 +16,29 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
-from app.flows import labelruns, ring, scheduler
+from app.core.sweepspec import SweepError, SweepFilters
+from app.flows import labelruns, ring
+from app.flows.benchrepo import clear_capacity_cache
 from app.flows.botconfig import BotConfig, BotConfigError, parse_bot_config
 from app.flows.bump import commit_message
-from app.flows.scheduler import SweepError, SweepFilters
+from app.flows.repair import repair_jobs
+from app.flows.runtracking import on_workflow_run
+from app.flows.sweeprequest import request_sweep
+from app.flows.sweepviews import sweep_summary
+from app.flows.tick import tick
 from app.models.sweeps import JobState, Sweep, SweepJob
 from sim.runs import changelog_keys, sweep_run_wanted
-from tests.sweep_fakes import KEY, REPO, SHA1, FakeGateway
+from tests.sweep_fakes import (
+    KEY,
+    REPO,
+    SHA1,
+    FakeGitHub,
+    FakeLabels,
+    FakeRepair,
+    FakeRequest,
+    FakeRunTracking,
+    FakeTick,
+)
 
 
 def test_config_sweep_section() -> None:
@@ -87,7 +103,7 @@ def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator
 
     settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=4")
     reset_settings_cache()
-    scheduler.clear_capacity_cache()
+    clear_capacity_cache()
     enqueued: list[tuple[str, tuple[Any, ...]]] = []
     settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
     factory = session_factory()
@@ -99,72 +115,53 @@ def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator
             )
         )
         s.commit()
-    gw = LabelGateway()
-    settings_env.setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": gw)
-    yield {"factory": factory, "gw": gw, "enqueued": enqueued}
+    gh = FakeGitHub()
+    settings_env.setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    yield {"factory": factory, "gh": gh, "enqueued": enqueued}
 
 
-class LabelGateway(FakeGateway):
-    """The gateway with a PR's labels: calls are recorded, the label set is kept as GitHub would."""
+def _repo_run(
+    gh: FakeGitHub,
+    run_id: int,
+    status: str,
+    conclusion: str | None = None,
+    *,
+    created_at: str | None = None,
+    bench_jobs: list[SweepJob] | None = None,
+) -> dict[str, Any]:
+    """A run-sweep.yml run; ``bench_jobs``: the benchmark jobs it ran (else only check-changelog)."""
+    from sim.runs import job_name
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.labels: list[tuple[int, list[str]]] = []  # add_labels calls
-        self.removed: list[tuple[int, str]] = []  # remove_label calls
-        self.pr_labels: set[str] = set()
-        self.fail_add = 0  # the next N add_labels calls raise (a crash between remove and add)
-
-    def get_pull(self, repo: str, number: int) -> dict[str, Any]:
-        return {**super().get_pull(repo, number), "labels": [{"name": n} for n in sorted(self.pr_labels)]}
-
-    def add_labels(self, repo: str, number: int, labels: list[str]) -> list[dict[str, Any]]:
-        if self.fail_add:
-            self.fail_add -= 1
-            raise TransientError("connection reset")
-        self.labels.append((number, labels))
-        self.pr_labels |= set(labels)
-        return [{"name": n} for n in labels]
-
-    def remove_label(self, repo: str, number: int, label: str) -> None:
-        self.removed.append((number, label))
-        self.pr_labels.discard(label)
-
-    def repo_run(
-        self,
-        run_id: int,
-        status: str,
-        conclusion: str | None = None,
-        *,
-        created_at: str | None = None,
-        bench_jobs: list[SweepJob] | None = None,
-    ) -> dict[str, Any]:
-        """A run-sweep.yml run; ``bench_jobs``: the benchmark jobs it ran (else only check-changelog)."""
-        from sim.runs import job_name
-
-        self.run_jobs[run_id] = [{"id": run_id * 10, "name": "check-changelog", "status": "completed"}] + [
-            {"id": run_id * 10 + 1 + i, "name": job_name(f"single-node {j.seq} /", j.point), "status": status}
-            for i, j in enumerate(bench_jobs or [])
-        ]
-        run = {
-            "id": run_id,
-            "created_at": created_at or datetime.now(UTC).isoformat(),
-            "name": "Run Sweep",
-            "display_title": "Run Sweep - minimaxm3: INT4 quick reduce",
-            "event": "pull_request",
-            "path": ".github/workflows/run-sweep.yml",
-            "head_sha": SHA1,
-            "status": status,
-            "conclusion": conclusion,
-            "html_url": f"https://github.test/{REPO}/actions/runs/{run_id}",
-        }
-        self.runs[run_id] = run
-        return run
+    gh.run_jobs[run_id] = [{"id": run_id * 10, "name": "check-changelog", "status": "completed"}] + [
+        {"id": run_id * 10 + 1 + i, "name": job_name(f"single-node {j.seq} /", j.point), "status": status}
+        for i, j in enumerate(bench_jobs or [])
+    ]
+    run = {
+        "id": run_id,
+        "created_at": created_at or datetime.now(UTC).isoformat(),
+        "name": "Run Sweep",
+        "display_title": "Run Sweep - minimaxm3: INT4 quick reduce",
+        "event": "pull_request",
+        "path": ".github/workflows/run-sweep.yml",
+        "head_sha": SHA1,
+        "status": status,
+        "conclusion": conclusion,
+        "html_url": f"https://github.test/{REPO}/actions/runs/{run_id}",
+    }
+    gh.runs[run_id] = run
+    return run
 
 
 def _label_sweep(env: dict[str, Any]) -> list[SweepJob]:
     with env["factory"]() as s:
-        req = scheduler.request_sweep(
-            s, env["gw"], repo=REPO, pr_number=7, config_key=KEY, requested_by="sweepbot", reason="bump"
+        req = request_sweep(
+            s,
+            FakeRequest(env["gh"]),
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="sweepbot",
+            reason="bump",
         )
         s.commit()
         return list(s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all())
@@ -172,15 +169,15 @@ def _label_sweep(env: dict[str, Any]) -> list[SweepJob]:
 
 def test_label_mode_applies_the_label_and_never_dispatches(label_env: dict[str, Any]) -> None:
     jobs = _label_sweep(label_env)
-    gw: LabelGateway = label_env["gw"]
-    assert gw.labels == [(7, ["full-sweep-enabled"])]
+    gh: FakeGitHub = label_env["gh"]
+    assert gh.labels == [(7, ["full-sweep-enabled"])]
     assert jobs and {j.state for j in jobs} == {JobState.DISPATCHED} and all(j.run_id is None for j in jobs)
-    assert scheduler.tick(label_env["factory"], lambda s: gw).dispatched_runs == 0 and gw.dispatches == []
+    assert tick(label_env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0 and gh.dispatches == []
     with label_env["factory"]() as s:
         with pytest.raises(SweepError, match="label mode"):
-            scheduler.request_sweep(
+            request_sweep(
                 s,
-                gw,
+                FakeRequest(gh),
                 repo=REPO,
                 pr_number=7,
                 config_key=KEY,
@@ -188,27 +185,27 @@ def test_label_mode_applies_the_label_and_never_dispatches(label_env: dict[str, 
                 reason="command",
                 filters=SweepFilters(conc=(64,)),
             )
-        summary = scheduler.sweep_summary(s, jobs[0].sweep_id)
+        summary = sweep_summary(s, jobs[0].sweep_id)
     assert summary["jobs"]
 
 
 def test_label_mode_follows_the_repos_run_and_collects(label_env: dict[str, Any]) -> None:
     jobs = _label_sweep(label_env)
-    gw: LabelGateway = label_env["gw"]
+    gh: FakeGitHub = label_env["gh"]
     # No run yet: the repair poll waits (never re-queues: that would be a second way to the runners).
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).requeued == 0
+    assert repair_jobs(label_env["factory"], lambda s: FakeRepair(gh)).requeued == 0
     # The repo's run-sweep.yml run arrives as a workflow_run delivery: adopted by its head commit.
-    run = gw.repo_run(9001, "in_progress")
+    run = _repo_run(gh, 9001, "in_progress")
     with label_env["factory"]() as s:
-        ctx = HandlerContext(
+        ctx: HandlerContext[Session, FakeRunTracking] = HandlerContext(
             session=s, event=Event("d1", "workflow_run", "in_progress", {"workflow_run": run})
         )
-        scheduler.on_workflow_run(ctx)
+        on_workflow_run(ctx)
         s.commit()
         adopted = s.scalars(select(SweepJob).where(SweepJob.sweep_id == jobs[0].sweep_id)).all()
     assert {j.run_id for j in adopted} == {9001} and {j.state for j in adopted} == {JobState.RUNNING}
-    gw.repo_run(9001, "completed", "success", bench_jobs=jobs)
-    scheduler.repair_jobs(label_env["factory"], lambda s: gw)
+    _repo_run(gh, 9001, "completed", "success", bench_jobs=jobs)
+    repair_jobs(label_env["factory"], lambda s: FakeRepair(gh))
     collected = {args[0] for task, args in label_env["enqueued"] if task == "sweepbot.collect_job"}
     assert collected == {j.id for j in jobs}
 
@@ -217,10 +214,10 @@ def test_label_mode_infra_failure_is_reported_not_redispatched(label_env: dict[s
     from sim.runs import job_name
 
     jobs = _label_sweep(label_env)
-    gw: LabelGateway = label_env["gw"]
-    gw.repo_run(9002, "completed", "failure")
+    gh: FakeGitHub = label_env["gh"]
+    _repo_run(gh, 9002, "completed", "failure")
     job = jobs[0]
-    gw.run_jobs[9002] += [
+    gh.run_jobs[9002] += [
         {
             "id": 77,
             "name": job_name(f"single-node {job.seq} /", job.point),
@@ -230,30 +227,36 @@ def test_label_mode_infra_failure_is_reported_not_redispatched(label_env: dict[s
             "steps": [],
         }
     ]
-    gw.annotations[77] = [
+    gh.annotations[77] = [
         {
             "annotation_level": "failure",
             "message": "The self-hosted runner: mi355x-amds_04 lost communication with the server.",
         }
     ]
     with label_env["factory"]() as s:
-        found = labelruns.find_label_run(s, gw, s.get(Sweep, job.sweep_id))
+        found = labelruns.find_label_run(s, FakeLabels(gh), s.get(Sweep, job.sweep_id))
         assert found is not None and found["id"] == 9002
         s.commit()
-    scheduler.repair_jobs(label_env["factory"], lambda s: gw)
+    repair_jobs(label_env["factory"], lambda s: FakeRepair(gh))
     with label_env["factory"]() as s:
         got = s.get(SweepJob, job.id)
         assert got is not None and got.state == JobState.FAILED
         assert "label mode does not re-run it" in (got.reason or "") and "lost communication" in (
             got.reason or ""
         )
-    assert gw.dispatches == []
+    assert gh.dispatches == []
 
 
 def _command_sweep(env: dict[str, Any]) -> list[SweepJob]:
     with env["factory"]() as s:
-        req = scheduler.request_sweep(
-            s, env["gw"], repo=REPO, pr_number=7, config_key=KEY, requested_by="maint", reason="command"
+        req = request_sweep(
+            s,
+            FakeRequest(env["gh"]),
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
         )
         s.commit()
         return list(s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all())
@@ -266,36 +269,38 @@ def _sweep_jobs(env: dict[str, Any], sweep_id: int) -> list[SweepJob]:
 
 def _deliver_run(env: dict[str, Any], run: dict[str, Any]) -> None:
     with env["factory"]() as s:
-        ctx = HandlerContext(session=s, event=Event("d", "workflow_run", "completed", {"workflow_run": run}))
-        scheduler.on_workflow_run(ctx)
+        ctx: HandlerContext[Session, FakeRunTracking] = HandlerContext(
+            session=s, event=Event("d", "workflow_run", "completed", {"workflow_run": run})
+        )
+        on_workflow_run(ctx)
         s.commit()
 
 
 def test_label_mode_follows_the_run_the_label_started_not_a_push_run(label_env: dict[str, Any]) -> None:
     """Issue 12a: a push to the unlabelled PR started a run-sweep.yml run (check-changelog only);
     the bot's label starts the run that benchmarks. Only that one is followed."""
-    gw: LabelGateway = label_env["gw"]
+    gh: FakeGitHub = label_env["gh"]
     before = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
-    push_run = gw.repo_run(8000, "completed", "success", created_at=before)
+    push_run = _repo_run(gh, 8000, "completed", "success", created_at=before)
     jobs = _command_sweep(label_env)
     sweep_id = jobs[0].sweep_id
-    assert gw.labels == [(7, ["full-sweep-enabled"])] and gw.removed == []
+    assert gh.labels == [(7, ["full-sweep-enabled"])] and gh.removed == []
     # The push's run is older than the label: neither the poll nor its delivery adopts it.
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 0
+    assert repair_jobs(label_env["factory"], lambda s: FakeRepair(gh)).updated == 0
     with pytest.raises(HandlerSkipped):
         _deliver_run(label_env, push_run)
     assert {j.run_id for j in _sweep_jobs(label_env, sweep_id)} == {None}
     # A run created with the label that ran no benchmark job (e.g. the `unlabeled` one of a
     # re-label) is let go of and never followed again.
-    _deliver_run(label_env, gw.repo_run(8001, "completed", "success"))
+    _deliver_run(label_env, _repo_run(gh, 8001, "completed", "success"))
     waiting = _sweep_jobs(label_env, sweep_id)
     assert {j.run_id for j in waiting} == {None} and {j.state for j in waiting} == {JobState.DISPATCHED}
     assert all("run 8001 ran no benchmark job" in (j.reason or "") for j in waiting)
     assert label_env["enqueued"] == []
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 0
+    assert repair_jobs(label_env["factory"], lambda s: FakeRepair(gh)).updated == 0
     # The label's own run benchmarks the points: followed, and every job collected.
-    gw.repo_run(8002, "completed", "success", bench_jobs=jobs)
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 1
+    _repo_run(gh, 8002, "completed", "success", bench_jobs=jobs)
+    assert repair_jobs(label_env["factory"], lambda s: FakeRepair(gh)).updated == 1
     assert {j.run_id for j in _sweep_jobs(label_env, sweep_id)} == {8002}
     collected = {args[0] for task, args in label_env["enqueued"] if task == "sweepbot.collect_job"}
     assert collected == {j.id for j in jobs}
@@ -304,38 +309,38 @@ def test_label_mode_follows_the_run_the_label_started_not_a_push_run(label_env: 
 def test_sweep_on_a_labelled_pr_takes_the_label_off_and_puts_it_back(label_env: dict[str, Any]) -> None:
     """Issue 12b: adding a label the PR has starts nothing (GitHub sends no event), so `/sweep`
     on a labelled PR re-applies it, once per sweep; a replay does not again."""
-    gw: LabelGateway = label_env["gw"]
-    gw.pr_labels = {"full-sweep-enabled"}
+    gh: FakeGitHub = label_env["gh"]
+    gh.pr_labels = {"full-sweep-enabled"}
     jobs = _command_sweep(label_env)
-    assert gw.removed == [(7, "full-sweep-enabled")] and gw.labels == [(7, ["full-sweep-enabled"])]
-    assert gw.pr_labels == {"full-sweep-enabled"}
+    assert gh.removed == [(7, "full-sweep-enabled")] and gh.labels == [(7, ["full-sweep-enabled"])]
+    assert gh.pr_labels == {"full-sweep-enabled"}
     again = _command_sweep(label_env)  # the same command delivered twice
     assert [j.id for j in again] == [j.id for j in jobs]
-    assert gw.removed == [(7, "full-sweep-enabled")] and gw.labels == [(7, ["full-sweep-enabled"])]
+    assert gh.removed == [(7, "full-sweep-enabled")] and gh.labels == [(7, ["full-sweep-enabled"])]
 
 
 def test_a_crash_between_taking_the_label_off_and_back_on_is_healed_by_the_replay(
     label_env: dict[str, Any],
 ) -> None:
-    gw: LabelGateway = label_env["gw"]
-    gw.pr_labels = {"full-sweep-enabled"}
-    gw.fail_add = 1
+    gh: FakeGitHub = label_env["gh"]
+    gh.pr_labels = {"full-sweep-enabled"}
+    gh.fail_add = 1
     with pytest.raises(TransientError):
         _command_sweep(label_env)
-    assert gw.pr_labels == set()  # the label came off; the sweep was rolled back with the error
+    assert gh.pr_labels == set()  # the label came off; the sweep was rolled back with the error
     _command_sweep(label_env)  # the retry of the delivery
-    assert gw.pr_labels == {"full-sweep-enabled"}
-    assert gw.removed == [(7, "full-sweep-enabled")] and gw.labels == [(7, ["full-sweep-enabled"])]
+    assert gh.pr_labels == {"full-sweep-enabled"}
+    assert gh.removed == [(7, "full-sweep-enabled")] and gh.labels == [(7, ["full-sweep-enabled"])]
 
 
 def test_a_bump_on_a_labelled_pr_leaves_the_label_alone(label_env: dict[str, Any]) -> None:
     """The bump's push (synchronize) starts the run of a labelled PR: no re-label, any run counts."""
-    gw: LabelGateway = label_env["gw"]
-    gw.pr_labels = {"full-sweep-enabled"}
+    gh: FakeGitHub = label_env["gh"]
+    gh.pr_labels = {"full-sweep-enabled"}
     jobs = _label_sweep(label_env)
-    assert gw.removed == [] and gw.labels == []
-    gw.repo_run(8100, "in_progress", created_at=(datetime.now(UTC) - timedelta(minutes=5)).isoformat())
-    assert scheduler.repair_jobs(label_env["factory"], lambda s: gw).updated == 1
+    assert gh.removed == [] and gh.labels == []
+    _repo_run(gh, 8100, "in_progress", created_at=(datetime.now(UTC) - timedelta(minutes=5)).isoformat())
+    assert repair_jobs(label_env["factory"], lambda s: FakeRepair(gh)).updated == 1
     assert {j.run_id for j in _sweep_jobs(label_env, jobs[0].sweep_id)} == {8100}
 
 
@@ -435,17 +440,17 @@ def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
     if inputs is not None:
         settings_env.setenv("SWEEPBOT_DISPATCH_INPUTS", inputs)
     reset_settings_cache()
-    scheduler.clear_capacity_cache()
+    clear_capacity_cache()
     settings_env.setattr(ring, "enqueue", lambda task, *args: None)
     factory = session_factory()
-    gw = FakeGateway()
-    gw.files[".github/workflows/run-sweep.yml"] = (
+    gh = FakeGitHub()
+    gh.files[".github/workflows/run-sweep.yml"] = (
         FIXTURES / "inferencex/workflows/run-sweep.yml"
     ).read_text()
     with factory() as s:
-        req = scheduler.request_sweep(
+        req = request_sweep(
             s,
-            gw,
+            FakeRequest(gh),
             repo=REPO,
             pr_number=7,
             config_key=KEY,
@@ -454,8 +459,8 @@ def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
             filters=SweepFilters(seq="8k1k", conc=(64,)),
         )
         s.commit()
-    failed = sum(scheduler.tick(factory, lambda s: gw).failed for _ in range(4))  # one group per claim
-    assert gw.dispatches == [] and failed >= 1
+    failed = sum(tick(factory, lambda s: FakeTick(gh)).failed for _ in range(4))  # one group per claim
+    assert gh.dispatches == [] and failed >= 1
     with factory() as s:
         jobs = s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()
         assert {j.state for j in jobs} == {JobState.FAILED}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.adapters.github import NotFound
+from app.adapters.github.errors import NotFound
 from app.core.botconfig import CONFIG_PATH
 from app.core.deprefs import DepRef
 from app.core.sweepspec import SweepFilters

@@ -52,7 +52,7 @@ def _gw(session: Session) -> Any:
     """The real gateway, minus PyGithub's client-side throttle (0.25 s per read, 1 s per write)."""
     from github import Auth, Github
 
-    from app.adapters.github import GitHubGateway
+    from app.adapters.github.gateway import GitHubGateway
     from app.settings import get_settings
     from app.store.audit import record
 

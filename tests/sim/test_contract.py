@@ -197,6 +197,10 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         call("POST", f"{B}/issues/comments/{com['id']}/reactions", 200, json={"content": "rocket"})
         call("POST", f"{B}/issues/comments/{com['id']}/reactions", 422, json={"content": "nope"})
         call("GET", f"{B}/issues/comments/{com['id']}/reactions", 200)
+        call("GET", f"{B}/issues?state=all", 200)
+        call("POST", f"{B}/issues/2104/labels", 200, json={"labels": ["sweep:contract"]})
+        call("DELETE", f"{B}/issues/2104/labels/sweep%3Acontract", 200)
+        call("DELETE", f"{B}/issues/2104/labels/sweep%3Acontract", 404)
         cmd = f"{TEST_CONFIG} minimaxm3-fp4-mi355x-vllm --conc 4 8"
         d = call(
             "POST",
@@ -212,6 +216,16 @@ def test_every_subset_operation_matches_its_schema(spec: dict[str, Any]) -> None
         )
         run_id = d["workflow_run_id"]
         wait_for(lambda: sim.world.runs[run_id].status == "completed", what="run")
+        call("POST", f"{B}/actions/runs/{run_id}/cancel", 409)  # finished: no longer cancellable
+        sim.world.settings.time_scale = 1.0  # keep the next run in flight until it is cancelled
+        held = call(
+            "POST",
+            f"{B}/actions/workflows/e2e-tests.yml/dispatches",
+            200,
+            json={"ref": "main", "inputs": {"generate-cli-command": cmd}, "return_run_details": True},
+        ).json()["workflow_run_id"]
+        call("POST", f"{B}/actions/runs/{held}/cancel", 202)
+        sim.world.settings.time_scale = FAST
         call("GET", f"{B}/actions/runs", 200)
         call("GET", f"{B}/actions/workflows/e2e-tests.yml/runs", 200)
         call("GET", f"{B}/actions/runs/{run_id}", 200)

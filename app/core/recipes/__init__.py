@@ -29,6 +29,8 @@ from app.core.recipes.errors import (
     UnknownKeyError,
     UnsupportedScenarioError,
 )
+from app.core.recipes.expand import conc_values, expand_points
+from app.core.recipes.identity import recipe_fingerprint, sibling_key
 from app.core.recipes.locate import (
     MASTER_CONFIG_DIRS,
     MASTER_CONFIG_GLOBS,
@@ -37,23 +39,12 @@ from app.core.recipes.locate import (
     is_master_config_path,
     locate_key,
 )
-from app.core.recipes.master import (
-    Point,
-    conc_values,
-    expand_points,
-    get_entry,
-    keys_changed,
-    keys_for_paths,
-    parse_master,
-    plannable_keys,
-    recipe_fingerprint,
-    runner_capacity,
-    runner_hardware,
-    script_candidates,
-    seq_name,
-    sibling_key,
-)
+from app.core.recipes.master import get_entry, keys_changed, parse_master, plannable_keys
 from app.core.recipes.pin import current_image, set_image, validate_image
+from app.core.recipes.points import Point
+from app.core.recipes.runners import runner_capacity, runner_hardware
+from app.core.recipes.scripts import keys_for_paths, script_candidates
+from app.core.seqlen import seq_name
 
 __all__ = [
     "MASTER_CONFIG_DIRS",

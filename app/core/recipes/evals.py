@@ -33,7 +33,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.core.recipes.errors import EmptyPlanError, RecipeError
-from app.core.recipes.master import expand_points
+from app.core.recipes.expand import expand_points
 
 RUN_EVAL = "run-eval"
 EVAL_ONLY = "eval-only"

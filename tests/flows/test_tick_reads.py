@@ -1,0 +1,193 @@
+"""The tick reads only the part of the queue its plan can reach, and plans exactly as over all of it.
+
+``app.flows.tick._planned`` reads each sweep's first dispatch groups (``queued_on_label(free=...)``)
+and falls back to the whole queue when that part did not suffice; reuse is looked up for many
+points at once (``app.store.reuse.reusable_for_points``). Each is checked here against the plain
+version it replaces: the plan over the whole queue, and one lookup per point.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session
+
+from app.flows import tick
+from app.models.results import EvalResult, Result
+from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob, SweepState
+from app.store import reuse
+from app.store.jobs import queued_on_label
+from app.store.results import find_reusable, find_reusable_eval
+
+LABEL = "mi355x"
+
+
+def _sweep(s: Session, n: int, *, priority: int = 5, reason: str = "api", last_release: int = 0) -> Sweep:
+    sweep = Sweep(
+        repo="o/r",
+        pr_number=n,
+        head_sha=f"{n:040x}",
+        head_ref=f"b{n}",
+        base_ref="main",
+        config_key="k",
+        image=f"img:{n}",
+        fingerprint=f"{n:016x}",
+        points_digest=f"{n:064x}",
+        requested_by="t",
+        reason=reason,
+        priority=priority,
+        last_release=last_release,
+        state=SweepState.ACTIVE,
+    )
+    s.add(sweep)
+    s.flush()
+    return sweep
+
+
+def _job(s: Session, sweep: Sweep, pos: int, group: str, slots: int, **point: Any) -> SweepJob:
+    job = SweepJob(
+        sweep_id=sweep.id,
+        position=pos,
+        point={"result-name": f"p{pos}", **point},
+        result_name=f"p{pos}",
+        runner_label=LABEL,
+        seq="1k1k",
+        conc=1,
+        tp=1,
+        group_key=group,
+        slots=slots,
+        state=JobState.QUEUED,
+    )
+    s.add(job)
+    return job
+
+
+def _result(s: Session, sweep: Sweep, name: str) -> None:
+    s.add(
+        Result(
+            result_name=name,
+            config_key="k",
+            image=sweep.image,
+            fingerprint=sweep.fingerprint,
+            conc=1,
+            tp=1,
+            pp=1,
+            ep=1,
+            schema="raw",
+        )
+    )
+
+
+def _eval(s: Session, sweep: Sweep, name: str) -> None:
+    s.add(
+        EvalResult(
+            result_name=name,
+            config_key="k",
+            image=sweep.image,
+            fingerprint=sweep.fingerprint,
+            conc=1,
+            tp=1,
+            task="gsm8k",
+            metric="exact_match",
+            filter="strict-match",
+            score=0.9,
+        )
+    )
+
+
+def _whole(s: Session, capacity: int, in_flight: int) -> list[Any]:
+    plan, _ = tick._plan(s, LABEL, queued_on_label(s, LABEL), capacity, in_flight)
+    return plan
+
+
+def _random_queue(s: Session, rng: random.Random, canary: bool) -> None:
+    for n in range(rng.randint(1, 6)):
+        sweep = _sweep(
+            s,
+            n,
+            priority=rng.choice((3, 5)),
+            reason=CANARY_REASON if canary and n == 0 else "api",
+            last_release=rng.randint(0, 3),
+        )
+        groups = [f"g{g}" for g in range(rng.randint(1, 8))]
+        slots = {g: rng.randint(1, 5) for g in groups}
+        for pos in range(rng.randint(1, 16)):
+            group = rng.choice(groups)  # a group's jobs need not be next to each other
+            _job(s, sweep, pos, group, slots[group])
+            if rng.random() < 0.3:  # a stored result answers this point: reused when reached
+                _result(s, sweep, f"p{pos}")
+    s.flush()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_plan_over_what_is_read_is_the_plan_over_the_whole_queue(db_session: Session, seed: int) -> None:
+    rng = random.Random(seed)
+    _random_queue(db_session, rng, canary=seed % 5 == 0)
+    for capacity, in_flight in ((9, 0), (9, 5), (4, 4), (12, 3), (3, 0), (1, 0)):
+        _, plan, _ = tick._planned(db_session, LABEL, capacity, in_flight)
+        assert plan == _whole(db_session, capacity, in_flight), (seed, capacity, in_flight)
+
+
+def test_a_sweep_is_read_only_as_far_as_the_free_slots_reach(db_session: Session) -> None:
+    sweep = _sweep(db_session, 1)
+    for conc in range(10):  # 10 dispatch groups of 4 slots, 4 jobs each
+        for k in range(4):
+            _job(db_session, sweep, conc * 4 + k, f"conc={conc}", 4)
+    db_session.flush()
+    read = queued_on_label(db_session, LABEL, free=9)
+    # groups 1-3 (0, 4 and 8 slots before them fit in 9), the third is where the plan holds it
+    assert [r.group_key for r in read.rows] == [f"conc={c}" for c in range(3) for _ in range(4)]
+    assert read.unread == {sweep.id: 12}  # the first job of group 4
+    assert len(queued_on_label(db_session, LABEL, free=0).rows) == 8  # always the first two
+    assert queued_on_label(db_session, LABEL).unread == {}
+
+
+def test_stored_results_past_what_was_read_make_the_tick_read_the_whole_queue(db_session: Session) -> None:
+    sweep = _sweep(db_session, 1)
+    for pos in range(12):
+        _job(db_session, sweep, pos, f"g{pos}", 4)
+        if pos < 6:  # the first six heads are answered by stored results: reused, one by one
+            _result(db_session, sweep, f"p{pos}")
+    db_session.flush()
+    queue, plan, _ = tick._planned(db_session, LABEL, 4, 0)
+    assert queue.unread == {}  # read again, whole
+    assert [s.action for s in plan] == ["reuse"] * 6 + ["dispatch"]
+    assert plan == _whole(db_session, 4, 0)
+
+
+def test_batched_reuse_lookups_answer_as_one_lookup_per_point(db_session: Session) -> None:
+    sweep = _sweep(db_session, 1)
+    other = _sweep(db_session, 2)
+    _result(db_session, sweep, "both")
+    _eval(db_session, sweep, "both")
+    _result(db_session, sweep, "result-only")
+    _eval(db_session, sweep, "eval-only")
+    _result(db_session, other, "elsewhere")
+    _result(db_session, sweep, "both")  # a newer row of the same point: that one is the answer
+    db_session.flush()
+    marks = ({}, {"run-eval": True}, {"eval-only": True}, None)
+    lookups = [
+        reuse.PointLookup(s.image, s.fingerprint, name, m)
+        for s in (sweep, other)
+        for name in ("both", "result-only", "eval-only", "elsewhere", "missing")
+        for m in marks
+    ]
+    batched = reuse.reusable_for_points(db_session, lookups)
+
+    def one(p: reuse.PointLookup) -> Any:  # main's reusable_for_point, one point at a time
+        marks = p.point or {}
+        eval_only = bool(marks.get("eval-only"))
+        key = {"image": p.image, "fingerprint": p.fingerprint, "result_name": p.result_name}
+        hit = None if eval_only else find_reusable(db_session, **key)
+        if hit is None and not eval_only:
+            return None
+        if marks.get("run-eval") or eval_only:
+            evaluated = find_reusable_eval(db_session, **key)
+            return None if evaluated is None else hit or evaluated
+        return hit
+
+    assert batched == [one(p) for p in lookups]
+    answered = [(p.result_name, type(r).__name__) for p, r in zip(lookups, batched, strict=True) if r]
+    assert len(answered) == 9 and ("eval-only", "EvalResult") in answered
