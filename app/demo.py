@@ -17,8 +17,7 @@ import shutil
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,8 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_factory
-from app.launcher import SIM_CADENCE, StartRefused, check_ports, instance_lock, stack
-from app.models import AuditEntry
+from app.launcher import SIM_CADENCE, Stack, StartRefused, check_ports, instance_lock, stack
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.preflight import PortUse
@@ -46,128 +44,16 @@ from app.story import (
     observe_nightly,
     report_table,
 )
-from app.storytext import (
-    Collapser,
-    Event,
-    IdleNarrator,
-    fit,
-    render,
-    sweep_activity,
-    waiting_activity,
-)
+from app.storytext import fit, sweep_activity
+from app.storytimeline import Say, Timeline, wait_until
 from sim.nightly_scenario import NightlyRegressionStory
 from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
 
-Say = Callable[[str], None]
-
-
 # The step after which nothing blocks the bump: the maintainer's drop of #47270 (seed), or the
 # nightly containing both merge commits (both-merge).
 LAST_DEPENDENCY_STEPS = ("drop-47270", "nightly-contains-both")
-
-
-class StoryTimeout(RuntimeError):
-    pass
-
-
-@dataclass
-class Timeline:
-    """Prints new sim deliveries and bot audit entries, once each, with the elapsed time.
-
-    Identical events within a short window are collapsed (``push ×12``), every line fits
-    ``width``, and when nothing visible happens for a while it says what the bot is doing
-    (``activity``)."""
-
-    world: Any
-    factory: sessionmaker[Session]
-    say: Say
-    started: float = field(default_factory=time.time)  # wall clock: audit rows carry wall-clock times
-    seen_deliveries: int = 0
-    seen_audit: int = 0
-    marks: dict[str, float] = field(default_factory=dict)
-    width: int = 0  # 0: no limit (tests, JSON consumers)
-    collapser: Collapser = field(default_factory=Collapser)
-    narrator: IdleNarrator = field(default_factory=IdleNarrator)
-    activity: Callable[[], str] | None = None
-
-    def now(self) -> float:
-        return time.time() - self.started
-
-    def stamp(self) -> str:
-        return f"[{self.now():6.1f}s]"
-
-    def mark(self, name: str, at: float | None = None) -> None:
-        self.marks.setdefault(name, (at if at is not None else time.time()) - self.started)
-
-    def emit(self, lines: list[str]) -> None:
-        for line in lines:
-            self.say(fit(line, self.width))
-            self.narrator.saw_output(self.now())
-
-    def event(self, event: Event) -> None:
-        self.emit(self.collapser.feed(event))
-
-    def note(self, who: str, text: str) -> None:
-        """A line of narration: never collapsed, printed after any held-back event."""
-        self.emit(self.collapser.flush() + [render(Event(self.now(), who, text))])
-
-    def pump(self) -> None:
-        with self.world.lock:
-            fresh = self.world.deliveries[self.seen_deliveries :]
-            self.seen_deliveries = len(self.world.deliveries)
-        for d in fresh:
-            repo = (d.payload.get("repository") or {}).get("full_name", "")
-            what = f"{d.event}{'.' + d.action if d.action else ''}"
-            self.event(Event(self.now(), "github -> bot", what, repo))
-        with self.factory() as session:
-            rows = (
-                session.execute(
-                    select(AuditEntry).where(AuditEntry.id > self.seen_audit).order_by(AuditEntry.id)
-                )
-                .scalars()
-                .all()
-            )
-        for row in rows:
-            self.seen_audit = max(self.seen_audit, row.id)
-            at = row.at.replace(tzinfo=row.at.tzinfo or UTC).timestamp()
-            if row.action in ("github.git/update-ref", "github.git/create-ref"):
-                self.mark("bump_committed", at)
-            if row.action in ("github.actions/create-workflow-dispatch", "sweep.follow_run"):
-                self.mark("first_dispatch", at)  # label mode: the bot starts following the repo's run
-            who = "bot" if row.actor == "sweepbot" else row.actor
-            what = row.action + (f" (caused by {row.caused_by})" if row.caused_by else "")
-            self.event(Event(at - self.started, who, what, row.target or "", row.outcome))
-        if not fresh and not rows:
-            # Quiet: show a held-back repeat now, and say what is going on once it has been quiet.
-            self.emit(self.collapser.tick(self.now()))
-            quiet = self.now() - self.narrator.last_output >= self.narrator.quiet
-            sentence = self.activity() if quiet and self.activity is not None else ""
-            if sentence and self.narrator.due(self.now(), sentence):
-                self.note("bot", "… " + sentence)
-
-    def close(self) -> None:
-        self.emit(self.collapser.flush())
-
-
-def wait_until(
-    predicate: Callable[[], bool],
-    timeline: Timeline,
-    timeout: float,
-    what: str,
-    activity: Callable[[], str] | None = None,
-) -> None:
-    timeline.activity = activity or (lambda: waiting_activity(what))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        timeline.pump()
-        if predicate():
-            return
-        time.sleep(0.25)
-    timeline.pump()
-    timeline.close()
-    raise StoryTimeout(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def _branch_head(world: Any, repo: str, branch: str) -> str:
@@ -208,6 +94,32 @@ class StoryRun:
     wall_seconds: float
 
 
+@dataclass
+class _SeedPlay:
+    """The seed story being played: where it happens and how long each wait may take."""
+
+    world: Any
+    factory: sessionmaker[Session]
+    timeline: Timeline
+    repo: str
+    pr: int
+    branch: str
+    base_sha: str
+    timeout: float
+    poll_interval: float
+
+    def wait(self, predicate: Callable[[], bool], what: str, activity: Callable[[], str]) -> None:
+        wait_until(predicate, self.timeline, self.timeout, what, activity)
+
+    def idle(self, seconds: float, activity: str) -> None:
+        """Let the bot's polls run for ``seconds`` while the timeline shows what happens."""
+        self.timeline.activity = lambda: activity
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.timeline.pump()
+            time.sleep(0.25)
+
+
 def play_story(
     world: Any,
     scenario: Any,
@@ -229,70 +141,91 @@ def play_story(
     """
     started = time.monotonic()
     timeline = Timeline(world, factory, say, width=width)
-    facts_load = scenario.load()
+    play = _load_seed(world, scenario, factory, timeline, setup, timeout=timeout, poll_interval=poll_interval)
+    for step in list(scenario.steps):
+        if before_step is not None:
+            play.timeline.pump()
+            before_step(step.name)
+        _play_step(play, scenario.step())
+    _follow_sweep(play, on_sweep_started, progress, debounce_seconds)
+    # A few more poll cycles: replays and steady-state polls must not add anything.
+    play.idle(2 * poll_interval, "checking that steady-state polls and replays change nothing more")
+    play.timeline.close()
+    with factory() as session:
+        report = observe(world, scenario, session, recipe_base_sha=play.base_sha)
+    return StoryRun(report=report, marks=play.timeline.marks, wall_seconds=time.monotonic() - started)
+
+
+def _load_seed(
+    world: Any,
+    scenario: Any,
+    factory: sessionmaker[Session],
+    timeline: Timeline,
+    setup: Callable[[], None] | None,
+    *,
+    timeout: float,
+    poll_interval: float,
+) -> _SeedPlay:
+    """Load the seed world (then ``setup``) and wait for the bot's first status comment."""
+    facts = scenario.load()["facts"]
     if setup is not None:
         setup()
-    facts = facts_load["facts"]
     repo, pr, branch = facts["bench_repo"], facts["recipe_pr"], facts["recipe_branch"]
     base_sha = _branch_head(world, repo, branch)
+    play = _SeedPlay(world, factory, timeline, repo, pr, branch, base_sha, timeout, poll_interval)
     deps = ", ".join(f"{facts['vllm_repo']}#{n}" for n in facts["deps"])
     timeline.note("sim", f"seed world loaded: {repo}#{pr} waits on {deps}")
-    wait_until(
+    play.wait(
         lambda: bool(bot_comments(world, repo, pr, STATUS_MARKER)),
-        timeline,
-        timeout,
         "the status comment on the recipe PR",
         lambda: "reading the recipe PR's dependencies and posting its status comment",
     )
-    for step in list(scenario.steps):
-        if before_step is not None:
-            timeline.pump()
-            before_step(step.name)
-        entry = scenario.step()
-        timeline.note("sim", f"step {entry['position']}: {entry['description']}")
-        if entry["step"] in LAST_DEPENDENCY_STEPS:
-            # From here on every dependency is merged-and-contained (or dropped): the bump may happen.
-            timeline.mark("last_dependency_resolved")
-            wait_until(
-                lambda: _branch_head(world, repo, branch) != base_sha,
-                timeline,
-                timeout,
-                "the bump commit on the recipe branch",
-                lambda: "looking for the newest nightly that contains every merge commit, to bump the pin",
-            )
-        elif entry["step"] == "close-47270":
-            wait_until(
-                lambda: "closed without merg" in bot_comments(world, repo, pr, STATUS_MARKER)[0].body,
-                timeline,
-                timeout,
-                "the status comment to show #47270 closed without merge",
-                lambda: "polling the upstream PRs; #47270 was closed, the status comment will say so",
-            )
-        else:
-            # Let one poll cycle see the change before the next one happens.
-            timeline.activity = lambda: (
-                f"polling upstream PRs and the registry's nightlies (every {poll_interval:g}s)"
-            )
-            end = time.monotonic() + 1.5 * poll_interval
-            while time.monotonic() < end:
-                timeline.pump()
-                time.sleep(0.25)
+    return play
+
+
+def _play_step(play: _SeedPlay, entry: dict[str, Any]) -> None:
+    """Note one scenario step and wait for the bot's reaction to it."""
+    world, repo, pr = play.world, play.repo, play.pr
+    play.timeline.note("sim", f"step {entry['position']}: {entry['description']}")
+    if entry["step"] in LAST_DEPENDENCY_STEPS:
+        # From here on every dependency is merged-and-contained (or dropped): the bump may happen.
+        play.timeline.mark("last_dependency_resolved")
+        play.wait(
+            lambda: _branch_head(world, repo, play.branch) != play.base_sha,
+            "the bump commit on the recipe branch",
+            lambda: "looking for the newest nightly that contains every merge commit, to bump the pin",
+        )
+    elif entry["step"] == "close-47270":
+        play.wait(
+            lambda: "closed without merg" in bot_comments(world, repo, pr, STATUS_MARKER)[0].body,
+            "the status comment to show #47270 closed without merge",
+            lambda: "polling the upstream PRs; #47270 was closed, the status comment will say so",
+        )
+    else:
+        # Let one poll cycle see the change before the next one happens.
+        play.idle(
+            1.5 * play.poll_interval,
+            f"polling upstream PRs and the registry's nightlies (every {play.poll_interval:g}s)",
+        )
+
+
+def _follow_sweep(
+    play: _SeedPlay,
+    on_sweep_started: Callable[[], None] | None,
+    progress: Progress | None,
+    debounce_seconds: float,
+) -> None:
+    """Wait for the sweep to be queued (and dispatched, for ``on_sweep_started``), then for every
+    job to finish and the report to show the gap, updating ``progress``."""
+    world, factory, repo, pr = play.world, play.factory, play.repo, play.pr
 
     def activity() -> str:
         states = _sweep_states(factory, repo, pr)
         return sweep_activity(states, bool(states) and _report_complete(world, repo, pr), debounce_seconds)
 
-    wait_until(
-        lambda: _sweep_progress(factory, repo, pr)[1] > 0,
-        timeline,
-        timeout,
-        "the sweep to be queued",
-        activity,
-    )
+    play.wait(lambda: _sweep_progress(factory, repo, pr)[1] > 0, "the sweep to be queued", activity)
     if on_sweep_started is not None:
-        wait_until(
-            lambda: "first_dispatch" in timeline.marks, timeline, timeout, "the first dispatch", activity
-        )
+        play.wait(lambda: "first_dispatch" in play.timeline.marks, "the first dispatch", activity)
         on_sweep_started()
     task = progress.add_task("sweep", total=_sweep_progress(factory, repo, pr)[1]) if progress else None
 
@@ -302,17 +235,7 @@ def play_story(
             progress.update(task, completed=done, total=total)
         return total > 0 and done == total and _report_complete(world, repo, pr)
 
-    wait_until(finished, timeline, timeout, "every job to finish and the report to show the gap", activity)
-    # A few more poll cycles: replays and steady-state polls must not add anything.
-    timeline.activity = lambda: "checking that steady-state polls and replays change nothing more"
-    end = time.monotonic() + 2 * poll_interval
-    while time.monotonic() < end:
-        timeline.pump()
-        time.sleep(0.25)
-    timeline.close()
-    with factory() as session:
-        report = observe(world, scenario, session, recipe_base_sha=base_sha)
-    return StoryRun(report=report, marks=timeline.marks, wall_seconds=time.monotonic() - started)
+    play.wait(finished, "every job to finish and the report to show the gap", activity)
 
 
 def _canary_done(factory: sessionmaker[Session], tag: str) -> bool:
@@ -451,14 +374,7 @@ def _run_demo(
     timeout: float,
 ) -> int:
     console = Console()
-    shutil.rmtree(data_dir, ignore_errors=True)  # every demo starts from an empty world
-    data_dir.mkdir(parents=True)
-    os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir)
-    for key in ("SWEEPBOT_DATABASE_URL", "SWEEPBOT_BROKER_URL"):
-        if not os.environ.get(key):
-            os.environ.pop(key, None)
-    reset_settings_cache()
-    settings = Settings()
+    settings = _fresh_data_dir(data_dir)
     started = time.monotonic()
     sim: Any = None
     try:
@@ -471,55 +387,18 @@ def _run_demo(
                 f"  logs {running.log_dir}",
             ):
                 console.print(fit(line, console.width), markup=False, highlight=False)
-            factory = session_factory()
-            with Progress(
-                TextColumn("sweep"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=console,
-                transient=False,
-            ) as progress:
-                run = play_story(
-                    sim.world,
-                    scenario,
-                    factory,
-                    say=lambda line: progress.console.print(
-                        line, markup=False, highlight=False, overflow="ellipsis", no_wrap=True
-                    ),
-                    poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]),
-                    timeout=timeout,
-                    progress=progress,
-                    width=console.width,
-                    debounce_seconds=float(SIM_CADENCE["SWEEPBOT_REPORT_DEBOUNCE_SECONDS"]),
-                )
-                # Four bad nightlies after the burst (the story's default is three): with 5 + 4
-                # measured nightlies the detector's permutation test cannot get below p = 0.0156 for
-                # a clean 5% step (too few distinct splits), with 5 + 5 it finds it every time.
-                story = NightlyRegressionStory(sim.world, registry_url=f"{sim.url}/hub", bad_after=4)
-                play_nightly(
-                    sim.world,
-                    story,
-                    factory,
-                    say=lambda line: progress.console.print(
-                        line, markup=False, highlight=False, overflow="ellipsis", no_wrap=True
-                    ),
-                    timeout=timeout,
-                    width=console.width,
-                )
-            with factory() as session:
-                observe_nightly(sim.world, story, session, run.report)
-            for check in run.report.checks:
+            report, marks = _play_both_stories(console, sim, scenario, timeout)
+            for check in report.checks:
                 mark = "ok  " if check.ok else "FAIL"
                 console.print(
                     fit(f"{mark} {check.name}: {check.detail}", console.width), markup=False, highlight=False
                 )
-            summary = {
-                **run.report.as_dict(),
-                "wall_seconds": round(time.monotonic() - started, 1),
-                "marks": {k: round(v, 2) for k, v in run.marks.items()},
-            }
             if until_done:
+                summary = {
+                    **report.as_dict(),
+                    "wall_seconds": round(time.monotonic() - started, 1),
+                    "marks": {k: round(v, 2) for k, v in marks.items()},
+                }
                 typer.echo(json.dumps(summary, default=str))
                 console.print(
                     "The dashboard stops with the demo; to keep it up afterwards, run "
@@ -527,16 +406,8 @@ def _run_demo(
                     markup=False,
                     highlight=False,
                 )
-                return 0 if run.report.ok else 1
-            console.print(f"\nThe story is done. Dashboard: {running.dashboard_url}", markup=False)
-            if running.operator_token:
-                console.print(f"  operator token: {running.operator_token}", markup=False)
-            console.print("Ctrl-C stops everything.")
-            stop = {"now": False}
-            signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
-            signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-            while not stop["now"] and not running.dead():
-                time.sleep(0.5)
+                return 0 if report.ok else 1
+            _serve_until_stopped(console, running)
             return 0
     except StartRefused:
         raise
@@ -552,3 +423,68 @@ def _run_demo(
     finally:
         if sim is not None:
             sim.stop()
+
+
+def _fresh_data_dir(data_dir: Path) -> Settings:
+    """Every demo starts from an empty world: an emptied ``data_dir``, and settings that use it
+    (an empty database or broker URL in the environment means the default, under ``data_dir``)."""
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True)
+    os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir)
+    for key in ("SWEEPBOT_DATABASE_URL", "SWEEPBOT_BROKER_URL"):
+        if not os.environ.get(key):
+            os.environ.pop(key, None)
+    reset_settings_cache()
+    return Settings()
+
+
+def _play_both_stories(
+    console: Console, sim: Any, scenario: Any, timeout: float
+) -> tuple[StoryReport, dict[str, float]]:
+    """The seed story under a progress bar, then the nightly regression story; every check of
+    both in one report, with the seed story's timeline marks."""
+    factory = session_factory()
+    with Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+
+        def say(line: str) -> None:
+            progress.console.print(line, markup=False, highlight=False, overflow="ellipsis", no_wrap=True)
+
+        run = play_story(
+            sim.world,
+            scenario,
+            factory,
+            say=say,
+            poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]),
+            timeout=timeout,
+            progress=progress,
+            width=console.width,
+            debounce_seconds=float(SIM_CADENCE["SWEEPBOT_REPORT_DEBOUNCE_SECONDS"]),
+        )
+        # Four bad nightlies after the burst (the story's default is three): with 5 + 4
+        # measured nightlies the detector's permutation test cannot get below p = 0.0156 for
+        # a clean 5% step (too few distinct splits), with 5 + 5 it finds it every time.
+        story = NightlyRegressionStory(sim.world, registry_url=f"{sim.url}/hub", bad_after=4)
+        play_nightly(sim.world, story, factory, say=say, timeout=timeout, width=console.width)
+    with factory() as session:
+        observe_nightly(sim.world, story, session, run.report)
+    return run.report, run.marks
+
+
+def _serve_until_stopped(console: Console, running: Stack) -> None:
+    """Without --until-done the dashboard stays up until Ctrl-C (or a process of the stack dies)."""
+    console.print(f"\nThe story is done. Dashboard: {running.dashboard_url}", markup=False)
+    if running.operator_token:
+        console.print(f"  operator token: {running.operator_token}", markup=False)
+    console.print("Ctrl-C stops everything.")
+    stop = {"now": False}
+    signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    while not stop["now"] and not running.dead():
+        time.sleep(0.5)

@@ -134,6 +134,32 @@ def report_table(body: str) -> list[str]:
     return []
 
 
+@dataclass(frozen=True)
+class _Story:
+    """Where the seed story happens: the sim, the recipe PR and its key."""
+
+    world: Any
+    repo: str
+    pr: int
+    key: str
+    branch: str
+    master_path: str
+    bot_login: str
+
+    @classmethod
+    def of(cls, world: Any, scenario: Any) -> _Story:
+        facts = scenario.facts
+        return cls(
+            world=world,
+            repo=facts["bench_repo"],
+            pr=facts["recipe_pr"],
+            key=facts["config_key"],
+            branch=facts["recipe_branch"],
+            master_path=facts["master_path"],
+            bot_login=world.settings.default_token_user,
+        )
+
+
 def observe(
     world: Any,
     scenario: Any,
@@ -143,90 +169,116 @@ def observe(
     changelog_path: str = "perf-changelog.yaml",
 ) -> StoryReport:
     """Check every expected effect; ``recipe_base_sha`` is the recipe branch head before the story."""
-    facts = scenario.facts
-    repo, pr, key, branch = (
-        facts["bench_repo"],
-        facts["recipe_pr"],
-        facts["config_key"],
-        facts["recipe_branch"],
-    )
-    master_path = facts["master_path"]
+    story = _Story.of(world, scenario)
     report = StoryReport()
+    _check_status_comment(story, report)
+    bump, expected_names = _check_bump(story, scenario, recipe_base_sha, changelog_path, report)
+    sweeps, states = _check_sweep(story, session, expected_names, report)
+    mode, lost = _check_one_way(story, sweeps, expected_names, report)
+    table = _check_report(story, mode, report)
+    calls = _check_audit(story, session, report)
+    report.summary = {
+        "bump_commit": bump,
+        "mode": mode,
+        "runner_lost": len(lost),
+        "jobs": dict(states),
+        "report_table": table,
+        "github_calls": calls,
+    }
+    return report
 
-    # 1. the status comment
-    status = bot_comments(world, repo, pr, STATUS_MARKER)
-    report.add("one status comment", len(status) == 1, f"{len(status)} status comment(s) on #{pr}")
 
-    # 2. the bump commit
-    bot_login = world.settings.default_token_user
-    commits = _commits_since(world, repo, recipe_base_sha, branch)
+def _check_status_comment(story: _Story, report: StoryReport) -> None:
+    """1. the status comment."""
+    status = bot_comments(story.world, story.repo, story.pr, STATUS_MARKER)
+    report.add("one status comment", len(status) == 1, f"{len(status)} status comment(s) on #{story.pr}")
+
+
+def _check_bump(
+    story: _Story, scenario: Any, recipe_base_sha: str, changelog_path: str, report: StoryReport
+) -> tuple[dict[str, Any], list[str]]:
+    """2. the bump commit: the one new commit on the recipe branch, and the bot's. Returns its
+    summary and the result names of the points the bumped config plans (none without the commit)."""
+    world, login = story.world, story.bot_login
+    commits = _commits_since(world, story.repo, recipe_base_sha, story.branch)
     bot_commits = [
         (sha, c)
         for sha, c in commits
-        if bot_login in str(getattr(c, "author", "")) or bot_login in str(getattr(c, "committer", ""))
+        if login in str(getattr(c, "author", "")) or login in str(getattr(c, "committer", ""))
     ]
     report.add(
         "one bump commit",
         len(bot_commits) == 1 and len(commits) == 1,
-        f"{len(commits)} new commit(s) on {branch}, {len(bot_commits)} by {bot_login}",
+        f"{len(commits)} new commit(s) on {story.branch}, {len(bot_commits)} by {login}",
     )
-    bump: dict[str, Any] = {}
-    if len(commits) == 1:
-        sha, commit = commits[0]
-        parent = commit.parents[0]
-        before, after = _flatten(world, repo, parent), _flatten(world, repo, sha)
-        changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-        old_master, new_master = (
-            _file_at(world, repo, parent, master_path),
-            _file_at(world, repo, sha, master_path),
-        )
-        removed, added = changed_lines(old_master, new_master)
-        tag = expected_tag(scenario)
-        new_image_ok = (
-            len(added) == 1 and tag is not None and added[0].strip() == f"image: {facts['image']}:{tag}"
-        )
-        old_key_image = parse_master(old_master)[key]["image"]
-        report.add(
-            "bump edits exactly the image line",
-            len(removed) == 1 and removed[0].strip() == f"image: {old_key_image}" and new_image_ok,
-            f"-{removed} +{added}; expected tag {tag}",
-        )
-        old_log, new_log = (
-            _file_at(world, repo, parent, changelog_path),
-            _file_at(world, repo, sha, changelog_path),
-        )
-        entries = yaml.safe_load(new_log) or []
-        last = entries[-1] if entries else {}
-        report.add(
-            "one changelog entry appended",
-            new_log.startswith(old_log)
-            and len(entries) == len(yaml.safe_load(old_log) or []) + 1
-            and last.get("config-keys") == [key]
-            and str(last.get("pr-link", "")).endswith(f"/pull/{pr}"),
-            f"entry: {last}",
-        )
-        report.add(
-            "the commit touches only the config and the changelog",
-            changed == sorted({master_path, changelog_path}),
-            f"files changed: {changed}",
-        )
-        plus, minus = changed_lines(old_log, new_log)
-        bump = {
-            "sha": sha,
-            "files": changed,
-            "image": added[0].strip() if added else None,
-            "lines_added": len(added) + len(minus),
-            "lines_removed": len(removed) + len(plus),
-        }
-        points = expand_points(parse_master(new_master), key, seq="8k1k")
-        expected_names = sorted(p.result_name for p in points)
-    else:
-        expected_names = []
+    if len(commits) != 1:
+        return {}, []
+    sha, commit = commits[0]
+    return _check_bump_commit(story, scenario, sha, commit.parents[0], changelog_path, report)
 
-    # 3. the sweep
-    sweeps = (
+
+def _check_bump_commit(
+    story: _Story, scenario: Any, sha: str, parent: str, changelog_path: str, report: StoryReport
+) -> tuple[dict[str, Any], list[str]]:
+    """2. what the bump commit changed: exactly the key's image line and one changelog entry."""
+    world, repo, key = story.world, story.repo, story.key
+    before, after = _flatten(world, repo, parent), _flatten(world, repo, sha)
+    changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+    old_master, new_master = (
+        _file_at(world, repo, parent, story.master_path),
+        _file_at(world, repo, sha, story.master_path),
+    )
+    removed, added = changed_lines(old_master, new_master)
+    tag = expected_tag(scenario)
+    new_image_ok = (
+        len(added) == 1 and tag is not None and added[0].strip() == f"image: {scenario.facts['image']}:{tag}"
+    )
+    old_key_image = parse_master(old_master)[key]["image"]
+    report.add(
+        "bump edits exactly the image line",
+        len(removed) == 1 and removed[0].strip() == f"image: {old_key_image}" and new_image_ok,
+        f"-{removed} +{added}; expected tag {tag}",
+    )
+    old_log, new_log = (
+        _file_at(world, repo, parent, changelog_path),
+        _file_at(world, repo, sha, changelog_path),
+    )
+    entries = yaml.safe_load(new_log) or []
+    last = entries[-1] if entries else {}
+    report.add(
+        "one changelog entry appended",
+        new_log.startswith(old_log)
+        and len(entries) == len(yaml.safe_load(old_log) or []) + 1
+        and last.get("config-keys") == [key]
+        and str(last.get("pr-link", "")).endswith(f"/pull/{story.pr}"),
+        f"entry: {last}",
+    )
+    report.add(
+        "the commit touches only the config and the changelog",
+        changed == sorted({story.master_path, changelog_path}),
+        f"files changed: {changed}",
+    )
+    plus, minus = changed_lines(old_log, new_log)
+    bump = {
+        "sha": sha,
+        "files": changed,
+        "image": added[0].strip() if added else None,
+        "lines_added": len(added) + len(minus),
+        "lines_removed": len(removed) + len(plus),
+    }
+    points = expand_points(parse_master(new_master), key, seq="8k1k")
+    return bump, sorted(p.result_name for p in points)
+
+
+def _check_sweep(
+    story: _Story, session: Session, expected_names: list[str], report: StoryReport
+) -> tuple[list[Sweep], Counter[str]]:
+    """3. the sweep: one job per point, all finished, never more in flight than runners."""
+    sweeps = list(
         session.execute(
-            select(Sweep).where(Sweep.repo == repo, Sweep.pr_number == pr, Sweep.config_key == key)
+            select(Sweep).where(
+                Sweep.repo == story.repo, Sweep.pr_number == story.pr, Sweep.config_key == story.key
+            )
         )
         .scalars()
         .all()
@@ -246,18 +298,24 @@ def observe(
         f"job states: {dict(states)}",
     )
     label = jobs[0].runner_label if jobs else "mi355x"
-    with world.lock:
-        capacity = len(world.runners.get(label, []))
-    peak = peak_in_flight(world, label)
+    with story.world.lock:
+        capacity = len(story.world.runners.get(label, []))
+    peak = peak_in_flight(story.world, label)
     report.add(
         "never more in flight than runners",
         0 < peak <= capacity,
         f"peak {peak} on {capacity} {label} runners",
     )
+    return sweeps, states
 
-    # 3b. one sweep, one way: the bot's e2e-tests.yml runs (dispatch) or the repo's own run-sweep.yml
-    # run (label), never both; every point ran to success exactly once (a lost runner's attempt is
-    # retried, and counted apart).
+
+def _check_one_way(
+    story: _Story, sweeps: list[Sweep], expected_names: list[str], report: StoryReport
+) -> tuple[str, list[str]]:
+    """3b. one sweep, one way: the bot's e2e-tests.yml runs (dispatch) or the repo's own
+    run-sweep.yml run (label), never both; every point ran to success exactly once (a lost
+    runner's attempt is retried, and counted apart). Returns the mode and the lost attempts."""
+    world = story.world
     mode = str((sweeps[0].filters or {}).get("mode") or "dispatch") if sweeps else "dispatch"
     with world.lock:
         by_event: Counter[str] = Counter()
@@ -265,7 +323,7 @@ def observe(
         lost: list[str] = []
         for run in world.runs.values():
             bench = [world.jobs[j] for j in run.jobs if world.jobs[j].point]
-            if run.repo == repo and bench:
+            if run.repo == story.repo and bench:
                 by_event[run.event] += 1
             for job in bench:
                 if job.point.get("eval-only"):
@@ -274,7 +332,7 @@ def observe(
                     ok_runs[str(job.point.get("result-name"))] += 1
                 elif job.fate == "runner_lost" and job.status == "completed":
                     lost.append(str(job.point.get("result-name")))
-        decisions = [d["decision"] for d in world.sweep_decisions if d["pr"] == pr]
+        decisions = [d["decision"] for d in world.sweep_decisions if d["pr"] == story.pr]
     wanted_event = "pull_request" if mode == "label" else "workflow_dispatch"
     report.add(
         f"one way to the runners ({mode} mode)",
@@ -291,9 +349,12 @@ def observe(
         all(ok_runs.get(n) == 1 for n in lost),
         f"lost: {lost}",
     )
+    return mode, lost
 
-    # 4. the report
-    reports = bot_comments(world, repo, pr, REPORT_MARKER_PREFIX)
+
+def _check_report(story: _Story, mode: str, report: StoryReport) -> list[str]:
+    """4. the report comment: the gap at every ATOM conc, and the sweep mode. Returns its table."""
+    reports = bot_comments(story.world, story.repo, story.pr, REPORT_MARKER_PREFIX)
     table = report_table(reports[0].body) if len(reports) == 1 else []
     rows = {int(m.group(1)): line for line in table if (m := re.match(r"\|\s*(\d+)\s*\|", line))}
     with_gap = [c for c in ATOM_CONCS if c in rows and re.search(r"\d+\.\d+%", rows[c])]
@@ -307,20 +368,25 @@ def observe(
         len(reports) == 1 and f"Sweep mode: **{mode}**" in reports[0].body,
         f"mode {mode}",
     )
+    return table
 
-    # 5. the audit log
+
+def _check_audit(story: _Story, session: Session, report: StoryReport) -> dict[str, Any]:
+    """5. the audit log accounts for every GitHub write and command, and who caused each.
+    Returns the sim's call summary."""
     audit = session.execute(select(AuditEntry)).scalars().all()
     audited_writes = Counter(
         a.action.removeprefix("github.") for a in audit if a.action.startswith("github.")
     )
-    calls = world.call_summary()
+    calls: dict[str, Any] = story.world.call_summary()
     sim_writes: Counter[str] = Counter()
     for op, by_status in calls["by_operation"].items():
         ok = sum(n for status, n in by_status.items() if status.startswith("2"))
         if ok and _is_write(op):
             sim_writes[op] = ok
     unaccounted = {op: n for op, n in sim_writes.items() if audited_writes.get(op, 0) < n}
-    commands = [c for c in _human_comments(world, repo, pr, bot_login) if c.body.lstrip().startswith("/")]
+    human = _human_comments(story.world, story.repo, story.pr, story.bot_login)
+    commands = [c for c in human if c.body.lstrip().startswith("/")]
     audited_commands = [a for a in audit if a.action.startswith("command.")]
     report.add(
         "audit accounts for every GitHub write",
@@ -343,16 +409,7 @@ def observe(
         f"writes made by someone else: {not_bot}; caused by {caused}; bump ref writes by "
         f"{[(a.actor, a.caused_by) for a in bump_refs]}",
     )
-
-    report.summary = {
-        "bump_commit": bump,
-        "mode": mode,
-        "runner_lost": len(lost),
-        "jobs": dict(states),
-        "report_table": table,
-        "github_calls": calls,
-    }
-    return report
+    return calls
 
 
 def _is_write(op: str) -> bool:
