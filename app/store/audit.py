@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.models import AuditEntry
+from app.store.auditspool import AuditSpool
 
 log = structlog.get_logger(__name__)
 
@@ -67,10 +68,13 @@ def record_outside(
     *,
     sleep: Callable[[float], None] = time.sleep,
     delays: tuple[float, ...] = OUTSIDE_RETRY_DELAYS,
+    spool: AuditSpool | None = None,
     **fields: Any,
 ) -> None:
     """Record in a transaction of its own, retried across a short database outage.
 
+    When the outage outlasts the retries, the row goes to ``spool`` (a local file, drained by the
+    next audit write that reaches the database), or without one into the caller's transaction.
     Falls back to the caller's transaction when a second connection would not be independent:
     a session bound to a connection (tests' nested transactions) or SQLite, whose single writer
     the caller may already hold (a second writer would wait on it forever).
@@ -84,10 +88,20 @@ def record_outside(
             with Session(bind) as own:
                 record(own, **fields)
                 own.commit()
-            return
+            break
         except DBAPIError as exc:
-            if wait is None:
-                log.error("audit_outside_failed", action=fields.get("action"), error=str(exc)[:200])
+            if wait is not None:
+                sleep(wait)
+                continue
+            log.error("audit_outside_failed", action=fields.get("action"), error=str(exc)[:200])
+            if spool is None:
                 record(session, **fields)
-                return
-            sleep(wait)
+            else:
+                spool.put(fields)  # the caller's transaction would be rolled back by the outage
+            return
+    if spool is not None and spool.pending():
+        try:
+            with Session(bind) as own:
+                spool.drain(own)
+        except DBAPIError as exc:
+            log.warning("audit_spool_drain_failed", error=str(exc)[:200])  # the next write retries

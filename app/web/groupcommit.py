@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -25,31 +26,54 @@ from sqlalchemy.engine import make_url
 from starlette.concurrency import run_in_threadpool
 
 from app.core.delivery import IncomingDelivery
-from app.flows.ingest import Stored, delivery_rows, now, store_batch, stored_outcomes
+from app.flows.ingest import Stored, now, store_batch, stored_outcomes
+from app.models.core import DeliveryStatus as S
 from app.settings import get_settings
 
 MAX_BATCH = 200
 CONNECT_TIMEOUT = 10  # seconds: a database host that does not answer is an outage (503), not a hang
 
-# The columns ``delivery_rows`` fills, with the array type each is sent as.
+# The row ``delivery_rows`` describes, written by PostgreSQL from five arrays and one timestamp:
+# status, attempts, the size and the times follow from the event and the commit time, so they
+# are not sent as arrays of their own (psycopg dumps each array element in Python).
 COLUMNS: dict[str, str] = {
-    "id": "text",
-    "event": "text",
-    "action": "text",
-    "repo": "text",
-    "status": "text",
-    "attempts": "int4",
-    "body": "bytea",
-    "body_bytes": "int4",
-    "received_at": "timestamptz",
-    "enqueued_at": "timestamptz",
-    "finished_at": "timestamptz",
+    "id": "u.id",
+    "event": "u.event",
+    "action": "u.action",
+    "repo": "u.repo",
+    "status": f"CASE WHEN u.event = 'ping' THEN '{S.DONE}' ELSE '{S.RECEIVED}' END",
+    "attempts": "0",
+    "body": "u.body",
+    "body_bytes": "octet_length(u.body)",
+    "received_at": "%(t)s::timestamptz",
+    "enqueued_at": "CASE WHEN u.event = 'ping' THEN NULL ELSE %(t)s::timestamptz END",
+    "finished_at": "CASE WHEN u.event = 'ping' THEN %(t)s::timestamptz END",
 }
 INSERT = (
-    f"INSERT INTO deliveries ({', '.join(COLUMNS)}) SELECT * FROM unnest("
-    + ", ".join(f"%({c})b::{t}[]" if t == "bytea" else f"%({c})s::{t}[]" for c, t in COLUMNS.items())
-    + ") ON CONFLICT (id) DO NOTHING RETURNING id"
+    f"INSERT INTO deliveries ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS.values())} FROM unnest("
+    "%(id)s::text[], %(event)s::text[], %(action)s::text[], %(repo)s::text[], %(body)b::bytea[]"
+    ") AS u(id, event, action, repo, body) ON CONFLICT (id) DO NOTHING RETURNING id"
 )
+
+
+def batch_params(items: list[IncomingDelivery], t: datetime) -> dict[str, Any]:
+    """The arrays of ``INSERT`` for a batch received at ``t`` (an id repeated in the batch once)."""
+    ids: list[str] = []
+    events: list[str] = []
+    actions: list[str | None] = []
+    repos: list[str | None] = []
+    bodies: list[bytes] = []
+    seen: set[str] = set()
+    for item in items:
+        if item.id not in seen:
+            seen.add(item.id)
+            ids.append(item.id)
+            events.append(item.event)
+            actions.append(item.action)
+            repos.append(item.repo)
+            bodies.append(item.payload)
+    return {"id": ids, "event": events, "action": actions, "repo": repos, "body": bodies, "t": t}
+
 
 Writer = Callable[[list[IncomingDelivery]], Awaitable[list[Stored]]]
 
@@ -62,8 +86,7 @@ class PostgresBatchInsert:
         self._conn: psycopg.AsyncConnection[Any] | None = None
 
     async def __call__(self, items: list[IncomingDelivery]) -> list[Stored]:
-        rows = delivery_rows(items, now())
-        params = {column: [row[column] for row in rows] for column in COLUMNS}
+        params = batch_params(items, now())
         try:
             if self._conn is None or self._conn.closed:
                 self._conn = await psycopg.AsyncConnection.connect(
@@ -125,7 +148,7 @@ class GroupCommit:
             self._task = loop.create_task(self._run())
         assert self._queue is not None
         pending = _Pending(item, loop.create_future())
-        await self._queue.put(pending)
+        self._queue.put_nowait(pending)
         return await pending.done
 
     async def _run(self) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +15,7 @@ from sqlalchemy.orm import Session
 from app.db import engine_for
 from app.models import AuditEntry
 from app.store import audit
+from app.store.auditspool import AuditSpool
 
 
 @pytest.mark.services
@@ -79,3 +83,88 @@ def test_sqlite_stays_in_the_callers_transaction(db_session: Session) -> None:
     assert [e.action for e in db_session.new if isinstance(e, AuditEntry)] == ["github.issues/create-comment"]
     db_session.rollback()
     assert db_session.scalars(select(AuditEntry)).all() == []
+
+
+@pytest.mark.services
+def test_an_outage_past_the_retries_spools_the_row_and_the_next_write_lands_it_once(
+    pg_clean_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The database stays down past the retries: the caller's transaction will be rolled back by
+    the outage, so the row goes to the local spool, and the next audit write that reaches the
+    database drains it, with the time of the write kept."""
+    engine = engine_for(pg_clean_url)
+    spool = AuditSpool(tmp_path / "spool")
+    real_record = audit.record
+    down = [True]
+
+    def maybe_down(session: Session, **fields: Any) -> AuditEntry:
+        if down[0]:
+            raise OperationalError("INSERT", {}, Exception("connection refused"))
+        return real_record(session, **fields)
+
+    monkeypatch.setattr(audit, "record", maybe_down)
+    with Session(engine) as caller:
+        audit.record_outside(
+            caller,
+            sleep=lambda _s: None,
+            spool=spool,
+            actor="sweepbot",
+            caused_by="alice",
+            action="github.issues/update-comment",
+            target="o/r comment 7",
+            detail={"id": 7},
+        )
+        caller.rollback()  # the outage rolls the caller back: nothing of the row was in it
+    assert spool.pending()
+    with Session(engine) as check:
+        assert check.scalars(select(AuditEntry)).all() == []
+    down[0] = False
+    with Session(engine) as caller:
+        audit.record_outside(caller, spool=spool, actor="sweepbot", action="github.git/update-ref")
+    assert not spool.pending()
+    with Session(engine) as check:
+        rows = check.scalars(select(AuditEntry).order_by(AuditEntry.at)).all()
+    assert [(r.action, r.caused_by, r.target) for r in rows] == [
+        ("github.issues/update-comment", "alice", "o/r comment 7"),
+        ("github.git/update-ref", None, None),
+    ]
+    assert rows[0].detail is not None and rows[0].detail["id"] == 7 and len(rows[0].detail["spool_id"]) == 32
+
+
+@pytest.mark.services
+def test_a_drain_that_died_after_its_commit_does_not_insert_twice(pg_clean_url: str, tmp_path: Path) -> None:
+    engine = engine_for(pg_clean_url)
+    spool = AuditSpool(tmp_path / "spool")
+    spool.put({"actor": "sweepbot", "action": "github.git/create-blob", "outcome": "ok"})
+    spool.put({"actor": "sweepbot", "action": "github.git/create-tree", "outcome": "ok"})
+    with Session(engine) as session:
+        assert spool.drain(session) == 2
+    # As if the drainer (a pid no longer alive) had committed and died before deleting its file:
+    (tmp_path / "spool" / "again.jsonl").write_text("")
+    crashed = tmp_path / "spool" / "audit-1.jsonl.999999999.draining"
+    with Session(engine) as session:
+        for row in session.scalars(select(AuditEntry)).all():
+            line = {"actor": row.actor, "action": row.action, "outcome": row.outcome, "detail": row.detail}
+            with crashed.open("a") as out:
+                out.write(json.dumps(line) + "\n")
+        with crashed.open("a") as out:
+            out.write('{"actor": "sweepbot", "action": "torn')  # a crash mid-append: skipped
+    with Session(engine) as session:
+        assert spool.drain(session) == 0
+        assert sorted(session.scalars(select(AuditEntry.action)).all()) == [
+            "github.git/create-blob",
+            "github.git/create-tree",
+        ]
+    assert not spool.pending()
+
+
+def test_a_spool_file_another_live_process_is_draining_is_left_alone(
+    tmp_path: Path, db_session: Session
+) -> None:
+    spool = AuditSpool(tmp_path)
+    busy = tmp_path / f"audit-1.jsonl.{os.getpid()}.draining"  # this test's pid: alive
+    busy.write_text(
+        json.dumps({"actor": "a", "action": "x", "outcome": "ok", "detail": {"spool_id": "s"}}) + "\n"
+    )
+    assert spool.drain(db_session) == 0
+    assert busy.exists()

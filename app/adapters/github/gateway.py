@@ -20,6 +20,7 @@ from app.adapters.github.issues import IssuesGateway
 from app.adapters.github.repos import ReposGateway
 from app.settings import Settings, get_settings
 from app.store.audit import record_outside
+from app.store.auditspool import AuditSpool
 
 
 class GitHubGateway(ReposGateway, GitDataGateway, IssuesGateway, ActionsGateway, HooksGateway):
@@ -50,6 +51,7 @@ def gateway(
     """
     audit: AuditHook | None = None
     if session is not None:
+        spool = AuditSpool(settings.data_dir / "audit-spool")
 
         def audit(action: str, target: str, detail: dict[str, Any]) -> None:
             record_outside(
@@ -61,6 +63,7 @@ def gateway(
                 outcome="ok",
                 detail=detail,
                 delivery_id=delivery_id,
+                spool=spool,
             )
 
     creds = credentials(settings)
