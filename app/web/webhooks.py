@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
-import psycopg
 import structlog
 from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
@@ -27,7 +26,7 @@ from app.core.delivery import (
     parse_delivery,
     too_large,
 )
-from app.flows.ingest import mark_not_enqueued
+from app.flows.ingest import StoreUnavailable, mark_not_enqueued
 from app.settings import get_settings
 from app.web.groupcommit import GroupCommit
 
@@ -134,7 +133,7 @@ async def receive_delivery(raw_headers: Iterable[tuple[bytes, bytes]], receive: 
 async def _store(incoming: IncomingDelivery) -> Answer:
     try:
         stored = await group_commit.submit(incoming)
-    except (SQLAlchemyError, psycopg.Error, OSError) as exc:
+    except (SQLAlchemyError, StoreUnavailable, OSError) as exc:
         # Nothing was stored: GitHub marks the delivery failed and redelivery recovery (or the
         # sender's own retry) brings it back once the database is.
         log.warning(
