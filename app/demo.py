@@ -144,16 +144,16 @@ def play_story(
     play = _load_seed(world, scenario, factory, timeline, setup, timeout=timeout, poll_interval=poll_interval)
     for step in list(scenario.steps):
         if before_step is not None:
-            play.timeline.pump()
+            timeline.pump()
             before_step(step.name)
         _play_step(play, scenario.step())
     _follow_sweep(play, on_sweep_started, progress, debounce_seconds)
     # A few more poll cycles: replays and steady-state polls must not add anything.
     play.idle(2 * poll_interval, "checking that steady-state polls and replays change nothing more")
-    play.timeline.close()
+    timeline.close()
     with factory() as session:
         report = observe(world, scenario, session, recipe_base_sha=play.base_sha)
-    return StoryRun(report=report, marks=play.timeline.marks, wall_seconds=time.monotonic() - started)
+    return StoryRun(report=report, marks=timeline.marks, wall_seconds=time.monotonic() - started)
 
 
 def _load_seed(

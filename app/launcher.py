@@ -1,7 +1,8 @@
 """Start the whole service as one process tree: API, worker and beat (and, without GitHub
 credentials, the simulated GitHub), used by ``sweepbot up`` and ``sweepbot demo``.
 
-The children are ordinary ``sweepbot api|worker|beat`` processes; this module only builds their
+The children are ordinary ``sweepbot api|worker|beat`` processes (on the embedded SQLite stack
+beat is a thread of the worker, ``worker --beat``); this module only builds their
 environment, waits for them to be healthy, and stops them (bounded waits) when it stops.
 """
 
@@ -243,7 +244,8 @@ def stack(
     worker_args: tuple[str, ...] = (),
     settings: Settings | None = None,
 ) -> Iterator[Stack]:
-    """API + worker + beat as child processes; ``sim`` (a started SimServer) wires in the simulator."""
+    """API, worker and beat as child processes (beat inside the worker on the embedded SQLite
+    stack); ``sim`` (a started SimServer) wires in the simulator."""
     settings = settings or get_settings()
     data_dir = Path(settings.data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -279,8 +281,14 @@ def stack(
     running = Stack(api_url=api_url, env=env, operator_token=operator_token, sim=sim, log_dir=log_dir)
     try:
         running.start_process("api", "api", "--host", host, "--port", str(port), "--no-migrate")
-        running.start_process("worker", "worker", *worker_args)
-        running.start_process("beat", "beat")
+        if settings.is_embedded:
+            # One node, one worker: beat runs as a thread of it, not as a 4th process (~80 MB RSS,
+            # bench/memory.py). With PostgreSQL and Redis more workers may join the same broker,
+            # and beat stays a process of its own, as in production (exactly one beat).
+            running.start_process("worker", "worker", "--beat", *worker_args)
+        else:
+            running.start_process("worker", "worker", *worker_args)
+            running.start_process("beat", "beat")
         wait_healthy(api_url, running)
         yield running
     finally:

@@ -384,14 +384,17 @@ def _check_audit(story: _Story, session: Session, report: StoryReport) -> dict[s
         ok = sum(n for status, n in by_status.items() if status.startswith("2"))
         if ok and _is_write(op):
             sim_writes[op] = ok
-    unaccounted = {op: n for op, n in sim_writes.items() if audited_writes.get(op, 0) < n}
+    # op -> (writes GitHub accepted, writes audited): says how many are missing, not only where.
+    unaccounted = {
+        op: (n, audited_writes.get(op, 0)) for op, n in sim_writes.items() if audited_writes.get(op, 0) < n
+    }
     human = _human_comments(story.world, story.repo, story.pr, story.bot_login)
     commands = [c for c in human if c.body.lstrip().startswith("/")]
     audited_commands = [a for a in audit if a.action.startswith("command.")]
     report.add(
         "audit accounts for every GitHub write",
         not unaccounted,
-        f"writes by op {dict(sim_writes)}; unaccounted {unaccounted}",
+        f"writes by op {dict(sim_writes)}; unaccounted (accepted, audited) {unaccounted}",
     )
     report.add(
         "audit accounts for every command",

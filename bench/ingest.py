@@ -30,6 +30,7 @@ import time
 import urllib.parse
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import create_engine, text
@@ -183,8 +184,50 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def measure_rps(url: str, bodies: list[tuple[str, bytes]], args: argparse.Namespace) -> float:
-    return asyncio.run(closed_loop(url, bodies, args.requests, args.concurrency))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far, all its threads (0 when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # the command name may hold spaces
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+class Cpu:
+    """CPU spent by a server process and by the PostgreSQL backends serving the bench database."""
+
+    def __init__(self, pid: int, admin: Any, db: str) -> None:
+        self.pid, self.admin, self.db = pid, admin, db
+
+    def backends(self) -> list[int]:
+        with self.admin.connect() as conn:
+            rows = conn.execute(text("SELECT pid FROM pg_stat_activity WHERE datname = :db"), {"db": self.db})
+            return [int(r[0]) for r in rows]
+
+    def sample(self) -> tuple[float, dict[int, float]]:
+        return cpu_seconds(self.pid), {b: cpu_seconds(b) for b in self.backends()}
+
+    @staticmethod
+    def spent(
+        before: tuple[float, dict[int, float]], after: tuple[float, dict[int, float]]
+    ) -> tuple[float, float]:
+        """(server CPU, PostgreSQL CPU) between two samples; a backend new since ``before`` counts whole."""
+        pg = sum(t - before[1].get(b, 0.0) for b, t in after[1].items())
+        return after[0] - before[0], pg
+
+
+def measure_rps(
+    url: str, bodies: list[tuple[str, bytes]], args: argparse.Namespace, cpu: Cpu
+) -> tuple[float, float, float]:
+    """Closed-loop requests/s, and the server's and PostgreSQL's CPU per request in ms."""
+    before = cpu.sample()
+    rps = asyncio.run(closed_loop(url, bodies, args.requests, args.concurrency))
+    server, pg = Cpu.spent(before, cpu.sample())
+    return rps, server * 1000 / args.requests, pg * 1000 / args.requests
 
 
 def measure_latency(name: str, url: str, bodies: list[tuple[str, bytes]], args: argparse.Namespace) -> float:
@@ -265,20 +308,30 @@ def main() -> None:
             asyncio.run(closed_loop(url, bodies, min(200, args.requests), args.concurrency))
         # Other work on the machine drifts: the two servers alternate, and each round's ratio
         # compares runs a few seconds apart; the median round is the figure.
-        ratios = []
+        cpus = {"bare": Cpu(procs[1].pid, admin, db), "real": Cpu(procs[0].pid, admin, db)}
+        ratios, real_cpu, pg_cpu, bare_cpu = [], [], [], []
         for round_no in range(1, args.rounds + 1):
-            bare_rps = measure_rps(urls["bare"], bodies, args)
-            real_rps = measure_rps(urls["real"], bodies, args)
+            bare_rps, bare_ms, _ = measure_rps(urls["bare"], bodies, args, cpus["bare"])
+            real_rps, real_ms, pg_ms = measure_rps(urls["real"], bodies, args, cpus["real"])
             ratios.append(real_rps / bare_rps)
+            real_cpu.append(real_ms)
+            pg_cpu.append(pg_ms)
+            bare_cpu.append(bare_ms)
             print(
                 f"round {round_no}: bare {bare_rps:8.1f} req/s, real {real_rps:8.1f} req/s closed-loop, "
-                f"ratio {ratios[-1]:.2f}"
+                f"ratio {ratios[-1]:.2f}; CPU per request: bare {bare_ms:.3f} ms, "
+                f"real {real_ms:.3f} ms + PostgreSQL {pg_ms:.3f} ms"
             )
         measure_latency("bare", urls["bare"], bodies, args)
         p99 = measure_latency("real", urls["real"], bodies, args)
         print(
             f"throughput ratio real/bare, median of {args.rounds}: "
             f"{statistics.median(ratios):.2f} (aim >= 0.50)"
+        )
+        print(
+            f"CPU per request, median of {args.rounds}: bare {statistics.median(bare_cpu):.3f} ms, "
+            f"real {statistics.median(real_cpu):.3f} ms (API process) + "
+            f"{statistics.median(pg_cpu):.3f} ms (PostgreSQL backends)"
         )
         print(f"p99 ack at {args.rate:.0f} req/s: {p99:.1f} ms (aim < 50 ms); {load()}")
     finally:

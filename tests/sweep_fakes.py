@@ -14,6 +14,8 @@ import json
 import threading
 from typing import Any
 
+from sqlalchemy import select
+
 from app.adapters.github.base import Conditional
 from app.core.routing import TransientError
 from app.flows.benchrepo import RepoFiles
@@ -22,10 +24,11 @@ from app.flows.forkapproval import ApprovalGateway
 from app.flows.labelruns import LabelGateway
 from app.flows.repair import RepairGateway
 from app.flows.runpoll import PollGateway, RunListing
-from app.flows.runtracking import TrackingGateway
+from app.flows.runtracking import TrackingGateway, apply_workflow_run
 from app.flows.sweepcancel import CancelGateway
 from app.flows.sweeprequest import RequestGateway
 from app.flows.tick import TickGateway
+from app.models.sweeps import SweepJob
 from tests.conftest import FIXTURES
 
 REPO = "SemiAnalysisAI/InferenceX"
@@ -251,3 +254,18 @@ def _each_fake_is_its_protocol(
         FakePoll(gh),
         FakeRepair(gh),
     )
+
+
+def runs_complete(factory: Any, gh: FakeGitHub, sweep_id: int, conclusion: str = "success") -> None:
+    """GitHub says the runs of ``sweep_id``'s jobs completed (their ``workflow_run`` event): the
+    bot counts a run's runners until then, siblings of ours included (app/store/dispatchruns.py)."""
+    with factory() as s:
+        run_ids = {
+            int(r) for r in s.scalars(select(SweepJob.run_id).where(SweepJob.sweep_id == sweep_id)) if r
+        }
+        for run_id in sorted(run_ids):
+            run = gh.runs[run_id]
+            if run["status"] != "completed":
+                run["status"], run["conclusion"] = "completed", conclusion
+            apply_workflow_run(s, FakeRunTracking(gh), dict(run), after_commit=[])
+        s.commit()

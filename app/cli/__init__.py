@@ -24,7 +24,7 @@ from app.cli.errors import (
     url_error,
 )
 from app.logging import configure
-from app.settings import SettingsError, ensure_data_dir, get_settings, reset_settings_cache
+from app.settings import Settings, SettingsError, ensure_data_dir, get_settings, reset_settings_cache
 
 cli = typer.Typer(
     help="sweepbot: GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
@@ -87,11 +87,18 @@ def api(host: str = "127.0.0.1", port: int = 8000, migrate: bool = True) -> None
 def worker(
     concurrency: Annotated[int, typer.Option(help="Parallel tasks")] = 2,
     pool: Annotated[str, typer.Option(help="Celery pool: prefork, threads or solo")] = "",
+    beat: Annotated[
+        bool, typer.Option("--beat", help="Also run beat, as a thread (only where no other beat runs)")
+    ] = False,
 ) -> None:
     """Run a Celery worker."""
     settings = _settings(writes=True)
     from workers.celery_app import celery_app, periodic_queue  # lazy: loaded when the command runs (start-up)
 
+    if beat:
+        from workers.embedded_beat import embed_beat  # lazy: loaded when the command runs (start-up)
+
+        embed_beat(celery_app, beat_schedule_path(settings))
     chosen = pool or ("threads" if settings.is_embedded else "prefork")
     celery_app.worker_main(
         [
@@ -113,13 +120,18 @@ def worker(
     )
 
 
+def beat_schedule_path(settings: Settings) -> Path:
+    """Where beat keeps when each periodic task last ran (separate or embedded, the same file)."""
+    return Path(settings.data_dir) / "celerybeat-schedule"
+
+
 @cli.command()
 def beat() -> None:
     """Run Celery beat (reaper, polling, scheduler ticks, report flushes). Run exactly one."""
     settings = _settings(writes=True)
     from workers.celery_app import celery_app  # lazy: loaded when the command runs (start-up)
 
-    schedule = Path(settings.data_dir) / "celerybeat-schedule"
+    schedule = beat_schedule_path(settings)
     # Beat sends its schedule by task name (Celery's send_task for a task it does not know), so it
     # needs none of the task modules: not importing them (the whole app) saves ~45 MB (bench/memory.py).
     celery_app.conf.include = []

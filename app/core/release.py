@@ -90,6 +90,27 @@ def slots_in_use(dispatches: Sequence[DispatchSlots]) -> int:
     return sum(max(0, max(1, d.slots) - d.finished) for d in dispatches if d.running > 0)
 
 
+@dataclass(frozen=True)
+class RunSlots:
+    """A run we dispatched, followed until GitHub says it completed, whether or not we still need
+    any of its jobs: a retry re-runs its whole conc group (the workflow selects by conc only), so
+    siblings whose results we already have run again and hold runners as long as ours do."""
+
+    slots: int  # jobs on the label its command was planned to expand to
+    seen: int  # jobs of it on the label GitHub told us of (queued, running or completed)
+    done: int  # of them, the ones GitHub said completed
+    completed: bool = False  # GitHub said the run completed
+    ours_done: int = 0  # our jobs of it we know finished (an event of them may have been lost)
+
+
+def run_slots_in_use(runs: Sequence[RunSlots]) -> int:
+    """Runners the runs we dispatched hold: every job of a run not yet completed, ours or not (the
+    planned count, or more when GitHub queued more on the label), less the ones known finished (by
+    GitHub's events, or our own jobs' states when more of them are known so); none once the run
+    completed."""
+    return sum(0 if r.completed else max(0, max(r.slots, r.seen) - max(r.done, r.ours_done)) for r in runs)
+
+
 @dataclass
 class _State:
     queues: dict[int, list[QueuedJob]]

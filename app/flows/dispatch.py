@@ -33,6 +33,7 @@ from app.flows.jobfinish import finish_job
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, SettingsError
 from app.store.audit import record
+from app.store.dispatchruns import follow_run
 from app.store.jobs import requeue
 from app.store.reports import mark_report_dirty
 
@@ -257,7 +258,7 @@ def dispatch_claim(
             detail={**detail, "error": str(exc)},
         )
         return
-    _record_run(session, jobs, run, target, detail)
+    _record_run(session, jobs, run, target, detail, claim.repo)
     result.dispatched_runs += 1
     result.dispatched_jobs += len(jobs)
     mark_report_dirty(session, claim.sweep_id)
@@ -269,6 +270,7 @@ def _record_run(
     run: dict[str, Any] | None,
     target: str,
     detail: dict[str, Any],
+    repo: str,
 ) -> None:
     """The dispatch went out: its run on every job (when known; else the repair poll finds it by name)."""
     now = utcnow()
@@ -277,6 +279,8 @@ def _record_run(
             job.run_id = int(run["workflow_run_id"])
             job.run_url = str(run.get("html_url") or run.get("run_url") or "") or None
         job.updated_at = now
+    if run is not None and jobs:
+        follow_run(session, jobs, int(run["workflow_run_id"]), repo)
     record(
         session,
         actor=BOT,

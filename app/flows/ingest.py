@@ -49,6 +49,10 @@ def _aware(value: datetime | None) -> datetime | None:
     return value
 
 
+class StoreUnavailable(Exception):
+    """The database could not take a batch of deliveries (none of it was stored)."""
+
+
 @dataclass(frozen=True)
 class Stored:
     created: bool

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Protocol
 
 import structlog
@@ -22,6 +23,7 @@ from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
+from app.store.dispatchruns import close_stale, open_runs
 from app.store.jobs import requeue
 from app.store.sweeps import sweep_mode
 
@@ -55,7 +57,7 @@ def _poll_targets(session_factory: sessionmaker[Session]) -> list[runpoll.Target
             .where(SweepJob.state.in_(JobState.IN_FLIGHT))
             .order_by(SweepJob.id)
         ).all()
-        return [
+        targets = [
             runpoll.Target(
                 job.id,
                 sweep.repo,
@@ -70,6 +72,17 @@ def _poll_targets(session_factory: sessionmaker[Session]) -> list[runpoll.Target
             for job, sweep in rows
             if sweep_mode(sweep) != "label" and (job.run_conclusion != "success" or waits_for_run(job))
         ]
+        # Runs we follow that no job of ours waits on any more (a retry's siblings still run):
+        # their completion frees runners, so the poll reads them too when the webhook was lost.
+        covered = {t.run_id for t in targets}
+        targets += [
+            runpoll.Target(
+                0, run.repo, run.run_id, run.run_name, JobState.RUNNING, None, aware(run.created_at)
+            )
+            for run in open_runs(session)
+            if run.run_id not in covered
+        ]
+        return targets
 
 
 def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFactory) -> RepairResult:
@@ -82,6 +95,14 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
     """
     settings = get_settings()
     result = RepairResult()
+    with session_factory() as session:
+        if close_stale(session, utcnow() - timedelta(seconds=settings.job_timeout_seconds)):
+            after_stale: list[Callable[[], None]] = [tick_later]
+        else:
+            after_stale = []
+        session.commit()
+    for callback in after_stale:
+        callback()
     polled = runpoll.poll_runs(
         session_factory,
         gw_factory,

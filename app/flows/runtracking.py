@@ -28,6 +28,7 @@ from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
+from app.store.dispatchruns import close_run, fold_run_job, follow_run
 from app.store.jobs import dispatch_group, match_jobs, requeue
 from app.store.reports import mark_report_dirty
 from app.store.sweeps import sweep_mode
@@ -176,19 +177,22 @@ def apply_workflow_job(
     run_id = wf_job.get("run_id")
     if run_id is None:
         return False
+    counted = fold_run_job(session, wf_job)  # every job of a run we follow holds a runner, ours or not
+    if counted and wf_job.get("status") == "completed":
+        after_commit.append(tick_later)  # a runner is free (a sibling's too): waiting work may go
     job = _job_for_wf_job(session, gw, match_jobs(session, int(run_id), None), wf_job)
     if job is None or job.run_id != int(run_id):
-        return False
+        return counted
     status, conclusion = wf_job.get("status"), wf_job.get("conclusion")
     now = utcnow()
     if job.state in JobState.FINAL:
-        return False
+        return counted
     if status == "in_progress" and job.state == JobState.DISPATCHED:
         job.state, job.started_at, job.updated_at = JobState.RUNNING, now, now
         mark_report_dirty(session, job.sweep_id)
         return True
     if status != "completed":
-        return False
+        return counted
     if conclusion == "success":
         if job.run_conclusion != "success":
             job.run_conclusion, job.updated_at = "success", now
@@ -199,7 +203,7 @@ def apply_workflow_job(
             after_commit.append(tick_later)
             mark_report_dirty(session, job.sweep_id)
             return True
-        return False
+        return counted
     job.run_conclusion = str(conclusion)
     fold_failure(session, job, failure_of(gw, sweep_repo(session, job), wf_job), wf_job, settings)
     after_commit.append(tick_later)
@@ -249,15 +253,22 @@ def apply_workflow_run(
     """Fold one ``workflow_run`` (webhook or REST shape) into our jobs; True when something changed."""
     settings = settings or get_settings()
     run_id = int(run["id"])
+    changed = False
+    if run.get("status") == "completed" and close_run(session, run_id, f"run {run.get('conclusion')}"):
+        changed = True
+        after_commit.append(tick_later)  # its runners are free, siblings of ours included
     # `name` is the workflow's name; the run's own title (run-name) is `display_title`.
     jobs = match_jobs(session, run_id, run_name_in_title(str(run.get("display_title") or "")))
     if not jobs:
-        return False
+        return changed
     now = utcnow()
-    changed = False
-    for job in jobs:
-        if job.run_id is None and job.state in JobState.IN_FLIGHT:  # found by name: adopt the run
-            job.run_id, job.run_url, changed = run_id, run.get("html_url"), True
+    adopted = [j for j in jobs if j.run_id is None and j.state in JobState.IN_FLIGHT]
+    for job in adopted:  # found by name: adopt the run
+        job.run_id, job.run_url, changed = run_id, run.get("html_url"), True
+    if adopted and not is_label_job(session, adopted[0]):
+        follow_run(session, adopted, run_id, sweep_repo(session, adopted[0]))
+        if run.get("status") == "completed":
+            close_run(session, run_id, f"run {run.get('conclusion')}")
     live = [j for j in jobs if j.state not in JobState.FINAL and j.run_id == run_id]
     if run.get("status") != "completed":
         if (

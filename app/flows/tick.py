@@ -35,6 +35,7 @@ from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.settings import get_settings
 from app.store import reuse
 from app.store.audit import record
+from app.store.dispatchruns import close_run
 from app.store.jobs import (
     QueuedOnLabel,
     QueuedRow,
@@ -99,6 +100,9 @@ def _preempt_canaries(
             job.attempts = max(0, job.attempts - 1)
         if run_id is not None:
             result.preempted.append((sweep0.repo, int(run_id)))
+            # Cancelled right after this commit: its runners go to the waiting real work in this
+            # tick (a cancel takes seconds; waiting a tick for its confirmation would idle them).
+            close_run(session, int(run_id), "preempted: cancelled by the bot for real work")
         note_preempted_hours(session, sweep0.id, spent)
         record(
             session,

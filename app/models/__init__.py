@@ -6,6 +6,7 @@ from app.models.core import AuditEntry, Delivery, DeliveryStatus, Heartbeat, Htt
 __all__ = ["AuditEntry", "Base", "Delivery", "DeliveryStatus", "Heartbeat", "HttpCacheEntry"]
 
 # Domain tables (each module owned by its capability) register themselves on Base.metadata.
+from app.models import dispatchruns as dispatchruns  # noqa: E402
 from app.models import heads as heads  # noqa: E402
 from app.models import nightly as nightly  # noqa: E402
 from app.models import redelivery as redelivery  # noqa: E402

@@ -60,6 +60,15 @@ class AuditSpool:
         )
         return spool_id
 
+    def settle(self, spool_id: str, outcome: str, detail: dict[str, Any]) -> None:
+        """The outcome of a spooled row's write, appended after it (the drain applies it)."""
+        line = json.dumps({"settles": spool_id, "outcome": outcome, "detail": detail}, default=str) + "\n"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with _LOCK, self._own_file().open("a", encoding="utf-8") as out:
+            out.write(line)
+            out.flush()
+            os.fsync(out.fileno())
+
     def pending(self) -> bool:
         """Whether any spool file waits (a stat or two: checked after each audit write)."""
         try:
@@ -71,18 +80,25 @@ class AuditSpool:
         """Insert every spooled row not yet in the table, commit, delete the files; rows inserted."""
         inserted = 0
         for claimed in self._claim():
-            rows = list(_read(claimed))
-            ids = [str(r["detail"]["spool_id"]) for r in rows]
-            have = _present(session, ids)
+            rows, settles = _read(claimed)
+            for row in rows:  # a row's outcome, when its write finished before the drain
+                got = settles.pop(row["detail"]["spool_id"], None)
+                if got is not None:
+                    row["outcome"], row["detail"] = got[0], {**row["detail"], **got[1]}
+            have = _present(session, [str(r["detail"]["spool_id"]) for r in rows] + list(settles))
             for row in rows:
                 if row["detail"]["spool_id"] not in have:
                     if row["caused_by"] == row["actor"]:
                         row["caused_by"] = None  # as audit.record stores it
                     session.add(AuditEntry(**row))
                     inserted += 1
+            for entry in have.values():  # rows an earlier drain inserted, settled since
+                got = settles.get(str((entry.detail or {}).get("spool_id")))
+                if got is not None:
+                    entry.outcome, entry.detail = got[0], {**(entry.detail or {}), **got[1]}
             session.commit()
             claimed.unlink(missing_ok=True)
-            log.info("audit_spool_drained", file=claimed.name, rows=len(rows), inserted=len(rows) - len(have))
+            log.info("audit_spool_drained", file=claimed.name, rows=len(rows), inserted=inserted)
         return inserted
 
     def _claim(self) -> Iterator[Path]:
@@ -107,25 +123,41 @@ class AuditSpool:
 _LOCK = threading.Lock()  # one process's threads append whole lines
 
 
-def _read(path: Path) -> Iterator[dict[str, Any]]:
+def _read(path: Path) -> tuple[list[dict[str, Any]], dict[str, tuple[str, dict[str, Any]]]]:
+    """The file's rows, and the outcomes appended for them (spool id -> outcome, detail)."""
+    rows: list[dict[str, Any]] = []
+    settles: dict[str, tuple[str, dict[str, Any]]] = {}
     with path.open("rb") as src:
         for raw in src:
-            if len(raw) > MAX_SPOOL_LINE_BYTES or not raw.endswith(b"\n"):
-                log.error("audit_spool_line_skipped", file=path.name, bytes=len(raw))
-                continue  # a torn last line (crash mid-append) or not ours
-            try:
-                row = json.loads(raw)
-            except ValueError:
+            line = _line(path, raw)
+            if line is None:
+                continue
+            if isinstance(line.get("settles"), str) and isinstance(line.get("detail"), dict):
+                settles[line["settles"]] = (str(line.get("outcome") or "ok"), line["detail"])
+                continue
+            detail = line.get("detail")
+            if not isinstance(detail, dict) or "spool_id" not in detail:
+                continue
+            row = {k: line.get(k) for k in _FIELDS}
+            if not isinstance(row["action"], str) or not isinstance(row["actor"], str):
                 log.error("audit_spool_line_skipped", file=path.name, bytes=len(raw))
                 continue
-            if isinstance(row, dict) and isinstance(row.get("detail"), dict) and "spool_id" in row["detail"]:
-                out = {k: row.get(k) for k in _FIELDS}
-                if not isinstance(out["action"], str) or not isinstance(out["actor"], str):
-                    log.error("audit_spool_line_skipped", file=path.name, bytes=len(raw))
-                    continue
-                out["outcome"] = out["outcome"] or "ok"  # audit.record's default
-                out["at"] = _moment(row.get("at"))
-                yield out
+            row["outcome"] = row["outcome"] or "ok"  # audit.record's default
+            row["at"] = _moment(line.get("at"))
+            rows.append(row)
+    return rows, settles
+
+
+def _line(path: Path, raw: bytes) -> dict[str, Any] | None:
+    if len(raw) > MAX_SPOOL_LINE_BYTES or not raw.endswith(b"\n"):
+        log.error("audit_spool_line_skipped", file=path.name, bytes=len(raw))
+        return None  # a torn last line (crash mid-append) or not ours
+    try:
+        line = json.loads(raw)
+    except ValueError:
+        log.error("audit_spool_line_skipped", file=path.name, bytes=len(raw))
+        return None
+    return line if isinstance(line, dict) else None
 
 
 _FIELDS = ("actor", "action", "target", "outcome", "detail", "delivery_id", "caused_by")
@@ -138,12 +170,13 @@ def _moment(text: Any) -> datetime:
         return datetime.now(UTC)
 
 
-def _present(session: Session, spool_ids: list[str]) -> set[str]:
+def _present(session: Session, spool_ids: list[str]) -> dict[str, AuditEntry]:
+    """The rows already in the table among ``spool_ids``, by spool id."""
     if not spool_ids:
-        return set()
+        return {}
     column = AuditEntry.detail["spool_id"].as_string()
-    found = session.scalars(select(column).where(column.in_(spool_ids))).all()
-    return {str(x) for x in found}
+    found = session.execute(select(column, AuditEntry).where(column.in_(spool_ids))).all()
+    return {str(spool_id): entry for spool_id, entry in found}
 
 
 def _alive(pid_text: str) -> bool:

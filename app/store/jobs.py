@@ -9,8 +9,9 @@ from sqlalchemy import case, func, null, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
-from app.core.release import DispatchSlots, slots_in_use
+from app.core.release import DispatchSlots, run_slots_in_use, slots_in_use
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob, SweepState
+from app.store.dispatchruns import followed, open_runs, run_slots
 
 
 def labels_with_work(session: Session) -> list[tuple[str, str]]:
@@ -24,13 +25,42 @@ def labels_with_work(session: Session) -> list[tuple[str, str]]:
 
 
 def inflight_slots(session: Session, label: str) -> int:
-    """Runner slots in use on ``label`` (``app.core.release.slots_in_use``): each in-flight dispatch
-    counts its slots once, less the jobs of it GitHub already said finished."""
+    """Runner slots in use on ``label``: every job of a run we dispatched and follow
+    (``app.store.dispatchruns``) until GitHub says the run completed, ours or not
+    (``app.core.release.run_slots_in_use``); and for in-flight jobs of runs we do not follow (no run
+    id yet, label mode, runs dispatched before runs were followed), each dispatch's slots once, less
+    the jobs of it GitHub already said finished (``app.core.release.slots_in_use``)."""
     rows = session.execute(
         select(
             SweepJob.run_name, SweepJob.id, SweepJob.slots, SweepJob.run_conclusion, SweepJob.run_id
         ).where(SweepJob.runner_label == label, SweepJob.state.in_(JobState.IN_FLIGHT))
     ).all()
+    runs = open_runs(session, label)
+    known = {r.run_id for r in runs} | followed(
+        session, sorted({int(r[4]) for r in rows if r[4] is not None} - {r.run_id for r in runs})
+    )
+    rows = [r for r in rows if r[4] is None or int(r[4]) not in known]
+    ours_done: dict[int, int] = {}
+    if runs:
+        # our jobs of those runs known finished (final, or GitHub said how they ended)
+        ours_done = {
+            int(run_id or 0): int(count)
+            for run_id, count in session.execute(
+                select(SweepJob.run_id, func.count())
+                .where(
+                    SweepJob.run_id.in_([r.run_id for r in runs]),
+                    or_(SweepJob.state.in_(JobState.FINAL), SweepJob.run_conclusion.is_not(None)),
+                )
+                .group_by(SweepJob.run_id)
+            ).all()
+        }
+    held = run_slots_in_use([run_slots(r, ours_done.get(r.run_id, 0)) for r in runs])
+    return held + _unfollowed_slots(session, rows)
+
+
+def _unfollowed_slots(session: Session, rows: Sequence[Any]) -> int:
+    """In-flight jobs of runs we do not follow: each dispatch counts its slots once, less the jobs of
+    it GitHub already said finished."""
     per_run: dict[str, list[int]] = {}  # run name -> [slots, running, finished]
     run_of: dict[int, str] = {}  # run id -> run name, of dispatches with jobs still running
     for run_name, job_id, slots, conclusion, run_id in rows:

@@ -6,87 +6,35 @@ commit, so the per-request cost of the WAL flush shrinks instead of capping thro
 At low load a batch is one request and the latency is one commit.
 
 On PostgreSQL the writer is one asynchronous psycopg connection per event loop and the batch is
-one prepared statement (``INSERT ... SELECT FROM unnest(arrays)``, the bodies sent as binary):
-no thread hop, no ORM, no per-row parameter processing. The connection is in autocommit, so
-the statement is its own transaction: when ``execute`` returns, the rows are committed. Other
+one prepared statement (``app.web.pgbatch``): no thread hop, no ORM, no per-row parameter
+processing. Other
 databases (the embedded SQLite) use ``app.flows.ingest.store_batch`` in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
-import psycopg
 from sqlalchemy.engine import make_url
 from starlette.concurrency import run_in_threadpool
 
 from app.core.delivery import IncomingDelivery
-from app.flows.ingest import Stored, delivery_rows, now, store_batch, stored_outcomes
+from app.flows.ingest import Stored, store_batch
 from app.settings import get_settings
 
 MAX_BATCH = 200
-CONNECT_TIMEOUT = 10  # seconds: a database host that does not answer is an outage (503), not a hang
-
-# The columns ``delivery_rows`` fills, with the array type each is sent as.
-COLUMNS: dict[str, str] = {
-    "id": "text",
-    "event": "text",
-    "action": "text",
-    "repo": "text",
-    "status": "text",
-    "attempts": "int4",
-    "body": "bytea",
-    "body_bytes": "int4",
-    "received_at": "timestamptz",
-    "enqueued_at": "timestamptz",
-    "finished_at": "timestamptz",
-}
-INSERT = (
-    f"INSERT INTO deliveries ({', '.join(COLUMNS)}) SELECT * FROM unnest("
-    + ", ".join(f"%({c})b::{t}[]" if t == "bytea" else f"%({c})s::{t}[]" for c, t in COLUMNS.items())
-    + ") ON CONFLICT (id) DO NOTHING RETURNING id"
-)
 
 Writer = Callable[[list[IncomingDelivery]], Awaitable[list[Stored]]]
-
-
-class PostgresBatchInsert:
-    """The batch as one prepared statement on a connection of its own (reopened after an error)."""
-
-    def __init__(self, conninfo: str) -> None:
-        self._conninfo = conninfo
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-
-    async def __call__(self, items: list[IncomingDelivery]) -> list[Stored]:
-        rows = delivery_rows(items, now())
-        params = {column: [row[column] for row in rows] for column in COLUMNS}
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = await psycopg.AsyncConnection.connect(
-                    self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT
-                )
-            cursor = await self._conn.execute(INSERT, params, prepare=True)
-            created = {row[0] for row in await cursor.fetchall()}
-        except psycopg.Error:
-            await self.close()  # a connection that failed once is not trusted again
-            raise
-        return stored_outcomes(items, created)
-
-    async def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.closed:
-            with contextlib.suppress(psycopg.Error):  # closing a broken one: nothing left to release
-                await conn.close()
 
 
 def writer_for(database_url: str) -> tuple[Writer, Callable[[], Awaitable[None]] | None]:
     """The batch writer for this database, and what closes it (None when nothing needs closing)."""
     url = make_url(database_url)
     if url.get_backend_name() in ("postgresql", "postgres"):
+        from app.web.pgbatch import PostgresBatchInsert  # lazy: psycopg only for a PostgreSQL database
+
         pg = PostgresBatchInsert(url.set(drivername="postgresql").render_as_string(hide_password=False))
         return pg, pg.close
     return _in_thread(store_batch), None
@@ -125,7 +73,7 @@ class GroupCommit:
             self._task = loop.create_task(self._run())
         assert self._queue is not None
         pending = _Pending(item, loop.create_future())
-        await self._queue.put(pending)
+        self._queue.put_nowait(pending)
         return await pending.done
 
     async def _run(self) -> None:

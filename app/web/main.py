@@ -25,7 +25,7 @@ from app.settings import Settings, get_settings
 from app.web.dashboard import STATIC_DIR
 from app.web.dashboard.routes import build_router
 from app.web.secheaders import SecurityHeaders
-from app.web.webhooks import install as install_webhooks
+from app.web.webhooks import edge_first
 
 
 class _StoredDeliveries:
@@ -87,7 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
     )
     api.add_middleware(SecurityHeaders)  # CSP, no framing, nosniff, referrer policy (not on webhooks)
-    install_webhooks(api)  # a plain ASGI route in front of the stack (issue 19)
+    api = edge_first(api)  # the webhook route is answered before FastAPI's layers (issue 19)
 
     stored = _StoredDeliveries()
     scrape_registry = CollectorRegistry()

@@ -96,8 +96,23 @@ def test_writes_are_audited_and_sticky_comments_converge(
     bodies = [c.body for c in sim.world.repo(REPO).comments.values() if marker in c.body]
     assert bodies == ["hello again\n\n" + marker]
     db_session.flush()
-    actions = [a.action for a in db_session.query(AuditEntry).order_by(AuditEntry.id)]
-    assert actions == ["github.issues/create-comment", "github.issues/update-comment"]
+    rows = [(a.action, a.outcome) for a in db_session.query(AuditEntry).order_by(AuditEntry.id)]
+    assert rows == [("github.issues/create-comment", "ok"), ("github.issues/update-comment", "ok")]
+
+
+def test_a_write_github_refuses_is_audited_as_refused_with_its_status(
+    gw: GitHubGateway, db_session: Session
+) -> None:
+    with pytest.raises(NotFound):
+        gw.update_comment(REPO, 987654321, "gone")
+    db_session.flush()
+    (row,) = db_session.query(AuditEntry).all()
+    assert (row.action, row.outcome, row.target) == (
+        "github.issues/update-comment",
+        "refused",
+        f"{REPO} comment 987654321",
+    )
+    assert row.detail is not None and row.detail["status"] == 404 and "404" in row.detail["error"]
 
 
 @pytest.mark.parametrize("explicit_installation", [True, False])

@@ -4,8 +4,7 @@ CliRunner, on a migrated SQLite database and an in-process simulated GitHub with
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,6 +21,7 @@ from app.flows.tick import tick
 from sim.scenario import BENCH_REPO, RECIPE_BRANCH, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
+from tests.helpers.wait import wait_for
 
 KEY = "minimaxm3-fp4-mi355x-vllm"
 PR = 2104
@@ -85,13 +85,6 @@ def _factory() -> Any:
     from app.db import session_factory
 
     return session_factory()
-
-
-def _wait(cond: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def _create(*extra: str) -> Result:
@@ -184,7 +177,9 @@ def test_cancel_cancels_queued_jobs_and_running_runs(
 
     assert _create("--seq", "8k1k").exit_code == 0
     tick(_factory(), _gw)
-    _wait(lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(slow_world)) == 9, "9 running jobs")
+    wait_for(
+        lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(slow_world)) == 9, "9 running jobs"
+    )
     repair_jobs(_factory(), _gw)  # the poll fallback sees the runs in progress
     db_session.expire_all()
     states = sorted(j.state for j in db_session.scalars(select(SweepJob)))
@@ -198,7 +193,7 @@ def test_cancel_cancels_queued_jobs_and_running_runs(
     assert out.output.strip().splitlines()[-1] == "sweep 1: cancelled"  # after the audit log lines
     db_session.expire_all()
     assert {j.state for j in db_session.scalars(select(SweepJob))} == {"cancelled"}
-    _wait(lambda: not _sim_open_jobs(slow_world), "the sim to stop the cancelled runs", 5)
+    wait_for(lambda: not _sim_open_jobs(slow_world), "the sim to stop the cancelled runs", 5)
     with slow_world.lock:
         assert {r.conclusion for r in slow_world.runs.values()} == {"cancelled"}
         assert len(slow_world.runs) == 9
@@ -254,7 +249,7 @@ def test_report_prints_the_comment_markdown(fast_world: Any, db_session: Session
     assert "**Running**" in running.output and "0/2 points done" in running.output
 
     tick(_factory(), _gw)
-    _wait(lambda: len(fast_world.runs) == 2 and not _sim_open_jobs(fast_world), "the two runs")
+    wait_for(lambda: len(fast_world.runs) == 2 and not _sim_open_jobs(fast_world), "the two runs")
     repair_jobs(_factory(), _gw)
     db_session.expire_all()
     for job in db_session.scalars(select(SweepJob).where(SweepJob.run_conclusion == "success")).all():

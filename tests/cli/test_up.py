@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from sim.server import free_port
@@ -83,6 +84,29 @@ def _up(cwd: Path, env: dict[str, str], port: int, sim_port: int) -> Iterator[st
     assert leftover == "", "part of the process tree is still running"
 
 
+def _beat_seen_twice(data_dir: Path, timeout: float = 30) -> None:
+    """The beat schedule fires: the heartbeat task only beat sends is run, and run again."""
+    deadline, seen = time.monotonic() + timeout, set()
+    while time.monotonic() < deadline and len(seen) < 2:
+        db = sqlite3.connect(data_dir / "sim" / "sweepbot.sqlite3")
+        try:
+            seen |= {row[0] for row in db.execute("SELECT seen_at FROM heartbeats WHERE name = 'beat'")}
+        finally:
+            db.close()
+        time.sleep(0.5)
+    assert len(seen) >= 2, f"beat's heartbeat task did not run twice within {timeout:.0f}s: {seen}"
+
+
+def _service_processes(data_dir: Path) -> list[list[str]]:
+    """The `python -m app <command>` processes running for this data dir (no pool children)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        env, cmd = proc.info["environ"] or {}, proc.info["cmdline"] or []
+        if env.get("SWEEPBOT_DATA_DIR") == str(data_dir) and cmd[1:3] == ["-m", "app"]:
+            found.append(cmd[3:])
+    return found
+
+
 def _wait_for_status_comment(port: int, sim_port: int) -> None:
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline:
@@ -116,6 +140,11 @@ def test_up_serves_refuses_a_second_copy_and_restarts_consistently(tmp_path: Pat
             ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()
             assert ready["ready"] is True
             assert httpx.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 200
+            # The embedded stack is three processes: beat is a thread of the worker, and fires.
+            commands = sorted(cmd[0] for cmd in _service_processes(data))
+            assert commands == ["api", "up", "worker"], _service_processes(data)
+            assert ["worker", "--beat"] in _service_processes(data)
+            _beat_seen_twice(data)
             _wait_for_status_comment(port, sim_port)
             watches = httpx.get(f"http://127.0.0.1:{port}/api/watches", timeout=5).json()["watches"]
             assert watches["items"][0]["config_key"] == "minimaxm3-fp4-mi355x-vllm"

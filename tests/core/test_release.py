@@ -12,8 +12,10 @@ from app.core.release import (
     DispatchSlots,
     QueuedJob,
     Release,
+    RunSlots,
     SweepQueue,
     plan_release,
+    run_slots_in_use,
     slots_in_use,
 )
 
@@ -189,3 +191,42 @@ SLOT_CASES = [
 @pytest.mark.parametrize(("name", "dispatches", "expected"), SLOT_CASES, ids=[c[0] for c in SLOT_CASES])
 def test_slots_in_use(name: str, dispatches: list[DispatchSlots], expected: int) -> None:
     assert slots_in_use(dispatches) == expected
+
+
+RUN_CASES = [
+    ("no run of ours going", [], 0),
+    ("a run nothing of which GitHub reported yet holds its planned slots", [RunSlots(4, 0, 0)], 4),
+    ("each job GitHub says completed frees its runner", [RunSlots(4, 4, 3)], 1),
+    (
+        "a retry's run: the retried job finished, its three re-run siblings (results we have) still run",
+        [RunSlots(4, 4, 1)],
+        3,
+    ),
+    ("every job completed but the run not yet: nothing held", [RunSlots(4, 4, 4)], 0),
+    (
+        "the run completed: nothing held, whatever was heard of its jobs",
+        [RunSlots(4, 2, 1, completed=True)],
+        0,
+    ),
+    (
+        "more jobs on the label than planned (an eval job the generator added): each holds a runner",
+        [RunSlots(4, 5, 1)],
+        4,
+    ),
+    (
+        "our jobs known finished count when their events were lost; a sibling's never does",
+        [RunSlots(4, 1, 0, ours_done=1)],
+        3,
+    ),
+    (
+        "what GitHub said and what our jobs say: the larger count of finished jobs",
+        [RunSlots(4, 4, 3, ours_done=1)],
+        1,
+    ),
+    ("several runs add up", [RunSlots(4, 4, 1), RunSlots(4, 0, 0), RunSlots(1, 1, 0)], 8),
+]
+
+
+@pytest.mark.parametrize(("name", "runs", "expected"), RUN_CASES, ids=[c[0] for c in RUN_CASES])
+def test_run_slots_in_use(name: str, runs: list[RunSlots], expected: int) -> None:
+    assert run_slots_in_use(runs) == expected

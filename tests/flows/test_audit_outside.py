@@ -12,8 +12,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from app.adapters.github.gateway import SessionAudit
 from app.db import engine_for
 from app.models import AuditEntry
+from app.settings import Settings
 from app.store import audit
 from app.store.auditspool import AuditSpool
 
@@ -168,3 +170,63 @@ def test_a_spool_file_another_live_process_is_draining_is_left_alone(
     )
     assert spool.drain(db_session) == 0
     assert busy.exists()
+
+
+@pytest.mark.services
+def test_the_row_is_written_ahead_of_the_write_so_a_crash_after_github_accepted_it_leaves_a_trace(
+    pg_clean_url: str, tmp_path: Path
+) -> None:
+    """The worker dies (SIGKILL) after GitHub accepted a dispatch and before the outcome was
+    recorded: the row written ahead says the write was sent (``pending``); a settled one says ok."""
+    engine = engine_for(pg_clean_url)
+    settings = Settings(data_dir=tmp_path, database_url=pg_clean_url)
+    with Session(engine) as caller:
+        audit_trail = SessionAudit(caller, actor="alice", delivery_id="d-1", settings=settings)
+        crashed = audit_trail.before("github.actions/create-workflow-dispatch", "o/r e2e-tests.yml")
+        caller.rollback()  # the process is gone: nothing after the write ran
+        done = audit_trail.before("github.issues/create-comment", "o/r#1")
+        audit_trail.after(done, "ok", {"status": 201, "id": 5})
+    assert isinstance(crashed, audit.Mark) and crashed.entry_id is not None
+    with Session(engine) as check:
+        rows = check.scalars(select(AuditEntry).order_by(AuditEntry.id)).all()
+    assert [(r.action, r.outcome, r.caused_by, r.delivery_id) for r in rows] == [
+        ("github.actions/create-workflow-dispatch", "pending", "alice", "d-1"),
+        ("github.issues/create-comment", "ok", "alice", "d-1"),
+    ]
+    assert rows[1].detail == {"status": 201, "id": 5}
+
+
+@pytest.mark.services
+def test_a_write_sent_while_the_database_was_down_lands_with_its_outcome(
+    pg_clean_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    engine = engine_for(pg_clean_url)
+    spool = AuditSpool(tmp_path / "spool")
+    real_record = audit.record
+    down = [True]
+
+    def maybe_down(session: Session, **fields: Any) -> AuditEntry:
+        if down[0]:
+            raise OperationalError("INSERT", {}, Exception("connection refused"))
+        return real_record(session, **fields)
+
+    monkeypatch.setattr(audit, "record", maybe_down)
+    with Session(engine) as caller:
+        mark = audit.record_outside(
+            caller,
+            sleep=lambda _s: None,
+            spool=spool,
+            actor="sweepbot",
+            action="github.git/update-ref",
+            outcome="pending",
+            detail={},
+        )
+        audit.settle_outside(
+            caller, mark, outcome="ok", detail={"status": 200, "ref": "refs/heads/x"}, spool=spool
+        )
+    down[0] = False
+    with Session(engine) as session:
+        assert spool.drain(session) == 1
+        (row,) = session.scalars(select(AuditEntry)).all()
+    assert (row.action, row.outcome) == ("github.git/update-ref", "ok")
+    assert row.detail is not None and row.detail["ref"] == "refs/heads/x"

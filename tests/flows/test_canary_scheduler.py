@@ -22,7 +22,16 @@ from app.models.core import AuditEntry
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
 from app.models.tracking import BotConfigRecord
 from app.store.jobs import inflight_slots
-from tests.sweep_fakes import KEY, REPO, FakeCancel, FakeGitHub, FakeRequest, FakeTick, bench_files
+from tests.sweep_fakes import (
+    KEY,
+    REPO,
+    FakeCancel,
+    FakeGitHub,
+    FakeRequest,
+    FakeTick,
+    bench_files,
+    runs_complete,
+)
 
 
 @pytest.fixture
@@ -127,6 +136,7 @@ def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
             ):
                 finish_job(s, job.id, JobState.SUCCEEDED)
             s.commit()
+        runs_complete(env["factory"], gh, real)
         res = tick(env["factory"], lambda s: FakeTick(gh))
         if JobState.QUEUED in _states(env["factory"], real):
             assert _states(env["factory"], canary) == [JobState.QUEUED, JobState.QUEUED]
@@ -136,6 +146,7 @@ def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
         ):
             finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
+    runs_complete(env["factory"], gh, real)
     tick(env["factory"], lambda s: FakeTick(gh))
     assert _states(env["factory"], canary) == [JobState.DISPATCHED, JobState.DISPATCHED]
 
@@ -171,7 +182,10 @@ def test_real_work_preempts_running_canaries(env: dict[str, Any]) -> None:
         for job in s.scalars(select(SweepJob).where(SweepJob.sweep_id == real)):
             finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
-    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == slots
+    # its filtered-out points hold their runners until GitHub says the run completed
+    early = tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs
+    runs_complete(env["factory"], gh, real)
+    assert early < slots and early + tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == slots
 
 
 def test_the_weekly_budget_holds_canaries(env: dict[str, Any]) -> None:

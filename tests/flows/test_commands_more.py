@@ -9,8 +9,7 @@ an outsider, a malformed command, a quoted command and a redelivery. This file c
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ from app.flows.tick import tick
 from sim.scenario import BENCH_REPO, BOT, IMAGE, MASTER_PATH, OUTSIDER, RECIPE_BRANCH, VLLM_REPO, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings, iso
+from tests.helpers.wait import wait_for
 
 PR = 2104
 KEY = "minimaxm3-fp4-mi355x-vllm"
@@ -135,13 +135,6 @@ def _audit(session: Session, action: str) -> list[tuple[str, str]]:
     return [(a.actor, a.outcome) for a in rows]
 
 
-def _wait(cond: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def _sim_open_jobs(world: Any) -> list[Any]:
     with world.lock:
         return [j for j in world.jobs.values() if j.status != "completed"]
@@ -230,7 +223,7 @@ def test_sweep_cancel_cancels_queued_jobs_and_running_runs(sim: dict[str, Any], 
     world = sim["world"]
     assert _comment(db_session, world, MAINTAINER, "/sweep seq=8k1k").results == [("/sweep", "ok")]
     tick(_factory(), _gw)
-    _wait(lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(world)) == 9, "nine running jobs")
+    wait_for(lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(world)) == 9, "nine running jobs")
     repair_jobs(_factory(), _gw)
     # by conc: the two evaluated points' eval-only jobs (e2e-tests.yml's `eval /`) take two of the 9
     # runners, so the last two runs (conc 2, 4) wait for one; conc 1 is not dispatched yet
@@ -247,7 +240,7 @@ def test_sweep_cancel_cancels_queued_jobs_and_running_runs(sim: dict[str, Any], 
     done = _comment(db_session, world, MAINTAINER, "/sweep cancel")
     assert done.results == [("/sweep cancel", "ok")] and "Cancelled sweep(s) #1." in (done.reply or "")
     assert set(_job_states(db_session)) == {"cancelled"}
-    _wait(lambda: not _sim_open_jobs(world), "the sim to stop the cancelled runs", 5)
+    wait_for(lambda: not _sim_open_jobs(world), "the sim to stop the cancelled runs", 5)
     with world.lock:
         assert len(world.runs) == 9 and {r.conclusion for r in world.runs.values()} == {"cancelled"}
     assert tick(_factory(), _gw).dispatched_runs == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,6 +30,7 @@ from app.settings import get_settings, reset_settings_cache
 from sim.scenario import BENCH_REPO, MASTER_PATH, RECIPE_BRANCH, SeedScenario, runner_counts, runner_nodes
 from sim.server import SimServer
 from sim.world import SimSettings, World
+from tests.helpers.wait import wait_for
 from tests.recipe_helpers import fixture_text
 
 PR = 2104
@@ -77,13 +78,6 @@ def _gw(session: Session) -> Any:
     return gateway(get_settings(), session)
 
 
-def _wait(cond: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def _sweep(db_session: Session, key: str, filters: SweepFilters) -> int:
     req = request_sweep(
         db_session,
@@ -104,7 +98,7 @@ def _run_and_collect(db_session: Session, world: World, sweep_id: int) -> list[S
     deadline = time.monotonic() + 60
     while True:
         tick(factory, _gw)
-        _wait(lambda: all(r.status == "completed" for r in world.runs.values()), "the runs")
+        wait_for(lambda: all(r.status == "completed" for r in world.runs.values()), "the runs", 30)
         repair_jobs(factory, _gw)
         db_session.expire_all()
         jobs = db_session.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id)).all()

@@ -22,10 +22,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from app.core.clock import aware, utcnow
 from app.db import session_scope
 from app.models import Delivery
 from tests.conftest import ROOT
 from tests.helpers.signing import fixture_payloads, headers_for
+from tests.helpers.wait import wait_for
 
 SECRET = "worker-test-secret"
 
@@ -61,15 +63,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def statuses() -> dict[str, str]:
@@ -119,14 +112,21 @@ def test_fixture_payloads_processed_by_a_real_worker(stack: Stack, fixtures_dir:
             expected[delivery_id] = event
         wait_for(
             lambda: all(s in ("done", "ignored", "failed") for s in statuses().values()),
-            90,
             "every delivery to finish",
+            90,
         )
         final = statuses()
         assert set(final) == set(expected)
         assert all(s in ("done", "ignored") for s in final.values()), final
     finally:
         _stop(worker)
+
+
+def _lease_over(delivery_id: str) -> bool:
+    with session_scope() as s:
+        row = s.get(Delivery, delivery_id)
+        lease = aware(row.lease_until) if row is not None else None
+        return lease is not None and lease < utcnow()
 
 
 def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
@@ -137,7 +137,7 @@ def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
     worker = stack.start_worker()
     try:
         assert stack.post("sweepbot_test", body, "kill-1") == 202
-        wait_for(lambda: Path(str(effects) + ".started").exists(), 60, "the handler to start")
+        wait_for(lambda: Path(str(effects) + ".started").exists(), "the handler to start", 60)
         os.killpg(worker.pid, signal.SIGKILL)  # mid-task: the handler is sleeping
         worker.wait(timeout=10)
         assert statuses()["kill-1"] == "processing"
@@ -145,9 +145,11 @@ def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
         _stop(worker)
     worker = stack.start_worker()
     try:
-        time.sleep(3.2)  # the dead worker's lease runs out
+        # The lease is a wall-clock contract between processes (the dead worker wrote it): wait
+        # until the database says it ran out, not a fixed time.
+        wait_for(lambda: _lease_over("kill-1"), "the dead worker's lease to run out", 15, every=0.1)
         assert reap(grace_seconds=0) == ["kill-1"]
-        wait_for(lambda: statuses()["kill-1"] == "done", 60, "the delivery to complete")
+        wait_for(lambda: statuses()["kill-1"] == "done", "the delivery to complete", 60)
         assert effects.read_text().splitlines() == ["kill-1"]
         with session_scope() as s:
             assert s.get(Delivery, "kill-1").attempts == 2  # type: ignore[union-attr]
@@ -173,14 +175,14 @@ def test_broker_unreachable_then_reaped(stack: Stack, settings_env: pytest.Monke
         with session_scope() as s:
             return s.get(Delivery, "nobroker-1").enqueued_at is None  # type: ignore[union-attr]
 
-    wait_for(unrung, 15, "the doorbell to record that it could not ring")
+    wait_for(unrung, "the doorbell to record that it could not ring", 15)
     # The broker is back: the reaper (normally on beat) re-enqueues, a worker processes it once.
     settings_env.setenv("SWEEPBOT_BROKER_URL", good_broker)
     reset_settings_cache()
     worker = stack.start_worker()
     try:
         assert reap(grace_seconds=0) == ["nobroker-1"]
-        wait_for(lambda: statuses()["nobroker-1"] == "done", 60, "the reaped delivery to complete")
+        wait_for(lambda: statuses()["nobroker-1"] == "done", "the reaped delivery to complete", 60)
         assert effects.read_text().splitlines() == ["nobroker-1"]
     finally:
         _stop(worker)

@@ -20,6 +20,7 @@ from app.core.redelivery import Item, judge_page, next_cursor, parse_item
 from sim.scenario import BENCH_REPO, SeedScenario
 from sim.server import SimServer, free_port
 from sim.world import SimSettings
+from tests.helpers.wait import wait_for
 
 PR = 2104
 
@@ -128,13 +129,6 @@ def app_world(db_session: Session, settings_env: pytest.MonkeyPatch, tmp_path: P
         yield sim, port
 
 
-def _wait(cond: Any, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def test_webhooks_dropped_while_the_bot_is_down_are_recovered_once_each(
     app_world: Any, db_session: Session
 ) -> None:
@@ -149,7 +143,7 @@ def test_webhooks_dropped_while_the_bot_is_down_are_recovered_once_each(
     world = sim.world
     # The bot is down: three commands are posted and GitHub fails to deliver each of them.
     comments = [world.add_comment(BENCH_REPO, PR, "bob-maintainer", f"/help\n\nask {n}") for n in range(3)]
-    _wait(
+    wait_for(
         lambda: sum(d.event == "issue_comment" and d.status == "failed" for d in world.deliveries) == 3,
         "failures",
     )
@@ -165,7 +159,7 @@ def test_webhooks_dropped_while_the_bot_is_down_are_recovered_once_each(
             db_session, gw, "app", max_pages=20, max_requests=10, horizon_seconds=3 * 86400, per_page=2
         )
         assert report.requested == 3 and report.complete and report.pages > 1
-        _wait(
+        wait_for(
             lambda: len(db_session.scalars(select(Delivery.id).where(Delivery.id.in_(lost))).all()) == 3,
             "the redelivered webhooks stored",
         )
@@ -205,7 +199,7 @@ def test_a_bounded_cycle_resumes_where_it_stopped(app_world: Any, db_session: Se
     world = sim.world
     for n in range(5):
         world.add_comment(BENCH_REPO, PR, "bob-maintainer", f"note {n}")
-    _wait(
+    wait_for(
         lambda: sum(d.event == "issue_comment" and d.status == "failed" for d in world.deliveries) == 5,
         "failures",
     )

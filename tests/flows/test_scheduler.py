@@ -48,6 +48,7 @@ from tests.sweep_fakes import (
     FakeRunTracking,
     FakeTick,
     bench_files,
+    runs_complete,
 )
 
 
@@ -168,6 +169,9 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
             if job.state == JobState.DISPATCHED:
                 finish_job(s, job.id, JobState.SUCCEEDED)
         s.commit()
+    # the filtered-out 1k1k points of those runs hold their runners until GitHub says the runs completed
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
+    runs_complete(env["factory"], gh, req.sweep.id)
     tick(env["factory"], lambda s: FakeTick(gh))
     assert len(gh.dispatches) == 3 and _inflight(env["factory"]) <= 10
 
@@ -265,6 +269,8 @@ def test_priority_then_round_robin(env: dict[str, Any]) -> None:
             for job in s.scalars(select(SweepJob).where(SweepJob.state == JobState.DISPATCHED)).all():
                 finish_job(s, job.id, JobState.SUCCEEDED)
             s.commit()
+        for sweep in (a, b, c):
+            runs_complete(env["factory"], gh, sweep.sweep.id)
         before = len(gh.dispatches)
         tick(env["factory"], lambda s: FakeTick(gh))
         order += [int(d["inputs"]["test-name"].split("-")[1]) for d in gh.dispatches[before:]]
@@ -426,7 +432,15 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
     assert by_id[bad.id].state == JobState.FAILED and (by_id[bad.id].reason or "").startswith(
         "benchmark failure: failed in step 'Launch job script': Process completed with exit code 1."
     )
-    # the succeeded job only waits for collection, so its runner is free: the retry goes out now
+    # the succeeded job only waits for collection, so its runner is free; the run's filtered-out
+    # 1k1k points hold theirs until GitHub says the run completed: then the retry goes out
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
+    gh.run_jobs[run_id] = [
+        _wf_job(gh, run_id, ok, "success"),
+        _wf_job(gh, run_id, lost, "failure", lost=True),
+        _wf_job(gh, run_id, bad, "failure"),
+    ]
+    runs_complete(env["factory"], gh, req.sweep.id, conclusion="failure")
     assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
     with env["factory"]() as s:
         finish_job(s, ok.id, JobState.SUCCEEDED, result_url="r1")

@@ -15,7 +15,7 @@ from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
 from app.store.jobs import inflight_slots
-from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRequest, FakeTick
+from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRequest, FakeTick, runs_complete
 
 
 @pytest.mark.services
@@ -77,7 +77,10 @@ def test_concurrent_ticks_never_double_dispatch(pg_clean_url: str, settings_env:
         with factory() as s:  # finish what is in flight so the next round races again
             for job in s.scalars(select(SweepJob).where(SweepJob.state == JobState.DISPATCHED)).all():
                 finish_job(s, job.id, JobState.SUCCEEDED)
+            sweep_ids = sorted({j.sweep_id for j in s.scalars(select(SweepJob))})
             s.commit()
+        for sweep_id in sweep_ids:  # GitHub says their runs completed: the filtered-out points too
+            runs_complete(factory, gh, sweep_id)
     with factory() as s:
         dispatched = s.scalars(select(SweepJob).where(SweepJob.state == JobState.SUCCEEDED)).all()
         assert all(j.attempts == 1 for j in dispatched)

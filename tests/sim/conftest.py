@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from github import Auth, Github
@@ -49,11 +48,3 @@ def client(sim: SimServer, token: str) -> Github:
 
 def gh_as(sim: SimServer, login: str) -> Github:
     return client(sim, f"token-{login}")
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)

@@ -19,7 +19,8 @@ from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
 from tests.conftest import FIXTURES
-from tests.sim.conftest import FAST, TEST_CONFIG, wait_for
+from tests.helpers.wait import wait_for
+from tests.sim.conftest import FAST, TEST_CONFIG
 
 SPEC_PATH = FIXTURES / "github" / "openapi-subset.json"
 

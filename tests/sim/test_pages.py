@@ -8,7 +8,7 @@ import re
 import httpx
 
 from sim.server import SimServer
-from tests.sim.conftest import wait_for
+from tests.helpers.wait import wait_for
 
 BENCH = "SemiAnalysisAI/InferenceX"
 

@@ -14,7 +14,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from github import Auth, Github, GithubException, GithubIntegration, InputGitTreeElement
 
 from sim.server import SimServer
-from tests.sim.conftest import TEST_CONFIG, client, gh_as, wait_for
+from tests.helpers.wait import wait_for
+from tests.sim.conftest import TEST_CONFIG, client, gh_as
 
 BENCH = "SemiAnalysisAI/InferenceX"
 KEY = "minimaxm3-fp4-mi355x-vllm"

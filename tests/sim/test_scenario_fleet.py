@@ -12,7 +12,8 @@ from sim.scenario import RECIPE_BRANCH, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings, World
 from tests.conftest import FIXTURES
-from tests.sim.conftest import TEST_CONFIG, client, gh_as, wait_for
+from tests.helpers.wait import wait_for
+from tests.sim.conftest import TEST_CONFIG, client, gh_as
 
 KEY = "minimaxm3-fp4-mi355x-vllm"
 

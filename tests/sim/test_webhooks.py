@@ -17,7 +17,8 @@ from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
 from tests.conftest import FIXTURES
-from tests.sim.conftest import FAST, client, wait_for
+from tests.helpers.wait import wait_for
+from tests.sim.conftest import FAST, client
 
 BUNDLE = FIXTURES / "github" / "schema" / "webhooks-subset.bundle.schema.json"
 

@@ -164,18 +164,21 @@ def test_openapi_documents_the_api(dash: tuple[TestClient, Session, Seeded]) -> 
     client, _session, _s = dash
     spec = client.get("/openapi.json").json()
     paths = spec["paths"]
-    for path in (
-        "/api/overview",
-        "/api/watches",
-        "/api/sweeps",
-        "/api/sweeps/{sweep_id}",
-        "/api/results/{config_key}",
-        "/api/deliveries",
-        "/api/deliveries/{delivery_id}",
-        "/api/audit",
-    ):
+    # Every read answers a named model (not an untyped object), so clients can generate from it.
+    models = {
+        "/api/overview": "Overview",
+        "/api/watches": "WatchesOut",
+        "/api/sweeps": "Page_SweepOut_",
+        "/api/sweeps/{sweep_id}": "SweepDetail",
+        "/api/results/{config_key}": "ResultsKeyOut",
+        "/api/deliveries": "Page_DeliveryOut_",
+        "/api/deliveries/{delivery_id}": "DeliveryDetail",
+        "/api/audit": "Page_AuditOut_",
+    }
+    for path, model in models.items():
         schema = paths[path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
-        assert "$ref" in schema or "items" in schema, path
+        assert schema == {"$ref": f"#/components/schemas/{model}"}, path
+        assert model in spec["components"]["schemas"], model
     for path in (
         "/api/sweeps/{sweep_id}/cancel",
         "/api/sweeps/{sweep_id}/retry",

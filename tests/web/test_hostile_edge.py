@@ -112,3 +112,24 @@ def test_database_outage_answers_503_json_with_retry_after(settings_env: pytest.
 
 def test_signature_helper_still_accepts_the_real_format() -> None:
     verify_signature(BODY, sign(BODY, "s"), [b"s"])
+
+
+def _hex(body: bytes, secret: str) -> str:
+    return sign(body, secret).removeprefix("sha256=")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "sha256=" + _hex(BODY, "s").upper(),  # the digest GitHub sends is lower-case hex
+        "sha256=" + " ".join(_hex(BODY, "s")[i : i + 2] for i in range(0, 64, 2)),
+        "sha256=" + _hex(BODY, "s")[:-2],
+        "sha256=" + _hex(BODY, "s") + "00",
+        "sha256=" + _hex(BODY, "other"),
+    ],
+)
+def test_only_the_exact_lower_case_digest_of_a_configured_secret_is_accepted(header: str) -> None:
+    with pytest.raises(WebhookRejected) as info:
+        verify_signature(BODY, header, [b"s", b"t"])
+    assert (info.value.status, info.value.error) == (401, "bad_signature")
+    verify_signature(BODY, "sha256=" + _hex(BODY, "t"), [b"s", b"t"])  # the second secret matches

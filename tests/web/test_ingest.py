@@ -15,6 +15,7 @@ from app.flows.ingest import process_delivery, reap
 from app.models import Delivery
 from app.settings import reset_settings_cache
 from tests.helpers.signing import fixture_payloads, headers_for
+from tests.helpers.wait import wait_for
 
 SECRET = "it's a secret to everybody"
 OLD_SECRET = "rotated-out-soon"
@@ -256,9 +257,11 @@ def test_an_attempt_that_outlived_its_lease_does_not_overwrite_the_newer_one(
     client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch, extra_handlers: None
 ) -> None:
     import threading
-    import time
+    from datetime import timedelta
 
-    settings_env.setenv("SWEEPBOT_DELIVERY_LEASE_SECONDS", "1")
+    from app.flows import ingest
+
+    settings_env.setenv("SWEEPBOT_DELIVERY_LEASE_SECONDS", "60")
     reset_settings_cache()
     effects, gate = tmp_path / "gate.txt", tmp_path / "open"
     body = json.dumps({"effects": str(effects), "gate": str(gate)}).encode()
@@ -266,7 +269,11 @@ def test_an_attempt_that_outlived_its_lease_does_not_overwrite_the_newer_one(
     first: list[str] = []
     slow = threading.Thread(target=lambda: first.append(process_delivery("gate-1")))
     slow.start()
-    time.sleep(1.5)  # the first attempt is still waiting and its lease has run out
+    wait_for(lambda: Path(str(effects) + ".first").exists(), "the first attempt to start", 20)
+    # The first attempt is still waiting at its gate; the clock moves past its 60-second lease
+    # (an injected clock: no wall-clock wait for the lease to run out).
+    real_now = ingest.now
+    settings_env.setattr(ingest, "now", lambda: real_now() + timedelta(seconds=61))
     assert process_delivery("gate-1") == "done"  # a second worker takes it and finishes
     gate.write_text("open")
     slow.join(timeout=30)

@@ -48,9 +48,40 @@ def client(
         yield c
 
 
-def test_rows_and_the_prepared_insert_name_the_same_columns() -> None:
-    item = IncomingDelivery("d-1", "push", None, "o/r", b"{}")
-    assert list(delivery_rows([item], datetime.now(UTC))[0]) == list(groupcommit.COLUMNS)
+def test_the_prepared_insert_stores_the_rows_delivery_rows_describes(
+    pg_clean_url: str, settings_env: pytest.MonkeyPatch
+) -> None:
+    # The PostgreSQL path sends five arrays and derives the other columns in SQL; the SQLite path
+    # (store_batch) inserts delivery_rows as they are. Both must store the same rows.
+    settings_env.setenv("SWEEPBOT_DATABASE_URL", pg_clean_url)
+    reset_settings_cache()
+    items = [
+        IncomingDelivery("r-push", "push", None, "o/r", b'{"ref": "refs/heads/main"}'),
+        IncomingDelivery("r-ping", "ping", None, None, b'{"zen": "x"}'),
+        IncomingDelivery("r-comment", "issue_comment", "created", "o/r", b'{"action": "created"}'),
+        IncomingDelivery("r-push", "push", None, "o/r", b'{"ref": "again"}'),  # repeated in the batch
+    ]
+    insert, close = groupcommit.writer_for(pg_clean_url)
+
+    async def write() -> list[Any]:
+        try:
+            return await insert(items)
+        finally:
+            assert close is not None
+            await close()
+
+    before = datetime.now(UTC)
+    outcomes = asyncio.run(write())
+    assert [o.created for o in outcomes] == [True, True, True, False]
+    with session_scope() as s:
+        stored = {d.id: d for d in s.execute(select(Delivery)).scalars()}
+    assert set(stored) == {"r-push", "r-ping", "r-comment"}
+    t = stored["r-push"].received_at
+    assert before <= t <= datetime.now(UTC)
+    for row in delivery_rows(items, t):
+        d = stored[row["id"]]
+        assert {column: getattr(d, column) for column in row} == {**row, "body": d.body}, row["id"]
+        assert bytes(d.body) == row["body"]
 
 
 def test_real_payloads_are_stored_byte_for_byte_and_duplicates_change_nothing(

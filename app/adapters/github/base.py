@@ -18,7 +18,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from github.Requester import Requester
@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from app.adapters.ghslots import SlotTimeout
 from app.adapters.github.credentials import Credentials, FixedCredentials
-from app.adapters.github.errors import Conflict, NotFound, Unauthorized
+from app.adapters.github.errors import Conflict, GitHubError, NotFound, Unauthorized
 from app.adapters.github.transport import request
 from app.core import budget, consistency
 from app.core.routing import TransientError
@@ -47,7 +47,13 @@ class Conditional:
     etag: str | None
 
 
-AuditHook = Callable[[str, str, dict[str, Any]], None]
+class WriteAudit(Protocol):
+    """The audit trail of GitHub writes: a row written ahead of each write (so a crash between
+    GitHub accepting it and our bookkeeping still leaves a trace), then given the write's outcome."""
+
+    def before(self, action: str, target: str) -> object: ...
+
+    def after(self, mark: object, outcome: str, detail: dict[str, Any]) -> None: ...
 
 
 class GatewayBase:
@@ -58,7 +64,7 @@ class GatewayBase:
         requester: Requester | Credentials,
         *,
         cache_session: Session | None = None,
-        audit: AuditHook | None = None,
+        audit: WriteAudit | None = None,
         installation_id: int | None = None,
         consistency_delays: tuple[float, ...] = consistency.DELAYS,
     ) -> None:
@@ -120,14 +126,24 @@ class GatewayBase:
         return self._call(op, "GET", path, params=params)[2]
 
     def _write(self, op: str, verb: str, path: str, body: Any = None, target: str = "") -> Any:
-        status, _headers, data = self._call(op, verb, path, body=body)
-        if self._audit is not None:
-            detail: dict[str, Any] = {"status": status, "path": path}
-            if isinstance(data, dict):
-                for key in ("id", "number", "sha", "html_url", "ref"):
-                    if key in data:
-                        detail[key] = data[key]
-            self._audit(f"github.{op}", target or path, detail)
+        if self._audit is None:
+            return self._call(op, verb, path, body=body)[2]
+        mark = self._audit.before(f"github.{op}", target or path)
+        try:
+            status, _headers, data = self._call(op, verb, path, body=body)
+        except Exception as exc:
+            # Refused (a 4xx: some are the state we wanted, a 409 "already done") or failed (5xx,
+            # timeout: GitHub may have taken it); the row says which, with GitHub's words.
+            answered = exc.status if isinstance(exc, GitHubError) else None
+            outcome = "refused" if answered is not None and answered < 500 else "failed"
+            self._audit.after(mark, outcome, {"status": answered, "path": path, "error": str(exc)[:300]})
+            raise
+        detail: dict[str, Any] = {"status": status, "path": path}
+        if isinstance(data, dict):
+            for key in ("id", "number", "sha", "html_url", "ref"):
+                if key in data:
+                    detail[key] = data[key]
+        self._audit.after(mark, "ok", detail)
         return data
 
     def _paginate(

@@ -12,14 +12,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.adapters.github.actions import ActionsGateway
-from app.adapters.github.base import AuditHook
 from app.adapters.github.credentials import AppCredentials, credentials
 from app.adapters.github.gitdata import GitDataGateway
 from app.adapters.github.hooks import HooksGateway
 from app.adapters.github.issues import IssuesGateway
 from app.adapters.github.repos import ReposGateway
 from app.settings import Settings, get_settings
-from app.store.audit import record_outside
+from app.store.audit import Mark, record_outside, settle_outside
 from app.store.auditspool import AuditSpool
 
 
@@ -29,6 +28,33 @@ class GitHubGateway(ReposGateway, GitDataGateway, IssuesGateway, ActionsGateway,
 
 # The audit actor of every GitHub write: the bot's own credentials make it.
 BOT_ACTOR = "sweepbot"
+
+
+class SessionAudit:
+    """GitHub writes audited in the database (``app/store/audit.py``): a ``pending`` row committed
+    ahead of the write, then its outcome. Every write goes out with the bot's credentials, so
+    the row's actor is the bot; ``actor`` is whose action caused it (``caused_by``)."""
+
+    def __init__(self, session: Session, *, actor: str, delivery_id: str | None, settings: Settings) -> None:
+        self._session, self._actor, self._delivery_id = session, actor, delivery_id
+        self._spool = AuditSpool(settings.data_dir / "audit-spool")
+
+    def before(self, action: str, target: str) -> Mark:
+        return record_outside(
+            self._session,
+            actor=BOT_ACTOR,
+            caused_by=self._actor,
+            action=action,
+            target=target,
+            outcome="pending",
+            detail={},
+            delivery_id=self._delivery_id,
+            spool=self._spool,
+        )
+
+    def after(self, mark: object, outcome: str, detail: dict[str, Any]) -> None:
+        assert isinstance(mark, Mark)
+        settle_outside(self._session, mark, outcome=outcome, detail=detail, spool=self._spool)
 
 
 def gateway(
@@ -49,23 +75,11 @@ def gateway(
     ``installation_id``/``repo``: the installation a delivery's payload names and its repository
     (for a GitHub App, that installation acts for that repository and for non-repository calls).
     """
-    audit: AuditHook | None = None
-    if session is not None:
-        spool = AuditSpool(settings.data_dir / "audit-spool")
-
-        def audit(action: str, target: str, detail: dict[str, Any]) -> None:
-            record_outside(
-                session,
-                actor=BOT_ACTOR,
-                caused_by=actor,
-                action=action,
-                target=target,
-                outcome="ok",
-                detail=detail,
-                delivery_id=delivery_id,
-                spool=spool,
-            )
-
+    audit = (
+        None
+        if session is None
+        else SessionAudit(session, actor=actor, delivery_id=delivery_id, settings=settings)
+    )
     creds = credentials(settings)
     if isinstance(creds, AppCredentials):
         creds.learn(repo, installation_id)

@@ -43,10 +43,9 @@ from app.core.recipes.master import (
     require_single_node_fixed,
     required_field,
 )
-from app.core.recipes.points import PlanRow, Point
+from app.core.recipes.points import MAX_MODEL_LEN_SLACK, PlanRow, Point
 from app.core.seqlen import seq_name, seq_shape
 
-MAX_MODEL_LEN_SLACK = 256
 CONC_STEP = 2
 
 
@@ -157,7 +156,7 @@ def _expand_other(entry: dict[str, Any], key: str) -> list[PlanRow]:
             if kind == FIXED_SCENARIO:
                 extra = set(scenario) - topology.FIXED_SCENARIO_FIELDS
                 if extra:
-                    raise topology._unsupported(key, "fixed-seq-len", extra)
+                    raise topology.unsupported_fields(key, "fixed-seq-len", extra)
                 isl = required_field(scenario, key, "isl", int)
                 osl = required_field(scenario, key, "osl", int)
                 agentic = None

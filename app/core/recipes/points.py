@@ -15,6 +15,8 @@ from typing import Any
 from app.core.recipes.errors import InvalidRecipeError
 from app.core.seqlen import seq_name
 
+MAX_MODEL_LEN_SLACK = 256  # max-model-len = isl + osl + 256, the repo's rule for every point
+
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"

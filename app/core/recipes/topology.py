@@ -41,13 +41,11 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.recipes.errors import InvalidRecipeError, UnsupportedScenarioError
+from app.core.recipes.master import AGENTIC_CODING, SPEC_MODES
+from app.core.recipes.points import MAX_MODEL_LEN_SLACK
 from app.core.seqlen import seq_name
 
-AGENTIC_CODING = "agentic-coding"
-FIXED_SEQ_LEN = "fixed-seq-len"
 DEFAULT_AGENTIC_DURATION = 3600
-MAX_MODEL_LEN_SLACK = 256
-SPEC_MODES = ("none", "mtp", "draft_model")
 KV_OFFLOADING = ("none", "dram")
 
 WORKER_FIELDS = frozenset(
@@ -84,7 +82,7 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _unsupported(key: str, where: str, fields: set[str]) -> UnsupportedScenarioError:
+def unsupported_fields(key: str, where: str, fields: set[str]) -> UnsupportedScenarioError:
     names = ", ".join(f"`{f}`" for f in sorted(fields))
     return UnsupportedScenarioError(
         f"config key '{key}': {where} field {names} cannot be expanded into sweep points "
@@ -126,7 +124,7 @@ def worker(raw: Any, key: str, role: str) -> dict[str, Any]:
         raise InvalidRecipeError(f"config key '{key}': `{role}` must be a mapping of worker fields")
     unknown = set(raw) - WORKER_FIELDS
     if unknown:
-        raise _unsupported(key, f"`{role}` worker", unknown)
+        raise unsupported_fields(key, f"`{role}` worker", unknown)
     settings = raw.get("additional-settings") or []
     if not isinstance(settings, list) or not all(isinstance(s, str) for s in settings):
         raise InvalidRecipeError(
@@ -204,7 +202,7 @@ def multinode_row(
     allowed = MULTINODE_ITEM_FIELDS | (AGENTIC_EXTRA_FIELDS if agentic is not None else frozenset())
     unknown = set(item) - allowed
     if unknown:
-        raise _unsupported(key, "multi-node search-space", unknown)
+        raise unsupported_fields(key, "multi-node search-space", unknown)
     if "prefill" not in item or "decode" not in item:
         raise InvalidRecipeError(
             f"config key '{key}' is multinode: each search-space item needs `prefill` and `decode` workers"
@@ -248,7 +246,7 @@ def agentic_points(
     """Single-node agentic points: one per conc of one search-space item."""
     unknown = set(item) - AGENTIC_ITEM_FIELDS
     if unknown:
-        raise _unsupported(key, "agentic search-space", unknown)
+        raise unsupported_fields(key, "agentic search-space", unknown)
     tp = _pos_int(item.get("tp"), key, "tp", None)
     pp = _pos_int(item.get("pp"), key, "pp", 1)
     dcp = _pos_int(item.get("dcp-size"), key, "dcp-size", 1)
@@ -294,7 +292,7 @@ def agentic_scenario_fields(raw: dict[str, Any], key: str) -> dict[str, Any]:
     """Scenario-level agentic fields as they go on each point (duration defaulted)."""
     unknown = set(raw) - AGENTIC_SCENARIO_FIELDS
     if unknown:
-        raise _unsupported(key, "agentic-coding scenario", unknown)
+        raise unsupported_fields(key, "agentic-coding scenario", unknown)
     out: dict[str, Any] = {
         "duration": _pos_int(raw.get("duration"), key, "duration", DEFAULT_AGENTIC_DURATION)
     }

@@ -1,0 +1,135 @@
+"""Never more jobs in flight than runners after a retry (issue 19).
+
+A retry re-dispatches the whole conc group (test-config selects by conc only): once the retried
+job finished, the run's other jobs (points whose results we have) still hold runners. The bot
+follows every run it dispatched until GitHub says the run completed, and counts those jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from app.core.routing import HandlerContext, HandlerSkipped
+from app.core.sweepspec import SweepFilters
+from app.flows.jobfinish import finish_job
+from app.flows.repair import repair_jobs
+from app.flows.runtracking import on_workflow_job, on_workflow_run
+from app.flows.tick import tick
+from app.models.sweeps import JobState, SweepJob
+from app.store.jobs import inflight_slots, requeue
+from tests.flows.test_scheduler import _ctx, _jobs, _request, _wf_job, env
+from tests.sweep_fakes import FakeGitHub, FakeRepair, FakeRunTracking, FakeTick
+
+__all__ = ["env"]
+
+
+def _deliver(env: dict[str, Any], event: str, payload: dict[str, Any]) -> None:
+    with env["factory"]() as s:
+        handler = on_workflow_job if event == "workflow_job" else on_workflow_run
+        ctx = _ctx(s, event, payload)
+        with contextlib.suppress(HandlerSkipped):
+            handler(ctx)
+        s.commit()
+    for callback in ctx.after_commit:
+        callback()
+
+
+def _held(env: dict[str, Any]) -> int:
+    with env["factory"]() as s:
+        return inflight_slots(s, "mi355x")
+
+
+def _job(wf: dict[str, Any], status: str, conclusion: str | None = None) -> dict[str, Any]:
+    return {**wf, "status": status, "conclusion": conclusion, "labels": ["mi355x"]}
+
+
+def test_a_retrys_run_holds_runners_until_its_siblings_finish(env: dict[str, Any]) -> None:
+    from app.settings import reset_settings_cache
+
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh, filters=SweepFilters(conc=(1,)))
+    jobs = sorted(_jobs(env["factory"], req.sweep.id), key=lambda j: j.id)
+    width = jobs[0].slots
+    assert width == len(jobs) > 1  # one dispatch runs every point of the conc
+    env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", f"mi355x={width}")
+    reset_settings_cache()
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    first = gh.dispatches[0]["run_id"]
+    retried = jobs[-1]
+    gh.run_jobs[first] = [
+        _wf_job(gh, first, j, "failure", lost=True)
+        if j.id == retried.id
+        else _wf_job(gh, first, j, "success")
+        for j in jobs
+    ]
+    for wf in gh.run_jobs[first]:
+        _deliver(env, "workflow_job", {"action": "completed", "workflow_job": {**wf, "labels": ["mi355x"]}})
+    assert {j.id: j.state for j in _jobs(env["factory"], req.sweep.id)}[retried.id] == JobState.QUEUED
+    assert _held(env) == 0  # every job of the first run completed
+    assert (
+        tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    )  # the retry: the whole group again
+    second = gh.dispatches[-1]["run_id"]
+    again = [_wf_job(gh, second, j, None, "queued") for j in jobs]
+    gh.run_jobs[second] = again
+    for wf in again:
+        _deliver(env, "workflow_job", {"action": "queued", "workflow_job": _job(wf, "queued")})
+    assert _held(env) == width
+    # the retried point's own job finishes first; its siblings (results we have) still run
+    _deliver(
+        env, "workflow_job", {"action": "completed", "workflow_job": _job(again[-1], "completed", "success")}
+    )
+    assert {j.id: j.state for j in _jobs(env["factory"], req.sweep.id)}[retried.id] == JobState.RUNNING
+    assert _held(env) == width - 1
+    # a second sweep's dispatch of the same width must wait for them
+    other = _request(env["factory"], gh, pr=8, filters=SweepFilters(conc=(1,)))
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
+    for wf in again[:-1]:
+        _deliver(
+            env, "workflow_job", {"action": "completed", "workflow_job": _job(wf, "completed", "success")}
+        )
+    assert _held(env) == 0
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    assert {j.state for j in _jobs(env["factory"], other.sweep.id)} == {JobState.DISPATCHED}
+
+
+def test_a_lost_sibling_event_is_freed_when_the_run_completes_even_by_the_repair_poll(
+    env: dict[str, Any],
+) -> None:
+    """The siblings' completions never arrived (GitHub does not retry deliveries): the run stays
+    counted until GitHub says it completed, which the repair poll reads when the webhook is lost."""
+    from app.settings import reset_settings_cache
+
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh, filters=SweepFilters(conc=(1,)))
+    jobs = sorted(_jobs(env["factory"], req.sweep.id), key=lambda j: j.id)
+    width = jobs[0].slots
+    env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", f"mi355x={width}")
+    reset_settings_cache()
+    tick(env["factory"], lambda s: FakeTick(gh))
+    run_id = gh.dispatches[0]["run_id"]
+    ours = [_wf_job(gh, run_id, j, "success") for j in jobs]
+    gh.run_jobs[run_id] = ours
+    for wf in ours:  # every job of ours is done, then the sweep's jobs are collected
+        _deliver(env, "workflow_job", {"action": "completed", "workflow_job": {**wf, "labels": ["mi355x"]}})
+    assert _held(env) == 0
+    # the retry's run of a same-width group: the retried job alone is reported, then nothing
+    with env["factory"]() as s:
+        job = s.get(SweepJob, jobs[0].id)
+        assert job is not None
+        for other in jobs[1:]:
+            finish_job(s, other.id, JobState.SUCCEEDED)
+        requeue(job, "infrastructure failure, retry 1/2: test")
+        s.commit()
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    second = gh.dispatches[-1]["run_id"]
+    own = _wf_job(gh, second, jobs[0], "success")
+    gh.run_jobs[second] = [own] + [_wf_job(gh, second, j, None, "in_progress") for j in jobs[1:]]
+    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": {**own, "labels": ["mi355x"]}})
+    assert _held(env) == width - 1  # siblings never reported: still counted
+    gh.runs[second].update(status="completed", conclusion="success")  # its webhook is lost too
+    repair_jobs(env["factory"], lambda s: FakeRepair(gh))
+    assert _held(env) == 0
