@@ -424,13 +424,24 @@ class Driver:
             .where(SweepJob.state == JobState.QUEUED, Sweep.state == SweepState.ACTIVE)
             .group_by(SweepJob.sweep_id, SweepJob.group_key)
         )
+        # Every job of the bench is on LABEL: both counts are ranges of the (label, state) index,
+        # not scans of every job so far (a sample is taken at every event).
         with self.factory() as s:
             waiting = s.scalar(
                 select(func.count(SweepJob.id))
                 .join(Sweep, Sweep.id == SweepJob.sweep_id)
-                .where(SweepJob.state == JobState.QUEUED, Sweep.state == SweepState.ACTIVE)
+                .where(
+                    SweepJob.runner_label == LABEL,
+                    SweepJob.state == JobState.QUEUED,
+                    Sweep.state == SweepState.ACTIVE,
+                )
             )
-            open_jobs = s.scalar(select(func.count(SweepJob.id)).where(SweepJob.state.notin_(JobState.FINAL)))
+            open_jobs = s.scalar(
+                select(func.count(SweepJob.id)).where(
+                    SweepJob.runner_label == LABEL,
+                    SweepJob.state.in_((JobState.QUEUED, *JobState.IN_FLIGHT)),
+                )
+            )
             held = inflight_slots(s, LABEL)
             narrowest = min((max(1, int(n or 1)) for n in s.scalars(queued_widths)), default=0)
         with self.world.lock:
@@ -440,6 +451,36 @@ class Driver:
         self.idle_samples.append(IdleSample(self.clock.now, busy, queued, held, int(waiting or 0), narrowest))
         self._note_hour()
         self.open_jobs = int(open_jobs or 0)
+
+    def _progress(self) -> None:
+        """Every minute of wall time, one line on stderr: how far the run got, and how fast."""
+        import sys
+        import time
+
+        wall = time.monotonic()
+        if wall - self.progress_at < 60.0:
+            return
+        done = self.jobs_final()
+        rate = (done - self.progress_done) / ((wall - self.progress_at) / 60.0)
+        self.progress_at, self.progress_done = wall, done
+        print(
+            f"[{self.cfg.strategy}] wall {wall - self.wall0:.0f} s, "
+            f"simulated {self.clock.now - self.t0:.0f} s: "
+            f"{done} jobs final, {self.samples[-1][2] if self.samples else 0} queued, "
+            f"{self.open_jobs} open; {rate:.0f} jobs/min",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def jobs_final(self) -> int:
+        from sqlalchemy import func, select
+
+        from app.models.sweeps import JobState, SweepJob
+
+        with self.factory() as s:
+            return int(
+                s.scalar(select(func.count(SweepJob.id)).where(SweepJob.state.in_(JobState.FINAL))) or 0
+            )
 
     def _next_time(self, beats: dict[str, float]) -> float:
         now = self.clock.now
@@ -464,6 +505,10 @@ class Driver:
         self.next_arrival = 0
         self.tick_wanted = False
         self.open_jobs = 0
+        import time
+
+        self.wall0 = self.progress_at = time.monotonic()
+        self.progress_done = 0
         beats = {
             "repair": self.t0 + cfg.repair_interval_s,
             "tick": self.t0 + cfg.scheduler_interval_s,
@@ -491,6 +536,7 @@ class Driver:
                 self._flush()
                 beats["flush"] += cfg.debounce_s
             self._sample()
+            self._progress()
             if self.next_arrival >= cfg.prs and self.open_jobs == 0 and not self.due and not self.tasks:
                 self._flush()  # the final state of every report lands
                 break

@@ -12,7 +12,7 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
@@ -21,17 +21,18 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from app.adapters import broker, queue  # called through the module: tests replace them there
-from app.adapters.github.gateway import GitHubGateway, session_gateway
 from app.core.backlog import QueueProgress, queue_position, readiness, ring_cutoff
 from app.core.delivery import IncomingDelivery
 from app.core.installations import installation_of
 from app.core.routing import Event, GatewayFactory, HandlerContext, HandlerSkipped, TransientError
 from app.db import get_engine, session_factory, session_scope
-from app.flows.handlers import composed
 from app.metrics import DELIVERIES, INGEST_TO_DONE, TASK_FAILURES
 from app.models import Delivery, DeliveryStatus, Heartbeat
 from app.settings import get_settings
 from app.store.audit import record
+
+if TYPE_CHECKING:  # the API stores deliveries and never calls GitHub: PyGithub stays out of it
+    from app.adapters.github.gateway import GitHubGateway
 
 log = structlog.get_logger(__name__)
 
@@ -207,6 +208,8 @@ def delivery_gateways(session: Session, event: Event) -> GatewayFactory[GitHubGa
     installation = installation_of(event.payload)
 
     def make(actor: str) -> GitHubGateway:
+        from app.adapters.github.gateway import session_gateway  # lazy: PyGithub only where handlers run
+
         return session_gateway(
             session, actor=actor, delivery_id=event.delivery_id, installation_id=installation, repo=event.repo
         )
@@ -215,6 +218,8 @@ def delivery_gateways(session: Session, event: Event) -> GatewayFactory[GitHubGa
 
 
 def _run_claimed(factory: Any, delivery_id: str, max_attempts: int) -> str:
+    from app.flows.handlers import composed  # lazy: the handlers (and PyGithub) only in the worker
+
     router = composed(tuple(get_settings().extra_handler_modules))
     session: Session = factory()
     try:

@@ -18,7 +18,7 @@ from app.flows.dispatch import workflow_name
 from app.flows.jobfinish import finish_job
 from app.flows.labelruns import LabelGateway, adopt_label_run, find_label_run
 from app.flows.ring import collect_later, tick_later
-from app.flows.runtracking import apply_workflow_run
+from app.flows.runtracking import apply_workflow_run, waits_for_run
 from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
@@ -64,11 +64,13 @@ def _poll_targets(session_factory: sessionmaker[Session]) -> list[runpoll.Target
                 job.run_id,
                 job.run_name,
                 job.state,
-                job.run_conclusion,
+                # a point with an eval waits for its run's completion (``waits_for_run``): until
+                # then the run may still say something new to it
+                None if waits_for_run(job) else job.run_conclusion,
                 aware(job.dispatched_at),
             )
             for job, sweep in rows
-            if sweep_mode(sweep) != "label" and job.run_conclusion != "success"
+            if sweep_mode(sweep) != "label" and (job.run_conclusion != "success" or waits_for_run(job))
         ]
         # Runs we follow that no job of ours waits on any more (a retry's siblings still run):
         # their completion frees runners, so the poll reads them too when the webhook was lost.
@@ -168,8 +170,9 @@ def _repair_one(
             requeue(job, "dispatch left no run; re-queued")
             job.attempts = max(0, job.attempts - 1)
             result.requeued += 1
-    elif job.run_conclusion == "success":
-        # Collected results finish the job; re-ring in case the collect task was lost.
+    elif job.run_conclusion == "success" and not waits_for_run(job):
+        # Collected results finish the job; re-ring in case the collect task was lost. (A point
+        # with an eval is collected when the poll's listing folds its completed run.)
         after.append(collect_later(job.id))
         result.collect_enqueued += 1
     elif sweep_mode(sweep) == "label" and job.run_id not in label_runs:

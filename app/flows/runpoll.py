@@ -19,13 +19,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.adapters.github.base import Conditional
 from app.core import budget
 from app.core.routing import TransientError
 from app.core.runmatch import run_name_in_title
@@ -33,6 +32,9 @@ from app.core.runpoll import JobView, PollPlan, created_cutoff, plan_poll, run_i
 from app.flows.runtracking import TrackingGateway, apply_workflow_run
 from app.models import HttpCacheEntry
 from app.settings import Settings
+
+if TYPE_CHECKING:  # annotations only: the dashboard reads the budget here, PyGithub stays out
+    from app.adapters.github.base import Conditional
 
 log = structlog.get_logger(__name__)
 

@@ -198,7 +198,8 @@ def apply_workflow_job(
             job.run_conclusion, job.updated_at = "success", now
             job.started_at = job.started_at or now
             job.state = JobState.RUNNING  # until collection stores the result
-            after_commit.append(collect_later(job.id))
+            if not waits_for_run(job):
+                after_commit.append(collect_later(job.id))
             after_commit.append(tick_later)
             mark_report_dirty(session, job.sweep_id)
             return True
@@ -207,6 +208,16 @@ def apply_workflow_job(
     fold_failure(session, job, failure_of(gw, sweep_repo(session, job), wf_job), wf_job, settings)
     after_commit.append(tick_later)
     return True
+
+
+def waits_for_run(job: SweepJob) -> bool:
+    """Whether ``job`` is collected once its run completes rather than when its own job succeeds:
+    a point that also runs an eval (``run-eval``, not ``eval-only``). e2e-tests.yml (and
+    run-sweep.yml) run that eval as a job of its own (`eval /`, `eval-only: true`; the throughput
+    job passes `run-eval: false`), so its `eval_` artifact is uploaded by another job, which may
+    end after the throughput job; the run completes only when both have."""
+    point = job.point if isinstance(job.point, dict) else {}
+    return bool(point.get("run-eval")) and not point.get("eval-only")
 
 
 def fold_failure(
@@ -333,6 +344,9 @@ def _run_completed(
             by_job[ordered[index].id] = dict(got)
     changed = False
     for job in live:
+        if job.run_conclusion == "success" and job.state == JobState.RUNNING and waits_for_run(job):
+            after_commit.append(collect_later(job.id))  # its eval job is done too: every artifact is in
+            continue
         if conclusion == "success":
             if job.run_conclusion != "success":
                 job.run_conclusion, job.state, job.updated_at = "success", JobState.RUNNING, now

@@ -21,7 +21,6 @@ import httpx
 import structlog
 from sqlalchemy.orm import Session
 
-from app.adapters.github.gateway import session_gateway
 from app.core.botconfig import CONFIG_PATH, BotConfig
 from app.core.deprefs import DepRef, parse_config_keys, parse_dependency_refs, parse_refs_list
 from app.core.nightlies import label_nightlies
@@ -77,6 +76,15 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
+
+def _default_gateway(session: Session) -> TrackingGateway:
+    # The dashboard imports this module (through nightlywatch) and never polls: the gateway, and
+    # PyGithub with it (~30 MB resident), loads where a poll runs (bench/memory.py).
+    from app.adapters.github.gateway import session_gateway  # lazy: PyGithub only where polls run
+
+    return session_gateway(session)
+
+
 router = Router()  # this capability's webhook handlers (app/flows/handlers.py composes them)
 
 # ================================================================================= PR / push flows
@@ -130,7 +138,7 @@ def poll_watches(
 ) -> dict[str, int]:
     """One poll cycle over active watches (beat). Each recipe PR and dependency is read with
     ``If-None-Match``: when nothing changed, the cycle costs no rate-limited call."""
-    gw = gw or session_gateway(session)
+    gw = gw or _default_gateway(session)
     watches = active_watches(session)
     memo: dict[str, TagState] = {}
     counts = {"watches": len(watches), "bumped": 0, "errors": 0}
@@ -175,7 +183,7 @@ def check_watch(
     watch = session.get(Watch, watch_id)
     if watch is None:
         return None
-    gw = gw or session_gateway(session)
+    gw = gw or _default_gateway(session)
     pull = None
     changed = True
     if watch.pr_number:

@@ -3,11 +3,13 @@ them all; a test fake implements only the ones of the flow it drives)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from app.adapters.github.base import Conditional
 from app.flows.botconfig import ConfigReader
 from app.flows.sweeprequest import RequestGateway
+
+if TYPE_CHECKING:  # annotations only: the dashboard imports these Protocols, PyGithub stays out
+    from app.adapters.github.base import Conditional
 
 __all__ = [
     "BumpGateway",

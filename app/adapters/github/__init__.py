@@ -11,17 +11,26 @@ The callers in this repository import from those modules; the names below keep t
 ``from app.adapters.github import ...`` working for code written before the split.
 """
 
-from app.adapters.github.base import Conditional
-from app.adapters.github.errors import Conflict, Forbidden, GitHubError, NotFound
-from app.adapters.github.gateway import GitHubGateway, gateway, session_gateway
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "Conditional",
-    "Conflict",
-    "Forbidden",
-    "GitHubError",
-    "GitHubGateway",
-    "NotFound",
-    "gateway",
-    "session_gateway",
-]
+# Where each old name lives, loaded on first use (PEP 562) rather than here: importing
+# ``app.adapters.github.errors`` (the API does, for recovery counts) must not load PyGithub
+# (~30 MB resident) through this package's ``__init__``.
+_HOMES = {
+    "Conditional": "base",
+    "Conflict": "errors",
+    "Forbidden": "errors",
+    "GitHubError": "errors",
+    "NotFound": "errors",
+    "GitHubGateway": "gateway",
+    "gateway": "gateway",
+    "session_gateway": "gateway",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -1,0 +1,137 @@
+"""A point that also runs an eval is collected when its run completes, not when its throughput job does.
+
+e2e-tests.yml (tests/fixtures/inferencex/workflows, the real file) runs a `run-eval` row as two
+jobs: `single-node /` with `run-eval: false` (throughput only) and `eval /` with `eval-only: true`,
+which uploads the `eval_` artifact. Collecting at the throughput job's success raced the eval job:
+the scale bench's 8k1k eval points failed with "no artifact eval_... in the run" whenever the eval
+job ended later. The run completes only when both jobs have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.core.routing import Event, HandlerContext, HandlerSkipped
+from app.core.sweepspec import SweepFilters
+from app.flows import ring
+from app.flows.benchrepo import clear_capacity_cache
+from app.flows.repair import repair_jobs
+from app.flows.runtracking import on_workflow_job, on_workflow_run
+from app.flows.sweeprequest import request_sweep
+from app.flows.tick import tick
+from app.models.sweeps import JobState, SweepJob
+from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRepair, FakeRequest, FakeRunTracking, FakeTick
+
+ENV = dict[str, Any]
+
+
+@pytest.fixture
+def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[ENV]:
+    from app.db import session_factory
+    from app.settings import reset_settings_cache
+
+    settings_env.setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=16")
+    reset_settings_cache()
+    clear_capacity_cache()
+    enqueued: list[tuple[str, tuple[Any, ...]]] = []
+    settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
+    gh = FakeGitHub()
+    settings_env.setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    yield {"factory": session_factory(), "enqueued": enqueued, "gh": gh}
+
+
+def _deliver(factory: sessionmaker[Session], event: str, payload: dict[str, Any]) -> None:
+    handler = on_workflow_job if event == "workflow_job" else on_workflow_run
+    with factory() as s:
+        ctx = HandlerContext(session=s, event=Event("d", event, payload.get("action"), payload))
+        with contextlib.suppress(HandlerSkipped):  # the `eval /` job itself is nobody's job
+            handler(ctx)
+        s.commit()
+    for cb in ctx.after_commit:
+        cb()
+
+
+def _success(run_id: int, job: SweepJob, caller: str) -> dict[str, Any]:
+    from sim.runs import job_name
+
+    point = dict(job.point) | ({"run-eval": True, "eval-only": True} if caller == "eval /" else {})
+    return {
+        "action": "completed",
+        "workflow_job": {
+            "id": hash((run_id, job.id, caller)) % 10**9,
+            "run_id": run_id,
+            "name": job_name(caller, point),
+            "status": "completed",
+            "conclusion": "success",
+            "steps": [],
+            "runner_name": "mi355x-amds_01",
+        },
+    }
+
+
+def _collects(env: ENV) -> set[int]:
+    return {int(args[0]) for task, args in env["enqueued"] if task == "sweepbot.collect_job"}
+
+
+def _one_evaluated_point_done(env: ENV) -> tuple[SweepJob, int]:
+    """A sweep's eval point and a plain point of one dispatch whose throughput jobs succeeded:
+    the plain one is collected at once; the evaluated one (and its run id) waits."""
+    factory, gh = env["factory"], env["gh"]
+    with factory() as s:
+        req = request_sweep(
+            s,
+            FakeRequest(gh),
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(seq="8k1k"),
+        )
+        s.commit()
+    with factory() as s:
+        jobs = list(s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all())
+    evaluated = next(j for j in jobs if j.point.get("run-eval"))
+    plain = next(j for j in jobs if j.conc == evaluated.conc and not j.point.get("run-eval"))
+    tick(factory, lambda s: FakeTick(gh))
+    with factory() as s:
+        sent = s.get(SweepJob, evaluated.id)
+        assert sent is not None and sent.run_id is not None
+        run_id = sent.run_id
+    gh.runs[run_id] |= {"status": "in_progress"}
+    for job in (evaluated, plain):
+        _deliver(factory, "workflow_job", _success(run_id, job, "single-node /"))
+    assert plain.id in _collects(env) and evaluated.id not in _collects(env)
+    with factory() as s:
+        waiting = s.get(SweepJob, evaluated.id)
+        assert (
+            waiting is not None and waiting.state == JobState.RUNNING and waiting.run_conclusion == "success"
+        )
+    return evaluated, run_id
+
+
+def test_an_evaluated_point_is_collected_once_its_run_completes(env: ENV) -> None:
+    factory, gh = env["factory"], env["gh"]
+    evaluated, run_id = _one_evaluated_point_done(env)
+    repair_jobs(factory, lambda s: FakeRepair(gh))  # the repair poll does not collect it early either
+    assert evaluated.id not in _collects(env)
+    _deliver(factory, "workflow_job", _success(run_id, evaluated, "eval /"))
+    run = {"id": run_id, "name": gh.runs[run_id]["name"], "status": "completed", "conclusion": "success"}
+    _deliver(factory, "workflow_run", {"action": "completed", "workflow_run": run})
+    assert evaluated.id in _collects(env)
+
+
+def test_the_repair_poll_collects_it_when_the_run_completed_event_was_lost(env: ENV) -> None:
+    factory, gh = env["factory"], env["gh"]
+    evaluated, run_id = _one_evaluated_point_done(env)
+    repair_jobs(factory, lambda s: FakeRepair(gh))
+    assert evaluated.id not in _collects(env)  # its run is still in progress
+    gh.runs[run_id] |= {"status": "completed", "conclusion": "success"}  # the webhook never came
+    repair_jobs(factory, lambda s: FakeRepair(gh))
+    assert evaluated.id in _collects(env)
