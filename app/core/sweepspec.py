@@ -270,6 +270,28 @@ def group_key(point: dict[str, Any], fields: Sequence[str]) -> str:
     return "/".join(f"{f}={vals[f]}" for f in fields)
 
 
+def dispatch_slots(
+    expanded: Iterable[Mapping[str, Any]], planned: Iterable[Mapping[str, Any]], fields: Sequence[str]
+) -> dict[str, int]:
+    """Runners each dispatch group occupies: the jobs its command really creates.
+
+    ``expanded``: every point of the key the command selects (test-config selects by conc, so a
+    dispatch runs every seq-len and tp at its conc, the ones the sweep's filters left out too);
+    ``planned``: the sweep's points with the repo's eval marks. A point that runs an eval
+    (``run-eval``) gets a second job in e2e-tests.yml, the separate ``eval /`` job, on a runner of
+    its own; an ``eval-only`` point is that job alone (counted once, as its expanded point).
+    """
+    slots: dict[str, int] = {}
+    for point in expanded:
+        gk = group_key(dict(point), fields)
+        slots[gk] = slots.get(gk, 0) + 1
+    for point in planned:
+        if point.get("run-eval") and not point.get("eval-only"):
+            gk = group_key(dict(point), fields)
+            slots[gk] = slots.get(gk, 0) + 1
+    return slots
+
+
 def point_seq(point: dict[str, Any]) -> str:
     """The point's seq-len name; agentic-coding points have none and say `agentic`."""
     if "isl" not in point:

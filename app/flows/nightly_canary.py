@@ -28,8 +28,7 @@ from app.core.recipes.errors import RecipeError
 from app.core.recipes.master import get_entry
 from app.core.recipes.points import Point
 from app.core.recipes.scripts import script_candidates
-from app.core.sweepspec import SweepError, group_fields
-from app.core.sweepspec import group_key as _group_key
+from app.core.sweepspec import SweepError, dispatch_slots, group_fields
 from app.flows.benchrepo import RepoFiles
 from app.flows.benchrepo import locate as _locate
 from app.flows.benchrepo import master_files as _master_files
@@ -235,14 +234,9 @@ def _script_text(gw: ScriptReader, repo: str, entry: dict[str, Any], sha: str) -
 
 
 def _slots(master: Any, key: str, points: list[Point]) -> dict[str, int]:
-    """How many points of the key's full matrix share each dispatch group (the scheduler's slots)."""
-    fields = group_fields(get_settings())
-    slots: dict[str, int] = {}
-    for seq in sorted({p.seq for p in points}):
-        for p in expand_points(master, key, seq=seq):
-            gk = _group_key(p.to_json(), fields)
-            slots[gk] = slots.get(gk, 0) + 1
-    return slots
+    """The runners each dispatch group occupies (app.core.sweepspec.dispatch_slots), as a sweep's."""
+    expanded = [p.to_json() for p in expand_points(master, key)]
+    return dispatch_slots(expanded, [p.to_json() for p in points], group_fields(get_settings()))
 
 
 def launch(

@@ -21,9 +21,9 @@ from app.core.sweepspec import (
     SHA_RE,
     SweepError,
     SweepFilters,
+    dispatch_slots,
     display_key,
     group_fields,
-    group_key,
     point_conc,
     pr_heads,
     validate_repo,
@@ -182,13 +182,10 @@ def _plan_points(
         why="eval points per the repo's documented selection (8k1k, highest and median conc per TP)",
     )
     fields = group_fields(get_settings())
-    # Slots per dispatch: every point the workflow's command expands to for that group; every
-    # point of the key, at every seq-len: one dispatch at a conc runs them all.
-    slots: dict[str, int] = {}
-    for p in expand_points(master, config_key):
-        gk = group_key(p.to_json(), fields)
-        slots[gk] = slots.get(gk, 0) + 1
-    return rows, slots
+    # Slots per dispatch: every job the workflow's command creates for that group (every point of
+    # the key at that conc, at every seq-len, and an eval job per point that runs an eval).
+    expanded = [p.to_json() for p in expand_points(master, config_key)]
+    return rows, dispatch_slots(expanded, rows, fields)
 
 
 def _fingerprint(gw: RepoFiles, repo: str, head_sha: str, entry: Any) -> str:

@@ -72,9 +72,8 @@ def _gw(session: Session, **github_kwargs: Any) -> Any:
     """The real gateway, minus PyGithub's client-side throttle."""
     from github import Auth, Github
 
-    from app.adapters.github.gateway import GitHubGateway
+    from app.adapters.github.gateway import GitHubGateway, SessionAudit
     from app.settings import get_settings
-    from app.store.audit import record
 
     gh = Github(
         auth=Auth.Token("sim-token"),
@@ -84,9 +83,7 @@ def _gw(session: Session, **github_kwargs: Any) -> Any:
         **github_kwargs,
     )
 
-    def audit(action: str, target: str, detail: dict[str, Any]) -> None:
-        record(session, actor="sweepbot", action=action, target=target, detail=detail)
-
+    audit = SessionAudit(session, actor="sweepbot", delivery_id=None, settings=get_settings())
     return GitHubGateway(gh.requester, cache_session=session, audit=audit)
 
 

@@ -52,9 +52,8 @@ def _gw(session: Session) -> Any:
     """The real gateway, minus PyGithub's client-side throttle (0.25 s per read, 1 s per write)."""
     from github import Auth, Github
 
-    from app.adapters.github.gateway import GitHubGateway
+    from app.adapters.github.gateway import GitHubGateway, SessionAudit
     from app.settings import get_settings
-    from app.store.audit import record
 
     settings = get_settings()
     gh = Github(
@@ -64,9 +63,7 @@ def _gw(session: Session) -> Any:
         seconds_between_writes=0,
     )
 
-    def audit(action: str, target: str, detail: dict[str, Any]) -> None:
-        record(session, actor="sweepbot", action=action, target=target, detail=detail)
-
+    audit = SessionAudit(session, actor="sweepbot", delivery_id=None, settings=get_settings())
     return GitHubGateway(gh.requester, cache_session=session, audit=audit)
 
 
