@@ -170,9 +170,10 @@ def _repair_one(
             requeue(job, "dispatch left no run; re-queued")
             job.attempts = max(0, job.attempts - 1)
             result.requeued += 1
-    elif job.run_conclusion == "success" and not waits_for_run(job):
+    elif job.run_conclusion == "success" and not (waits_for_run(job) and sweep_mode(sweep) != "label"):
         # Collected results finish the job; re-ring in case the collect task was lost. (A point
-        # with an eval is collected when the poll's listing folds its completed run.)
+        # with an eval is collected when the poll's listing folds its completed run; label-mode
+        # runs are not in that listing, and their collection keeps a result without its eval.)
         after.append(collect_later(job.id))
         result.collect_enqueued += 1
     elif sweep_mode(sweep) == "label" and job.run_id not in label_runs:

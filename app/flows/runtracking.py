@@ -220,6 +220,20 @@ def waits_for_run(job: SweepJob) -> bool:
     return bool(point.get("run-eval")) and not point.get("eval-only")
 
 
+def _failed_eval_job(wf_jobs: Sequence[dict[str, Any]], job: SweepJob) -> dict[str, Any] | None:
+    """The completed, not successful `eval /` job of ``job``'s point among a run's jobs, if any."""
+    for wf_job in wf_jobs:
+        parsed = parse_job_name(str(wf_job.get("name") or ""))
+        if (
+            parsed is not None
+            and wf_job.get("status") == "completed"
+            and wf_job.get("conclusion") != "success"
+            and job_matches_point(parsed, job.point, eval_job=True)
+        ):
+            return wf_job
+    return None
+
+
 def fold_failure(
     session: Session, job: SweepJob, failure: Any, wf_job: dict[str, Any], settings: Settings
 ) -> None:
@@ -345,7 +359,13 @@ def _run_completed(
     changed = False
     for job in live:
         if job.run_conclusion == "success" and job.state == JobState.RUNNING and waits_for_run(job):
-            after_commit.append(collect_later(job.id))  # its eval job is done too: every artifact is in
+            failed = _failed_eval_job(wf_jobs or [], job) if conclusion != "success" else None
+            if failed is None:
+                after_commit.append(collect_later(job.id))  # its eval job is done too: every artifact is in
+            else:  # its eval job did not succeed: a lost runner is retried like any other
+                fold_failure(session, job, failure_of(gw, sweep_repo(session, job), failed), failed, settings)
+                after_commit.append(tick_later)
+            changed = True
             continue
         if conclusion == "success":
             if job.run_conclusion != "success":

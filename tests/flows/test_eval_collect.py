@@ -135,3 +135,27 @@ def test_the_repair_poll_collects_it_when_the_run_completed_event_was_lost(env: 
     gh.runs[run_id] |= {"status": "completed", "conclusion": "success"}  # the webhook never came
     repair_jobs(factory, lambda s: FakeRepair(gh))
     assert evaluated.id in _collects(env)
+
+
+def test_a_lost_runner_under_its_eval_job_retries_the_point(env: ENV) -> None:
+    factory, gh = env["factory"], env["gh"]
+    evaluated, run_id = _one_evaluated_point_done(env)
+    throughput = _success(run_id, evaluated, "single-node /")["workflow_job"]
+    lost = _success(run_id, evaluated, "eval /")["workflow_job"] | {"conclusion": "failure"}
+    gh.annotations[lost["id"]] = [
+        {
+            "annotation_level": "failure",
+            "message": "The self-hosted runner: mi355x-amds_08 lost communication with the server.",
+            "path": ".github",
+        }
+    ]
+    gh.run_jobs[run_id] = [throughput, lost]
+    run = {"id": run_id, "name": gh.runs[run_id]["name"], "status": "completed", "conclusion": "failure"}
+    _deliver(factory, "workflow_run", {"action": "completed", "workflow_run": run})
+    with factory() as s:
+        job = s.get(SweepJob, evaluated.id)
+        assert job is not None and job.state == JobState.QUEUED  # retried, not failed for "no eval_ artifact"
+        assert "infrastructure failure, retry 1/" in (job.reason or "") and "lost communication" in (
+            job.reason or ""
+        )
+    assert evaluated.id not in _collects(env)
