@@ -66,6 +66,7 @@ class Release:
     reason: str
     slots: int = 0
     canary: bool = False
+    backfill: bool = False  # a later group of the sweep, released (or looked up) as its head waits
 
     @property
     def run_name(self) -> str:
@@ -118,6 +119,7 @@ class _State:
     hours: dict[str, CanaryHours]
     in_flight: int
     out: list[Release] = field(default_factory=list)
+    backfilled: set[int] = field(default_factory=set)  # sweeps that had their backfill this plan
 
     def real_waiting_slots(self) -> int:
         """Slots of the real (non-canary) dispatches still queued: one count per dispatch group."""
@@ -196,22 +198,70 @@ def _serve(state: _State, sid: int, label: str, capacity: int) -> str:
         ),
     )
     if not decision.release:
+        filled = None if sweep.canary else _backfill(state, sid, head, capacity, label)
+        if filled is not None:
+            return filled
         state.out.append(
             Release("hold", sid, (head.job_id,), decision.reason, slots=cost, canary=sweep.canary)
         )
         return "held"
-    group = [j for j in queue if j.group_key == head.group_key]
+    _dispatch(state, sid, head.group_key, cost, decision.reason)
+    if sweep.canary:
+        state.hours[sweep.repo] = replace(hours, used=hours.used + hours.expected * cost)
+    return "released"
+
+
+def _dispatch(
+    state: _State, sid: int, group_key: str, cost: int, reason: str, backfill: bool = False
+) -> None:
+    queue = state.queues[sid]
+    group = [j for j in queue if j.group_key == group_key]
     for job in group:
         queue.remove(job)
     state.in_flight += cost
-    if sweep.canary:
-        state.hours[sweep.repo] = replace(hours, used=hours.used + hours.expected * cost)
-    state.out.append(
-        Release(
-            "dispatch", sid, tuple(j.job_id for j in group), decision.reason, slots=cost, canary=sweep.canary
+    ids = tuple(j.job_id for j in group)
+    canary = state.sweeps[sid].canary
+    state.out.append(Release("dispatch", sid, ids, reason, slots=cost, canary=canary, backfill=backfill))
+
+
+def _backfill(state: _State, sid: int, head: QueuedJob, capacity: int, label: str) -> str | None:
+    """The sweep's head does not fit the free slots: release the sweep's first later group that
+    does instead (its point order is a preference; idle runners are what is avoided). At most one
+    per sweep and plan, and only the first group of each width (a later one of a width already
+    seen waits its turn), so the tick's reader knows what to read (``queued_on_label``). Not past
+    a head wider than the whole label: it waits for an idle label, which backfill would deny it.
+    None when nothing fits; ``check`` when the candidate's reuse is not looked up yet."""
+    free = capacity - state.in_flight
+    if sid in state.backfilled or max(1, head.slots) > capacity or free <= 0:
+        return None
+    queue = state.queues[sid]
+    waiting = {j.job_id for j in queue}
+    everything = state.sweeps[sid].jobs  # the first of each width is by the sweep's whole queue
+    groups, widths = {head.group_key}, {max(1, head.slots)}
+    for job in everything:
+        if job.group_key in groups:
+            continue
+        groups.add(job.group_key)
+        group = [j for j in everything if j.group_key == job.group_key]
+        cost = max(1, max(j.slots for j in group))
+        if cost in widths:
+            continue
+        widths.add(cost)
+        if cost > free or any(j.reusable for j in group) or any(j.job_id not in waiting for j in group):
+            continue  # too wide, answered by a stored result (reused at its turn), or gone already
+        unknown = next((j for j in group if j.reusable is None), None)
+        if unknown is not None:
+            why = f"is job {unknown.job_id} answered by a stored result?"
+            state.out.append(Release("check", sid, (unknown.job_id,), why, backfill=True))
+            return "check"
+        state.backfilled.add(sid)
+        why = (
+            f"backfill: {free} slot(s) free on {label}, the sweep's next dispatch (job {head.job_id}) "
+            f"needs {max(1, head.slots)}; this one {cost}"
         )
-    )
-    return "released"
+        _dispatch(state, sid, job.group_key, cost, why, backfill=True)
+        return "released"
+    return None
 
 
 def _done(state: _State, label: str, capacity: int, why: str) -> list[Release]:

@@ -188,7 +188,8 @@ def _reached_unread(plan: list[Release], queue: QueuedOnLabel) -> bool:
     for step in plan:
         if step.sweep_id not in queue.unread:
             continue
-        if position[step.job_ids[0]] > queue.unread[step.sweep_id]:
+        # a backfill reaches past a sweep's next groups on purpose, and only into what was read
+        if not step.backfill and position[step.job_ids[0]] > queue.unread[step.sweep_id]:
             return True
         if step.action in ("reuse", "dispatch"):
             used[step.sweep_id] = used.get(step.sweep_id, 0) + len(step.job_ids)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import case, func, null, or_, select, true, update
+from sqlalchemy import and_, case, func, null, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
@@ -138,9 +138,10 @@ def queued_on_label(session: Session, label: str, free: int | None = None) -> Qu
     served least recently, sweep id, then the sweep's point order), and their sweeps by id.
 
     ``free``: only the dispatch groups of each sweep a release plan with that many free slots can
-    reach (a group's place is its first job's; a group is read whole): its first two, and each
-    whose earlier groups fit in ``free`` together. A tick so reads what it can release, not the
-    whole queue. One pass of window functions over the queued rows, no join back."""
+    reach (a group's place is its first job's; a group is read whole): its first two, each whose
+    earlier groups fit in ``free`` together, and the first of each width that fits (a backfill).
+    A tick so reads what it can release, not the whole queue. One pass of window functions over
+    the queued rows, no join back."""
     group = (SweepJob.sweep_id, SweepJob.group_key)
     jobs = (
         select(
@@ -170,9 +171,18 @@ def queued_on_label(session: Session, label: str, free: int | None = None) -> Qu
         in_order: Any = {"partition_by": j.sweep_id, "order_by": (j.first, j.group_key)}
         # Each group's cost once (at its first job), summed over the groups up to and with this one.
         upto = func.sum(case((j.position == j.first, cost), else_=0)).over(**in_order)
-        ranked = select(*j, (upto - cost).label("before"), func.dense_rank().over(**in_order).label("rank"))
+        # ... and each sweep's first group of every width that fits: what a backfill can take
+        # (app.core.release: one group a sweep and plan, the first of its width)
+        by_width = func.dense_rank().over(partition_by=(j.sweep_id, cost), order_by=(j.first, j.group_key))
+        ranked = select(
+            *j,
+            (upto - cost).label("before"),
+            func.dense_rank().over(**in_order).label("rank"),
+            by_width.label("wrank"),
+            cost.label("width"),
+        )
         r = ranked.subquery().c
-        reaches = or_(r.rank <= 2, r.before <= max(0, free))
+        reaches = or_(r.rank <= 2, r.before <= max(0, free), and_(r.wrank == 1, r.width <= max(0, free)))
         first_unread = func.min(case((reaches, None), else_=r.position)).over(partition_by=r.sweep_id)
         final = select(*r, reaches.label("reach"), first_unread.label("unread")).subquery()
     f = final.c
