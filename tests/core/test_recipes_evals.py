@@ -209,4 +209,4 @@ def test_multinode_and_agentic_keys_of_the_fixtures_follow_the_documented_rules(
             marked = [r for r in members if r["run-eval"]]
             assert len(marked) == 1, key
             assert marked[0]["eval-conc"] == max(c for r in members for c in concs(r)), key
-    assert seen >= 1 or name.startswith("amd-minimaxm3")
+    assert seen >= 1, name  # every AMD master file has multi-node or agentic keys (the test is not vacuous)
