@@ -107,6 +107,11 @@ class Settings(BaseSettings):
     # the worker died between the claim and the dispatch call.
     dispatch_lost_grace_seconds: float = 300.0
     infra_retry_limit: int = 2
+    # Jobs a label may have waiting in GitHub's queue beyond its runners. 0: never more jobs in
+    # flight than runners, so the bot keeps the order (priorities) and a dispatch group waits until
+    # its whole width is free; N > 0: a group goes out when up to N of its jobs would wait on
+    # GitHub for a runner, trading that much priority control for fewer idle runners.
+    runner_overcommit: int = Field(default=0, ge=0)
 
     # Dashboard.
     operator_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)

@@ -52,6 +52,7 @@ class Config:
     debounce_s: float = 30.0  # report flush interval
     strategy: str = "runpoll"  # "runpoll" (this code) | "baseline" (main before: get_run per job)
     rate_limit: int = 5000  # the sim's hourly limit per token (GitHub's for a user token)
+    overcommit: int = 0  # SWEEPBOT_RUNNER_OVERCOMMIT: jobs allowed to wait on GitHub for a runner
     seed: int = 7
 
 
@@ -141,6 +142,7 @@ def _env(tmp: str, cfg: Config) -> None:
             "SWEEPBOT_JOB_REPAIR_INTERVAL": str(cfg.repair_interval_s),
             "SWEEPBOT_REPORT_DEBOUNCE_SECONDS": str(cfg.debounce_s),
             "SWEEPBOT_GITHUB_CONSISTENCY_DELAYS": "0",
+            "SWEEPBOT_RUNNER_OVERCOMMIT": str(cfg.overcommit),
             # PyGithub's spacing of requests is wall time; the sim runs on a virtual clock
             "SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS": "0",
             "SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES": "0",

@@ -80,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=10, help="PRs that arrive at t=0")
     parser.add_argument("--mean-gap", type=float, default=1800.0, help="mean seconds between later PRs")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--overcommit", type=int, default=0, help="SWEEPBOT_RUNNER_OVERCOMMIT: jobs that may wait on GitHub"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     configs = [
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             mean_gap_s=args.mean_gap,
             strategy=name.strip(),
             seed=args.seed,
+            overcommit=args.overcommit,
         )
         for name in args.strategies.split(",")
     ]

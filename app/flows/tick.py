@@ -226,7 +226,9 @@ def _claim_label(session: Session, gw: RepoFiles, label: str, repo: str, result:
     in_flight = inflight_slots(session, label)
     if _preempt_canaries(session, label, capacity, in_flight, result):
         in_flight = inflight_slots(session, label)
-    queue, plan, known = _planned(session, label, capacity, in_flight)
+    # Jobs allowed to wait on GitHub for a runner (SWEEPBOT_RUNNER_OVERCOMMIT, default none):
+    # planned as extra capacity; canaries are still preempted for the real runners only.
+    queue, plan, known = _planned(session, label, capacity + get_settings().runner_overcommit, in_flight)
     sweeps = queue.sweeps
     # Only the jobs the plan acts on are loaded whole (a head names its dispatch; a reuse is marked).
     jobs = jobs_by_id(session, [step.job_ids[0] for step in plan if step.action in ("reuse", "dispatch")])

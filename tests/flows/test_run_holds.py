@@ -133,3 +133,25 @@ def test_a_lost_sibling_event_is_freed_when_the_run_completes_even_by_the_repair
     gh.runs[second].update(status="completed", conclusion="success")  # its webhook is lost too
     repair_jobs(env["factory"], lambda s: FakeRepair(gh))
     assert _held(env) == 0
+
+
+def test_overcommit_lets_a_group_out_when_that_many_of_its_jobs_would_wait_on_github(
+    env: dict[str, Any],
+) -> None:
+    """SWEEPBOT_RUNNER_OVERCOMMIT: 0 (the default) keeps a group until its whole width is free;
+    N lets it out when at most N of its jobs would wait in GitHub's queue for a runner."""
+    from app.settings import reset_settings_cache
+
+    gh = FakeGitHub()
+    first = _request(env["factory"], gh, filters=SweepFilters(conc=(1,)))
+    width = _jobs(env["factory"], first.sweep.id)[0].slots
+    assert width > 1
+    env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", f"mi355x={width + 1}")  # one runner left after it
+    reset_settings_cache()
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    second = _request(env["factory"], gh, pr=8, filters=SweepFilters(conc=(1,)))
+    for overcommit, released in ((0, 0), (width - 2, 0), (width - 1, 1)):
+        env["mp"].setenv("SWEEPBOT_RUNNER_OVERCOMMIT", str(overcommit))
+        reset_settings_cache()
+        assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == released, overcommit
+    assert {j.state for j in _jobs(env["factory"], second.sweep.id)} == {JobState.DISPATCHED}
