@@ -239,22 +239,28 @@ def test_rate_limit_and_hook_deliveries(replay: Any) -> None:
     assert judge_page([item], stored=set(), asked=set(), floor=None, horizon=0).wanted == []
 
 
+def _app_settings(url: str, *, app_id: int) -> tuple[Settings, str]:
+    """A GitHub App's settings against the replay server, with a fresh private key (its PEM)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    settings = Settings(
+        github_api_url=url,
+        github_app_id=app_id,
+        github_app_private_key=pem,
+        github_seconds_between_requests=0,
+        github_seconds_between_writes=0,
+    )
+    return settings, pem
+
+
 def test_installation_lookup_and_tokens_cached_per_installation() -> None:
     from app.adapters.github.credentials import AppCredentials
 
     r = Replay("GithubIntegration.testGetRepoInstallation.txt", "GithubIntegration.testGetAccessToken.txt")
     try:
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ).decode()
-        settings = Settings(
-            github_api_url=r.url,
-            github_app_id=243473,
-            github_app_private_key=pem,
-            github_seconds_between_requests=0,
-            github_seconds_between_writes=0,
-        )
+        settings, pem = _app_settings(r.url, app_id=243473)
         creds = AppCredentials(settings, pem)
         assert creds.installation_for_repo("ammarmallik/test-runner") == 30614431
         assert creds.installation_for_repo("ammarmallik/test-runner") == 30614431  # remembered
@@ -481,17 +487,7 @@ def test_the_app_s_installations_give_the_default_one() -> None:
         documented("GET", "/app/installations", "apps/list-installations", 200, "base-installation-items")
     )
     try:
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ).decode()
-        settings = Settings(
-            github_api_url=r.url,
-            github_app_id=1,
-            github_app_private_key=pem,
-            github_seconds_between_requests=0,
-            github_seconds_between_writes=0,
-        )
+        settings, pem = _app_settings(r.url, app_id=1)
         assert AppCredentials(settings, pem).default_installation() == 1
         assert [p for _, p, _ in r.seen] == ["/app/installations"]
     finally:
