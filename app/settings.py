@@ -107,11 +107,12 @@ class Settings(BaseSettings):
     # the worker died between the claim and the dispatch call.
     dispatch_lost_grace_seconds: float = 300.0
     infra_retry_limit: int = 2
-    # Jobs a label may have waiting in GitHub's queue beyond its runners. 0: never more jobs in
-    # flight than runners, so the bot keeps the order (priorities) and a dispatch group waits until
-    # its whole width is free; N > 0: a group goes out when up to N of its jobs would wait on
-    # GitHub for a runner, trading that much priority control for fewer idle runners.
-    runner_overcommit: int = Field(default=0, ge=0)
+    # Jobs a label may have waiting in GitHub's queue beyond its runners (app.core.release_policy).
+    # auto: a dispatch group goes out when at least one of its jobs can start on a free runner now
+    # (at most its width - 1 wait on GitHub, where GitHub orders them); 0: never more jobs in flight
+    # than runners, so the bot alone keeps the order and a group waits until its whole width is
+    # free; N > 0: a group goes out when up to N jobs would wait on GitHub for a runner.
+    runner_overcommit: int | Literal["auto"] = "auto"
 
     # Dashboard.
     operator_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
@@ -178,6 +179,19 @@ class Settings(BaseSettings):
                 out[label.strip()] = int(count)
             return out
         return value
+
+    @field_validator("runner_overcommit", mode="before")
+    @classmethod
+    def _overcommit(cls, value: object) -> object:
+        text = str(value).strip().lower()
+        if text == "auto":
+            return "auto"
+        if isinstance(value, bool) or not text.isdigit():
+            raise SettingsError(
+                f"SWEEPBOT_RUNNER_OVERCOMMIT {value!r} is not auto or a whole number of jobs "
+                "(e.g. auto, 0 or 5)"
+            )
+        return int(text)
 
     @field_validator("registry_urls", mode="before")
     @classmethod

@@ -32,6 +32,9 @@ def test_lists_and_maps_from_the_environment(settings_env: pytest.MonkeyPatch) -
     [
         ("SWEEPBOT_RUNNER_CAPACITY", "mi355x:9", "LABEL=COUNT"),
         ("SWEEPBOT_REGISTRY_URLS", "docker.io", "HOST=URL"),
+        ("SWEEPBOT_RUNNER_OVERCOMMIT", "-1", "is not auto or a whole number of jobs"),
+        ("SWEEPBOT_RUNNER_OVERCOMMIT", "lots", "SWEEPBOT_RUNNER_OVERCOMMIT 'lots' is not auto"),
+        ("SWEEPBOT_RUNNER_OVERCOMMIT", "2.5", "e.g. auto, 0 or 5"),
     ],
 )
 def test_malformed_values_say_how_to_fix_them(
@@ -40,6 +43,17 @@ def test_malformed_values_say_how_to_fix_them(
     settings_env.setenv(name, value)
     with pytest.raises(ValueError, match=fragment):
         Settings()
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"), [(None, "auto"), ("auto", "auto"), (" AUTO ", "auto"), ("0", 0), ("5", 5)]
+)
+def test_runner_overcommit_is_auto_by_default_or_a_whole_number(
+    settings_env: pytest.MonkeyPatch, value: str | None, parsed: int | str
+) -> None:
+    if value is not None:
+        settings_env.setenv("SWEEPBOT_RUNNER_OVERCOMMIT", value)
+    assert Settings().runner_overcommit == parsed
 
 
 def test_production_refuses_to_start_without_a_webhook_secret(settings_env: pytest.MonkeyPatch) -> None:

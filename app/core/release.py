@@ -4,8 +4,9 @@ Order: priority class first; inside a class, round-robin across sweeps (one disp
 per round, the sweep served least recently first, as the caller orders ``queues``); inside a
 sweep, its point order (``app.core.sweepspec.point_order``). A queue's head that a stored result
 already answers is reused instead of run. Whether one dispatch may go is
-``app.core.release_policy.release_decision`` (free slots, canaries only on idle runners and within
-their budget). The plan stops once the label has no free slot left.
+``app.core.release_policy.release_decision`` (free slots and the overcommit, canaries only on idle
+runners and within their budget). The plan stops once the label has no room left: no free runner
+with the ``"auto"`` overcommit, none counting the N jobs that may wait on GitHub with an integer.
 
 Reuse needs a database lookup, which a pure function cannot make: the plan asks for it instead. When
 it reaches a head job whose ``reusable`` is ``None`` it ends with one ``check`` release naming that
@@ -21,7 +22,7 @@ from typing import Literal
 
 import structlog
 
-from app.core.release_policy import Candidate, LabelView, release_decision
+from app.core.release_policy import Candidate, LabelView, Overcommit, release_decision
 
 log = structlog.get_logger(__name__)
 
@@ -118,8 +119,14 @@ class _State:
     sweeps: dict[int, SweepQueue]
     hours: dict[str, CanaryHours]
     in_flight: int
+    capacity: int
+    overcommit: Overcommit
     out: list[Release] = field(default_factory=list)
     backfilled: set[int] = field(default_factory=set)  # sweeps that had their backfill this plan
+
+    def view(self) -> LabelView:
+        """The label's runners, what is in flight and the overcommit, as the decision sees them."""
+        return LabelView("", self.capacity, self.in_flight, overcommit=self.overcommit)
 
     def real_waiting_slots(self) -> int:
         """Slots of the real (non-canary) dispatches still queued: one count per dispatch group."""
@@ -138,13 +145,17 @@ def plan_release(
     *,
     label: str = "",
     canary_hours: Mapping[str, CanaryHours] | None = None,
+    overcommit: Overcommit = 0,
 ) -> list[Release]:
-    """The releases for one label now (see the module docstring); ``queues`` in serving order."""
+    """The releases for one label now (see the module docstring); ``queues`` in serving order;
+    ``capacity``: the label's runners; ``overcommit``: ``SWEEPBOT_RUNNER_OVERCOMMIT``."""
     state = _State(
         queues={q.sweep_id: list(q.jobs) for q in queues},
         sweeps={q.sweep_id: q for q in queues},
         hours=dict(canary_hours or {}),
         in_flight=in_flight,
+        capacity=capacity,
+        overcommit=overcommit,
     )
     for prio in sorted({q.priority for q in queues}):
         order = [q.sweep_id for q in queues if q.priority == prio]
@@ -152,7 +163,7 @@ def plan_release(
         while progress and order:
             progress = False
             for sid in list(order):
-                step = _serve(state, sid, label, capacity)
+                step = _serve(state, sid, label)
                 if step == "check":
                     log.info(
                         "release_plan", label=label, outcome="needs a reuse lookup", why=state.out[-1].reason
@@ -162,12 +173,12 @@ def plan_release(
                     progress = True
                 if step in ("done", "held") or (step == "released" and not state.queues[sid]):
                     order.remove(sid)
-                if step == "released" and capacity - state.in_flight <= 0:
-                    return _done(state, label, capacity, "no free slot left")
-    return _done(state, label, capacity, "nothing more queued that may go")
+                if step == "released" and state.view().room <= 0:
+                    return _done(state, label, "no free slot left")
+    return _done(state, label, "nothing more queued that may go")
 
 
-def _serve(state: _State, sid: int, label: str, capacity: int) -> str:
+def _serve(state: _State, sid: int, label: str) -> str:
     """One turn of one sweep: reuse heads a stored result answers, then release or hold its head."""
     queue = state.queues[sid]
     sweep = state.sweeps[sid]
@@ -190,15 +201,16 @@ def _serve(state: _State, sid: int, label: str, capacity: int) -> str:
         Candidate(slots=cost, canary=sweep.canary, expected_hours=hours.expected * cost),
         LabelView(
             label=label,
-            capacity=capacity,
+            capacity=state.capacity,
             in_flight=state.in_flight,
             real_waiting_slots=state.real_waiting_slots() if sweep.canary else 0,
             canary_hours_used=hours.used,
             canary_budget_hours=hours.budget,
+            overcommit=state.overcommit,
         ),
     )
     if not decision.release:
-        filled = None if sweep.canary else _backfill(state, sid, head, capacity, label)
+        filled = None if sweep.canary else _backfill(state, sid, head, label)
         if filled is not None:
             return filled
         state.out.append(
@@ -224,15 +236,18 @@ def _dispatch(
     state.out.append(Release("dispatch", sid, ids, reason, slots=cost, canary=canary, backfill=backfill))
 
 
-def _backfill(state: _State, sid: int, head: QueuedJob, capacity: int, label: str) -> str | None:
+def _backfill(state: _State, sid: int, head: QueuedJob, label: str) -> str | None:
     """The sweep's head does not fit the free slots: release the sweep's first later group that
     does instead (its point order is a preference; idle runners are what is avoided). At most one
     per sweep and plan, and only the first group of each width (a later one of a width already
     seen waits its turn), so the tick's reader knows what to read (``queued_on_label``). Not past
     a head wider than the whole label: it waits for an idle label, which backfill would deny it.
-    None when nothing fits; ``check`` when the candidate's reuse is not looked up yet."""
-    free = capacity - state.in_flight
-    if sid in state.backfilled or max(1, head.slots) > capacity or free <= 0:
+    None when nothing fits; ``check`` when the candidate's reuse is not looked up yet. By the planned
+    capacity (runners + an integer overcommit); with ``"auto"`` a head is held only when no runner
+    is free, so there is nothing to backfill."""
+    view = state.view()
+    free = view.room
+    if sid in state.backfilled or max(1, head.slots) > view.planned_capacity or free <= 0:
         return None
     queue = state.queues[sid]
     waiting = {j.job_id for j in queue}
@@ -264,15 +279,17 @@ def _backfill(state: _State, sid: int, head: QueuedJob, capacity: int, label: st
     return None
 
 
-def _done(state: _State, label: str, capacity: int, why: str) -> list[Release]:
+def _done(state: _State, label: str, why: str) -> list[Release]:
     counts: dict[str, int] = {}
     for step in state.out:
         counts[step.action] = counts.get(step.action, 0) + 1
     log.info(
         "release_plan",
         label=label,
-        capacity=capacity,
+        capacity=state.capacity,
+        overcommit=state.overcommit,
         in_flight=state.in_flight,
+        waiting_on_github=max(0, state.in_flight - state.capacity),
         dispatches=counts.get("dispatch", 0),
         reused=counts.get("reuse", 0),
         held=[s.reason for s in state.out if s.action == "hold"],

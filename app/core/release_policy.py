@@ -4,6 +4,16 @@ Pure: small value types in, a decision with its reason out (no Session, no gatew
 (``app.flows.tick``) gathers the label's state under the label lock, the release plan
 (``app.core.release.plan_release``) asks these functions, and the tick does the writes.
 
+Real work fits a label by its free runners and the overcommit (``SWEEPBOT_RUNNER_OVERCOMMIT``: how
+many of a dispatch group's jobs may wait in GitHub's own queue for a runner, where GitHub, not the
+bot, orders them):
+
+- ``"auto"`` (the setting's default): a group goes out when at least one of its jobs can start on a
+  free runner now, so at most its width - 1 jobs wait on GitHub, and never a group none of whose
+  jobs can start (a label with every runner taken, counting what is in flight, releases nothing);
+- ``0``: a group waits until its whole width is free (never more jobs in flight than runners);
+- ``N``: a group goes out when at most N of the label's jobs would wait (planned as runners + N).
+
 Canary sweeps (nightly regression watch, ``app.flows.nightlywatch``) use idle runner time only:
 
 - a canary is released only when no real job waits for that runner label (real work is served
@@ -21,10 +31,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final, Literal
 
 import structlog
 
 log = structlog.get_logger(__name__)
+
+AUTO: Final = "auto"
+Overcommit = int | Literal["auto"]  # SWEEPBOT_RUNNER_OVERCOMMIT (module docstring)
 
 
 @dataclass(frozen=True)
@@ -37,10 +51,23 @@ class LabelView:
     real_waiting_slots: int = 0  # slots of real dispatches still queued (not released this tick)
     canary_hours_used: float = 0.0  # canary runner-hours spent this week (repo of the candidate)
     canary_budget_hours: float | None = None  # None: no budget configured (no limit)
+    overcommit: Overcommit = 0  # jobs of real work that may wait on GitHub (module docstring)
 
     @property
     def free(self) -> int:
+        """Runners free now (negative when more jobs are in flight than runners)."""
         return self.capacity - self.in_flight
+
+    @property
+    def planned_capacity(self) -> int:
+        """What real work is planned against: the runners, plus N with an integer overcommit."""
+        return self.capacity + (0 if self.overcommit == AUTO else int(self.overcommit))
+
+    @property
+    def room(self) -> int:
+        """Slots real work may take now by the planned capacity (``"auto"``: the free runners; a
+        group then goes out whole once one of them is free, see ``release_decision``)."""
+        return self.planned_capacity - self.in_flight
 
 
 @dataclass(frozen=True)
@@ -60,27 +87,58 @@ class Decision:
 def release_decision(candidate: Candidate, label: LabelView) -> Decision:
     """May ``candidate`` be dispatched onto ``label`` now? Says why either way."""
     cost = max(1, candidate.slots)
-    # A dispatch wider than the whole label may still run alone on an idle label, or it would
-    # wait forever.
-    if cost > label.free and not (cost > label.capacity and label.in_flight == 0):
+    if not candidate.canary:
+        return _real_work(cost, label)
+    # Canaries take truly idle runners only, whatever the overcommit. A dispatch wider than the
+    # whole label may still run alone on an idle label, or it would wait forever.
+    if cost > label.free and label.in_flight > 0:
         return Decision(False, f"{cost} slot(s) needed, {max(0, label.free)} free on {label.label}")
-    if candidate.canary:
-        if label.real_waiting_slots > 0:
+    if label.real_waiting_slots > 0:
+        return Decision(
+            False,
+            f"canary waits: {label.real_waiting_slots} slot(s) of real work queued on {label.label}",
+            stop_label=True,
+        )
+    budget = label.canary_budget_hours
+    if budget is not None and label.canary_hours_used + candidate.expected_hours > budget:
+        return Decision(
+            False,
+            f"canary budget: {label.canary_hours_used:.1f} of {budget:.1f} runner-hours used this "
+            f"week, the next canary needs about {candidate.expected_hours:.1f}",
+            stop_label=True,
+        )
+    return Decision(True, f"idle runner on {label.label}: canary released")
+
+
+def _real_work(cost: int, label: LabelView) -> Decision:
+    """A real dispatch of ``cost`` slots: by the free runners and the overcommit (module docstring).
+    An idle label takes any dispatch, even one wider than the label (or it would wait forever)."""
+    if label.overcommit == AUTO:
+        if label.free < 1 and label.in_flight > 0:
             return Decision(
                 False,
-                f"canary waits: {label.real_waiting_slots} slot(s) of real work queued on {label.label}",
-                stop_label=True,
+                f"{cost} slot(s) needed, none free on {label.label} "
+                "(auto overcommit: a group goes out once one of its jobs can start)",
             )
-        budget = label.canary_budget_hours
-        if budget is not None and label.canary_hours_used + candidate.expected_hours > budget:
-            return Decision(
-                False,
-                f"canary budget: {label.canary_hours_used:.1f} of {budget:.1f} runner-hours used this "
-                f"week, the next canary needs about {candidate.expected_hours:.1f}",
-                stop_label=True,
-            )
-        return Decision(True, f"idle runner on {label.label}: canary released")
-    return Decision(True, f"{cost} slot(s) free on {label.label}")
+        return _released(cost, label, "auto overcommit")
+    if cost > label.room and label.in_flight > 0:
+        extra = f", counting {label.overcommit} job(s) that may wait on GitHub" if label.overcommit else ""
+        return Decision(False, f"{cost} slot(s) needed, {max(0, label.room)} free on {label.label}{extra}")
+    return _released(
+        cost, label, f"overcommit {label.overcommit}" if label.overcommit else "alone on an idle label"
+    )
+
+
+def _released(cost: int, label: LabelView, why: str) -> Decision:
+    """Released; the reason says how many of its jobs will wait in GitHub's queue for a runner."""
+    free = max(0, label.free)
+    if cost <= free:
+        return Decision(True, f"{cost} slot(s) free on {label.label}")
+    return Decision(
+        True,
+        f"{why}: {free} slot(s) free on {label.label}, {cost} needed; "
+        f"{cost - free} job(s) wait in GitHub's queue for a runner",
+    )
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.clock import aware, utcnow
 from app.core.release import CanaryHours, QueuedJob, Release, SweepQueue, plan_release
-from app.core.release_policy import CanaryRun, LabelView, pick_preemptions
+from app.core.release_policy import AUTO, CanaryRun, LabelView, Overcommit, pick_preemptions
 from app.core.routing import TransientError
 from app.flows.benchrepo import RepoFiles, label_capacity
 from app.flows.canary_budget import canary_budget, note_preempted_hours
@@ -152,7 +152,12 @@ def _look_up(
 
 
 def _plan(
-    session: Session, label: str, queue: QueuedOnLabel, capacity: int, in_flight: int
+    session: Session,
+    label: str,
+    queue: QueuedOnLabel,
+    capacity: int,
+    in_flight: int,
+    overcommit: Overcommit = 0,
 ) -> tuple[list[Release], dict[int, Any]]:
     """Plan the label's releases, looking up reuse for each job the plan reaches (``plan_release``)."""
     rows, sweeps = queue.rows, queue.sweeps
@@ -168,7 +173,9 @@ def _plan(
     _look_up(session, [queued[0] for queued in per_sweep.values()], sweeps, known)
     queues = {sid: _queue(sweeps[sid], queued, known) for sid, queued in per_sweep.items()}
     while True:
-        plan = plan_release(list(queues.values()), capacity, in_flight, label=label, canary_hours=hours)
+        plan = plan_release(
+            list(queues.values()), capacity, in_flight, label=label, canary_hours=hours, overcommit=overcommit
+        )
         if not plan or plan[-1].action != "check":
             return plan, known
         asked = by_id[plan[-1].job_ids[0]]
@@ -197,22 +204,24 @@ def _reached_unread(plan: list[Release], queue: QueuedOnLabel) -> bool:
 
 
 def _planned(
-    session: Session, label: str, capacity: int, in_flight: int
+    session: Session, label: str, capacity: int, in_flight: int, overcommit: Overcommit = 0
 ) -> tuple[QueuedOnLabel, list[Release], dict[int, Any]]:
     """The plan over the dispatch groups of each sweep it can reach with the free slots, or over the
     whole queue when those did not suffice. A sweep's groups go out in order while they fit (one
-    wider than the label alone) and it is held at the first that does not, so those groups decide
-    it, unless stored results answer a run of its heads (``_reached_unread``) or a canary waits
-    (a canary's turn counts the real work queued behind every sweep)."""
-    queue = queued_on_label(session, label, free=capacity - in_flight)
+    wider than the label alone; with the ``"auto"`` overcommit, while one slot is free) and it is
+    held at the first that does not, so those groups decide it, unless stored results answer a run
+    of its heads (``_reached_unread``) or a canary waits (a canary's turn counts the real work queued
+    behind every sweep)."""
+    view = LabelView(label, capacity, in_flight, overcommit=overcommit)
+    queue = queued_on_label(session, label, free=view.room, auto_overcommit=overcommit == AUTO)
     canary = any(s.reason == CANARY_REASON for s in queue.sweeps.values())
     if not (queue.unread and canary):
-        plan, known = _plan(session, label, queue, capacity, in_flight)
+        plan, known = _plan(session, label, queue, capacity, in_flight, overcommit)
         if not _reached_unread(plan, queue):
             return queue, plan, known
         log.info("tick_reads_whole_queue", label=label, why="the plan reached jobs of a sweep not read")
     queue = queued_on_label(session, label)
-    return queue, *_plan(session, label, queue, capacity, in_flight)
+    return queue, *_plan(session, label, queue, capacity, in_flight, overcommit)
 
 
 def _claim_label(session: Session, gw: RepoFiles, label: str, repo: str, result: TickResult) -> list[Claimed]:
@@ -226,9 +235,9 @@ def _claim_label(session: Session, gw: RepoFiles, label: str, repo: str, result:
     in_flight = inflight_slots(session, label)
     if _preempt_canaries(session, label, capacity, in_flight, result):
         in_flight = inflight_slots(session, label)
-    # Jobs allowed to wait on GitHub for a runner (SWEEPBOT_RUNNER_OVERCOMMIT, default none):
-    # planned as extra capacity; canaries are still preempted for the real runners only.
-    queue, plan, known = _planned(session, label, capacity + get_settings().runner_overcommit, in_flight)
+    # Jobs allowed to wait on GitHub for a runner (SWEEPBOT_RUNNER_OVERCOMMIT): decided by the
+    # plan (app.core.release_policy); canaries are preempted for, and released onto, runners only.
+    queue, plan, known = _planned(session, label, capacity, in_flight, get_settings().runner_overcommit)
     sweeps = queue.sweeps
     # Only the jobs the plan acts on are loaded whole (a head names its dispatch; a reuse is marked).
     jobs = jobs_by_id(session, [step.job_ids[0] for step in plan if step.action in ("reuse", "dispatch")])

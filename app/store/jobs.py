@@ -133,7 +133,9 @@ class QueuedOnLabel(NamedTuple):
     unread: dict[int, int]  # sweep id -> the first position not read, of the sweeps read in part
 
 
-def queued_on_label(session: Session, label: str, free: int | None = None) -> QueuedOnLabel:
+def queued_on_label(
+    session: Session, label: str, free: int | None = None, *, auto_overcommit: bool = False
+) -> QueuedOnLabel:
     """Queued jobs of active sweeps on ``label``, in serving order (priority class, the sweep
     served least recently, sweep id, then the sweep's point order), and their sweeps by id.
 
@@ -141,7 +143,11 @@ def queued_on_label(session: Session, label: str, free: int | None = None) -> Qu
     reach (a group's place is its first job's; a group is read whole): its first two, each whose
     earlier groups fit in ``free`` together, and the first of each width that fits (a backfill).
     A tick so reads what it can release, not the whole queue. One pass of window functions over
-    the queued rows, no join back."""
+    the queued rows, no join back.
+
+    ``auto_overcommit`` (``SWEEPBOT_RUNNER_OVERCOMMIT=auto``): the plan lets a group out while one
+    slot is free, so it may release each group with fewer than ``free`` slots before it and hold the
+    one after: also read is each group with fewer than ``free`` + the sweep's widest group before it."""
     group = (SweepJob.sweep_id, SweepJob.group_key)
     jobs = (
         select(
@@ -180,9 +186,12 @@ def queued_on_label(session: Session, label: str, free: int | None = None) -> Qu
             func.dense_rank().over(**in_order).label("rank"),
             by_width.label("wrank"),
             cost.label("width"),
+            func.max(cost).over(partition_by=j.sweep_id).label("widest"),
         )
         r = ranked.subquery().c
         reaches = or_(r.rank <= 2, r.before <= max(0, free), and_(r.wrank == 1, r.width <= max(0, free)))
+        if auto_overcommit:
+            reaches = or_(reaches, r.before < max(0, free) + r.widest)
         first_unread = func.min(case((reaches, None), else_=r.position)).over(partition_by=r.sweep_id)
         final = select(*r, reaches.label("reach"), first_unread.label("unread")).subquery()
     f = final.c

@@ -194,6 +194,122 @@ def test_plan_release(
     assert steps(plan_release(queues, capacity, in_flight, label="mi355x")) == expected
 
 
+OVERCOMMIT_CASES: list[tuple[str, list[SweepQueue], int, int, int | str, list[Any]]] = [
+    (
+        "auto: a 6-wide group goes out at one free slot",
+        [q(1, j(10, "a", 6))],
+        9,
+        8,
+        "auto",
+        [("dispatch", 1, (10,))],
+    ),
+    ("auto: held with no free slot", [q(1, j(10, "a", 6))], 9, 9, "auto", [("hold", 1, (10,))]),
+    (
+        "auto: nothing goes while in flight is at or over the runners, not even a 1-wide group",
+        [q(1, j(10)), q(2, j(20, "x", 6))],
+        9,
+        10,
+        "auto",
+        [("hold", 1, (10,)), ("hold", 2, (20,))],
+    ),
+    (
+        "auto: groups go out while a slot is free, then the plan stops (one group over, never two)",
+        [q(1, j(10, "a", 4), j(11, "b", 4), j(12, "c", 4), j(13, "d", 4))],
+        9,
+        0,
+        "auto",
+        [("dispatch", 1, (10,)), ("dispatch", 1, (11,)), ("dispatch", 1, (12,))],
+    ),
+    (
+        "0: the same queue holds the group the free slots do not fit whole",
+        [q(1, j(10, "a", 4), j(11, "b", 4), j(12, "c", 4), j(13, "d", 4))],
+        9,
+        0,
+        0,
+        [("dispatch", 1, (10,)), ("dispatch", 1, (11,)), ("hold", 1, (12,))],
+    ),
+    (
+        "auto: round-robin across sweeps and classes is kept",
+        [q(1, j(10, "a", 6), j(11, "b", 6)), q(2, j(20, "x", 6)), q(3, j(30, "y", 2), prio=0)],
+        9,
+        0,
+        "auto",
+        [("dispatch", 3, (30,)), ("dispatch", 1, (10,)), ("dispatch", 2, (20,))],
+    ),
+    (
+        "auto: a group wider than the label goes out once one slot is free",
+        [q(1, j(10, "a", 12))],
+        9,
+        1,
+        "auto",
+        [("dispatch", 1, (10,))],
+    ),
+    ("0: a 6-wide group waits for its whole width", [q(1, j(10, "a", 6))], 9, 8, 0, [("hold", 1, (10,))]),
+    ("N: planned as runners + N (5 wait)", [q(1, j(10, "a", 6))], 9, 8, 5, [("dispatch", 1, (10,))]),
+    ("N: one short of room", [q(1, j(10, "a", 6))], 9, 8, 4, [("hold", 1, (10,))]),
+    (
+        "N: backfill by the planned capacity (then no room is left)",
+        [q(1, j(10, "a", 6), j(11, "b", 1))],
+        9,
+        9,
+        1,
+        [("dispatch", 1, (11,))],
+    ),
+    (
+        "auto: the head goes out itself, no backfill past it",
+        [q(1, j(10, "a", 6), j(11, "b", 1))],
+        9,
+        8,
+        "auto",
+        [("dispatch", 1, (10,))],
+    ),
+    (
+        "auto: a canary is held on a full label",
+        [q(9, j(90), canary=True, prio=9)],
+        9,
+        9,
+        "auto",
+        [("hold", 9, (90,))],
+    ),
+    (
+        "N: a canary is held on a full label (the N jobs that may wait are real work's)",
+        [q(9, j(90), canary=True, prio=9)],
+        9,
+        9,
+        5,
+        [("hold", 9, (90,))],
+    ),
+    (
+        "auto: a canary takes an idle runner",
+        [q(9, j(90), canary=True, prio=9)],
+        9,
+        8,
+        "auto",
+        [("dispatch", 9, (90,))],
+    ),
+    (
+        "auto: real work over the runners first; the canary is not reached",
+        [q(1, j(10, "a", 6)), q(9, j(90), canary=True, prio=9)],
+        9,
+        4,
+        "auto",
+        [("dispatch", 1, (10,))],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "queues", "capacity", "in_flight", "overcommit", "expected"),
+    OVERCOMMIT_CASES,
+    ids=[c[0] for c in OVERCOMMIT_CASES],
+)
+def test_plan_release_by_overcommit(
+    name: str, queues: list[SweepQueue], capacity: int, in_flight: int, overcommit: Any, expected: list[Any]
+) -> None:
+    plan = plan_release(queues, capacity, in_flight, label="mi355x", overcommit=overcommit)
+    assert steps(plan) == expected
+
+
 def test_reasons_name_the_slots_and_the_run_name_is_deterministic() -> None:
     plan = plan_release([q(7, j(31, "a", 3), j(30, "a", 3)), q(8, j(40, slots=2))], 4, 0, label="mi355x")
     go, held = plan
@@ -227,6 +343,28 @@ def test_every_path_logs_why() -> None:
         ("a", "no free slot left"),
         ("b", "is job 10 answered by a stored result?"),
         ("c", "nothing more queued that may go"),
+    ]
+
+
+def test_an_auto_release_says_how_many_jobs_wait_on_github_and_the_plan_logs_them() -> None:
+    with structlog.testing.capture_logs() as logs:
+        plan = plan_release([q(1, j(10, "a", 6))], 9, 8, label="mi355x", overcommit="auto")
+        held = plan_release([q(1, j(10, "a", 6))], 9, 9, label="mi355x", overcommit="auto")
+    assert plan[0].reason == (
+        "auto overcommit: 1 slot(s) free on mi355x, 6 needed; 5 job(s) wait in GitHub's queue for a runner"
+    )
+    assert held[0].reason == (
+        "6 slot(s) needed, none free on mi355x "
+        "(auto overcommit: a group goes out once one of its jobs can start)"
+    )
+    lines = [
+        (e["overcommit"], e["waiting_on_github"], e["held"], e["why"])
+        for e in logs
+        if e["event"] == "release_plan"
+    ]
+    assert lines == [
+        ("auto", 5, [], "no free slot left"),
+        ("auto", 0, [held[0].reason], "nothing more queued that may go"),
     ]
 
 

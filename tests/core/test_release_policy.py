@@ -65,6 +65,40 @@ def test_release_decision(candidate: Candidate, label: LabelView, release: bool,
     assert why in got.reason
 
 
+@pytest.mark.parametrize(
+    ("candidate", "label", "release", "why"),
+    [
+        # auto: a group goes out once one of its jobs can start; the rest wait on GitHub
+        (Candidate(6), LabelView(L, 9, 8, overcommit="auto"), True, "5 job(s) wait in GitHub's queue"),
+        (Candidate(6), LabelView(L, 9, 9, overcommit="auto"), False, "6 slot(s) needed, none free"),
+        (Candidate(1), LabelView(L, 9, 9, overcommit="auto"), False, "none free"),  # narrow: held too
+        (Candidate(1), LabelView(L, 9, 12, overcommit="auto"), False, "none free"),  # already over
+        (Candidate(4), LabelView(L, 9, 0, overcommit="auto"), True, "4 slot(s) free on mi355x"),
+        (Candidate(12), LabelView(L, 9, 1, overcommit="auto"), True, "4 job(s) wait"),  # wider than the label
+        (Candidate(3), LabelView(L, 0, 0, overcommit="auto"), True, "3 job(s) wait"),  # no runners: alone
+        # an integer keeps its meaning: planned as runners + N
+        (Candidate(6), LabelView(L, 9, 8, overcommit=0), False, "6 slot(s) needed, 1 free on mi355x"),
+        (Candidate(6), LabelView(L, 9, 8, overcommit=4), False, "5 free on mi355x, counting 4 job(s)"),
+        (Candidate(6), LabelView(L, 9, 8, overcommit=5), True, "overcommit 5: 1 slot(s) free"),
+        (Candidate(1), LabelView(L, 9, 14, overcommit=5), False, "1 slot(s) needed, 0 free"),
+        (Candidate(12), LabelView(L, 9, 0, overcommit=0), True, "alone on an idle label"),
+        (Candidate(12), LabelView(L, 9, 1, overcommit=0), False, "needed"),
+        # canaries: truly idle runners only, whatever the overcommit
+        (Candidate(1, canary=True), LabelView(L, 9, 9, overcommit="auto"), False, "1 slot(s) needed, 0 free"),
+        (Candidate(2, canary=True), LabelView(L, 9, 8, overcommit="auto"), False, "2 slot(s) needed, 1 free"),
+        (Candidate(1, canary=True), LabelView(L, 9, 9, overcommit=5), False, "1 slot(s) needed, 0 free"),
+        (Candidate(1, canary=True), LabelView(L, 9, 8, overcommit="auto"), True, "idle runner"),
+        (Candidate(12, canary=True), LabelView(L, 9, 0, overcommit="auto"), True, "idle runner"),
+    ],
+)
+def test_release_decision_by_overcommit(
+    candidate: Candidate, label: LabelView, release: bool, why: str
+) -> None:
+    got = release_decision(candidate, label)
+    assert got.release is release
+    assert why in got.reason, got.reason
+
+
 def test_a_held_canary_stops_the_label_for_canaries() -> None:
     got = release_decision(Candidate(1, canary=True), LabelView(L, 9, 0, real_waiting_slots=2))
     assert not got.release and got.stop_label

@@ -51,7 +51,7 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
     reset_settings_cache()
     clear_capacity_cache()
     settings_env.setattr(ring, "enqueue", lambda task, *args: None)
-    yield {"factory": session_factory()}
+    yield {"factory": session_factory(), "mp": settings_env}
 
 
 def _canary(factory: sessionmaker[Session], gh: FakeGitHub, tag: str, conc: tuple[int, ...] = (4, 64)) -> int:
@@ -120,6 +120,13 @@ def test_a_canary_runs_on_an_idle_label_and_two_canaries_do_not_supersede_each_o
 
 
 def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
+    from app.settings import reset_settings_cache
+
+    # The strict hold: real work is held at the label's runners, so the plan reaches the canary and
+    # says why it waits (with the default auto overcommit real work takes the label past its
+    # runners and the plan stops before the canary: test_a_canary_never_joins_real_work_waiting_on_github).
+    env["mp"].setenv("SWEEPBOT_RUNNER_OVERCOMMIT", "0")
+    reset_settings_cache()
     gh = FakeGitHub()
     real = _real(env["factory"], gh, (4, 8, 16, 32, 64))  # more runner slots than the label has
     canary = _canary(env["factory"], gh, "nightly-" + "1" * 40)
@@ -149,6 +156,33 @@ def test_a_canary_waits_while_real_work_waits(env: dict[str, Any]) -> None:
     runs_complete(env["factory"], gh, real)
     tick(env["factory"], lambda s: FakeTick(gh))
     assert _states(env["factory"], canary) == [JobState.DISPATCHED, JobState.DISPATCHED]
+
+
+@pytest.mark.parametrize("overcommit", ["auto", "3"])
+def test_a_canary_never_joins_real_work_waiting_on_github(env: dict[str, Any], overcommit: str) -> None:
+    """Overcommitted real work is all out of the bot's queue, some of it waiting in GitHub's for a
+    runner: no runner is idle, so the canary waits (the jobs the overcommit lets wait are real work's)."""
+    from app.settings import reset_settings_cache
+
+    env["mp"].setenv("SWEEPBOT_RUNNER_OVERCOMMIT", overcommit)
+    reset_settings_cache()
+    gh = FakeGitHub()
+    real = _real(env["factory"], gh, (4, 8))
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 2
+    assert set(_states(env["factory"], real)) == {JobState.DISPATCHED}
+    with env["factory"]() as s:
+        assert inflight_slots(s, "mi355x") > 4  # more in flight than the 4 runners
+    canary = _canary(env["factory"], gh, "nightly-" + "1" * 40)
+    res = tick(env["factory"], lambda s: FakeTick(gh))
+    assert res.dispatched_runs == 0 and _states(env["factory"], canary) == [JobState.QUEUED] * 2
+    assert any("slot(s) needed, 0 free on mi355x" in h for h in res.held), res.held
+    with env["factory"]() as s:
+        for job in s.scalars(select(SweepJob).where(SweepJob.sweep_id == real)):
+            finish_job(s, job.id, JobState.SUCCEEDED)
+        s.commit()
+    runs_complete(env["factory"], gh, real)
+    tick(env["factory"], lambda s: FakeTick(gh))
+    assert _states(env["factory"], canary) == [JobState.DISPATCHED] * 2
 
 
 def test_real_work_preempts_running_canaries(env: dict[str, Any]) -> None:

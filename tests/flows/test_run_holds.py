@@ -1,8 +1,10 @@
-"""Never more jobs in flight than runners after a retry (issue 19).
+"""What is in flight on a label: a retry's siblings, and the jobs the overcommit lets wait (issue 19).
 
 A retry re-dispatches the whole conc group (test-config selects by conc only): once the retried
 job finished, the run's other jobs (points whose results we have) still hold runners. The bot
 follows every run it dispatched until GitHub says the run completed, and counts those jobs.
+``SWEEPBOT_RUNNER_OVERCOMMIT`` decides how many jobs may wait in GitHub's queue for a runner:
+auto (the default) lets a group out once one of its jobs can start, 0 never more than runners.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ def _job(wf: dict[str, Any], status: str, conclusion: str | None = None) -> dict
 def test_a_retrys_run_holds_runners_until_its_siblings_finish(env: dict[str, Any]) -> None:
     from app.settings import reset_settings_cache
 
+    # the strict hold: the second sweep's group waits for its whole width (with the default auto
+    # overcommit it would go out at the first runner the siblings free)
+    env["mp"].setenv("SWEEPBOT_RUNNER_OVERCOMMIT", "0")
     gh = FakeGitHub()
     env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
     req = _request(env["factory"], gh, filters=SweepFilters(conc=(1,)))
@@ -138,8 +143,8 @@ def test_a_lost_sibling_event_is_freed_when_the_run_completes_even_by_the_repair
 def test_overcommit_lets_a_group_out_when_that_many_of_its_jobs_would_wait_on_github(
     env: dict[str, Any],
 ) -> None:
-    """SWEEPBOT_RUNNER_OVERCOMMIT: 0 (the default) keeps a group until its whole width is free;
-    N lets it out when at most N of its jobs would wait in GitHub's queue for a runner."""
+    """SWEEPBOT_RUNNER_OVERCOMMIT: 0 keeps a group until its whole width is free; N lets it out
+    when at most N of its jobs would wait in GitHub's queue for a runner."""
     from app.settings import reset_settings_cache
 
     gh = FakeGitHub()
@@ -155,3 +160,35 @@ def test_overcommit_lets_a_group_out_when_that_many_of_its_jobs_would_wait_on_gi
         reset_settings_cache()
         assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == released, overcommit
     assert {j.state for j in _jobs(env["factory"], second.sweep.id)} == {JobState.DISPATCHED}
+
+
+def test_auto_overcommit_lets_a_group_out_at_one_free_runner_and_nothing_at_none(
+    env: dict[str, Any],
+) -> None:
+    """The default (auto): a group goes out once one of its jobs can start on a free runner, the
+    rest waiting in GitHub's queue; with no runner free nothing goes, not even a one-job group."""
+    from app.settings import reset_settings_cache
+
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    first = _request(env["factory"], gh, filters=SweepFilters(conc=(1,)))
+    jobs = sorted(_jobs(env["factory"], first.sweep.id), key=lambda j: j.id)
+    width = jobs[0].slots
+    assert width > 2
+    env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", f"mi355x={width}")
+    reset_settings_cache()
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    wide = _request(env["factory"], gh, pr=8, filters=SweepFilters(conc=(1,)))
+    narrow = _request(env["factory"], gh, pr=9, filters=SweepFilters(conc=(1024,), evals="none"))
+    assert [j.slots for j in _jobs(env["factory"], narrow.sweep.id)] == [1]
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0  # no runner free
+    run_id = gh.dispatches[0]["run_id"]
+    gh.run_jobs[run_id] = [_wf_job(gh, run_id, j, "success") for j in jobs]
+    done = {**gh.run_jobs[run_id][0], "labels": ["mi355x"]}
+    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": done})
+    assert _held(env) == width - 1  # one runner free
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+    assert {j.state for j in _jobs(env["factory"], wide.sweep.id)} == {JobState.DISPATCHED}
+    assert _held(env) == 2 * width - 1  # width - 1 of its jobs wait on GitHub for a runner
+    assert {j.state for j in _jobs(env["factory"], narrow.sweep.id)} == {JobState.QUEUED}
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0

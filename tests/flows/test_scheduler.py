@@ -149,6 +149,9 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
     from app.settings import reset_settings_cache
 
     env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=11")
+    # the strict hold (never more in flight than runners); the default auto overcommit lets a group
+    # out at one free runner: tests/flows/test_run_holds.py
+    env["mp"].setenv("SWEEPBOT_RUNNER_OVERCOMMIT", "0")
     reset_settings_cache()
     gh = FakeGitHub()
     req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
@@ -231,6 +234,7 @@ def test_capacity_from_runners_yaml_when_not_configured(env: dict[str, Any]) -> 
     from app.settings import reset_settings_cache
 
     env["mp"].delenv("SWEEPBOT_RUNNER_CAPACITY")
+    env["mp"].setenv("SWEEPBOT_RUNNER_OVERCOMMIT", "0")  # strict: what is in flight shows the capacity
     reset_settings_cache()
     gh = FakeGitHub()
     req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
@@ -407,6 +411,9 @@ def _ctx(session: Session, event: str, payload: dict[str, Any]) -> HandlerContex
 
 def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any]) -> None:
     env["mp"].setenv("SWEEPBOT_INFRA_RETRY_LIMIT", "1")
+    # strict hold: the retry waits until the run's filtered-out points free their runners (with the
+    # default auto overcommit it would go out at the first free runner, its jobs waiting on GitHub)
+    env["mp"].setenv("SWEEPBOT_RUNNER_OVERCOMMIT", "0")
     from app.settings import reset_settings_cache
 
     reset_settings_cache()

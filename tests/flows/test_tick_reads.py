@@ -97,8 +97,8 @@ def _eval(s: Session, sweep: Sweep, name: str) -> None:
     )
 
 
-def _whole(s: Session, capacity: int, in_flight: int) -> list[Any]:
-    plan, _ = tick._plan(s, LABEL, queued_on_label(s, LABEL), capacity, in_flight)
+def _whole(s: Session, capacity: int, in_flight: int, overcommit: int | str = 0) -> list[Any]:
+    plan, _ = tick._plan(s, LABEL, queued_on_label(s, LABEL), capacity, in_flight, overcommit)
     return plan
 
 
@@ -125,9 +125,15 @@ def _random_queue(s: Session, rng: random.Random, canary: bool) -> None:
 def test_the_plan_over_what_is_read_is_the_plan_over_the_whole_queue(db_session: Session, seed: int) -> None:
     rng = random.Random(seed)
     _random_queue(db_session, rng, canary=seed % 5 == 0)
-    for capacity, in_flight in ((9, 0), (9, 5), (4, 4), (12, 3), (3, 0), (1, 0)):
-        _, plan, _ = tick._planned(db_session, LABEL, capacity, in_flight)
-        assert plan == _whole(db_session, capacity, in_flight), (seed, capacity, in_flight)
+    for overcommit in (0, 3, "auto"):
+        for capacity, in_flight in ((9, 0), (9, 5), (4, 4), (12, 3), (3, 0), (1, 0), (9, 8), (9, 11)):
+            _, plan, _ = tick._planned(db_session, LABEL, capacity, in_flight, overcommit)
+            assert plan == _whole(db_session, capacity, in_flight, overcommit), (
+                seed,
+                overcommit,
+                capacity,
+                in_flight,
+            )
 
 
 def test_a_sweep_is_read_only_as_far_as_the_free_slots_reach(db_session: Session) -> None:
@@ -142,6 +148,13 @@ def test_a_sweep_is_read_only_as_far_as_the_free_slots_reach(db_session: Session
     assert read.unread == {sweep.id: 12}  # the first job of group 4
     assert len(queued_on_label(db_session, LABEL, free=0).rows) == 8  # always the first two
     assert queued_on_label(db_session, LABEL).unread == {}
+    # auto overcommit: groups go out while a slot is free (0, 4 and 8 before them), the fourth is held
+    auto = queued_on_label(db_session, LABEL, free=9, auto_overcommit=True)
+    assert [r.group_key for r in auto.rows] == [f"conc={c}" for c in range(4) for _ in range(4)]
+    assert auto.unread == {sweep.id: 16}
+    queue, plan, _ = tick._planned(db_session, LABEL, 9, 0, "auto")
+    assert [s.action for s in plan] == ["dispatch"] * 3
+    assert queue.unread == {sweep.id: 16}  # that read sufficed: the whole queue was not read
 
 
 def test_stored_results_past_what_was_read_make_the_tick_read_the_whole_queue(db_session: Session) -> None:
