@@ -52,7 +52,7 @@ class Config:
     debounce_s: float = 30.0  # report flush interval
     strategy: str = "runpoll"  # "runpoll" (this code) | "baseline" (main before: get_run per job)
     rate_limit: int = 5000  # the sim's hourly limit per token (GitHub's for a user token)
-    overcommit: int = 0  # SWEEPBOT_RUNNER_OVERCOMMIT: jobs allowed to wait on GitHub for a runner
+    overcommit: int | str = "auto"  # SWEEPBOT_RUNNER_OVERCOMMIT: "auto" or jobs that may wait on GitHub
     seed: int = 7
 
 

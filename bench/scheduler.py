@@ -18,6 +18,8 @@ a run's job list read on every workflow_job event whose name two points share) a
 - rate-limited GitHub calls per job: all, the repair poll's, the report's, and the webhook path's
   (everything but the poll; aim <= 4); and the ratio runpoll / baseline.
 
+``--overcommit`` is ``SWEEPBOT_RUNNER_OVERCOMMIT``: ``auto`` (the default, as the bot's) or N.
+
     .venv/bin/python bench/scheduler.py                  # full scale, both strategies
     .venv/bin/python bench/scheduler.py --prs 4 --conc-end 8 --strategies runpoll
 """
@@ -70,6 +72,15 @@ def table(figures: list[Figures]) -> str:
     return "\n".join(lines)
 
 
+def _overcommit(value: str) -> int | str:
+    """``auto`` or a whole number, as the setting takes it."""
+    if value.strip().lower() == "auto":
+        return "auto"
+    if not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r} is not auto or a whole number of jobs")
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prs", type=int, default=50)
@@ -81,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mean-gap", type=float, default=1800.0, help="mean seconds between later PRs")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
-        "--overcommit", type=int, default=0, help="SWEEPBOT_RUNNER_OVERCOMMIT: jobs that may wait on GitHub"
+        "--overcommit",
+        type=_overcommit,
+        default="auto",
+        help="SWEEPBOT_RUNNER_OVERCOMMIT: auto (the default) or N jobs that may wait on GitHub",
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -102,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=len(configs), mp_context=get_context("spawn")) as pool:
         figures = list(pool.map(run, configs))
     print(
-        f"{sum(f.jobs for f in figures)} jobs in {time.monotonic() - started:.0f} s of wall time", flush=True
+        f"{sum(f.jobs for f in figures)} jobs in {time.monotonic() - started:.0f} s of wall time, "
+        f"SWEEPBOT_RUNNER_OVERCOMMIT={args.overcommit}",
+        flush=True,
     )
     print(table(figures))
     for f in figures:
@@ -114,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{f.strategy}: by operation " + json.dumps(f.by_operation, sort_keys=True))
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(f) for f in figures], indent=2))
-    return 1 if any(f.inflight_violations for f in figures) else 0
+    # More in flight than runners is a fault only under the strict hold; an overcommit has jobs
+    # wait on GitHub for a runner by design (counted and printed all the same).
+    return 1 if args.overcommit == 0 and any(f.inflight_violations for f in figures) else 0
 
 
 if __name__ == "__main__":

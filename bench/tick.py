@@ -4,9 +4,11 @@ A SQLite database (on /dev/shm when there is one, as bench/scheduler.py) holds N
 sweeps of 40 points each (4 search spaces x 10 concs, a dispatch per conc holding 4 runners, the
 workload of bench/scheduler.py), as many finished jobs as history, and stored results of other
 images (so every reuse lookup searches and misses). The label has 9 runners, none busy: a tick
-releases two dispatches and holds the rest. Timed: the label's part of the tick under its lock
-(``app.flows.tick._claim_label``: in-flight count, the queue, reuse lookups, the plan, the claims),
-rolled back after each run so every run sees the same queue; the median of ``--repeat`` runs.
+releases three dispatches with the default ``SWEEPBOT_RUNNER_OVERCOMMIT=auto`` (the third's 3 jobs
+wait on GitHub for a runner), two with ``=0``, and holds the rest. Timed: the label's part of the
+tick under its lock (``app.flows.tick._claim_label``: in-flight count, the queue, reuse lookups, the
+plan, the claims), rolled back after each run so every run sees the same queue; the median of
+``--repeat`` runs.
 
 ``baseline`` is main before this change: every queued job and its sweep loaded as ORM objects
 (with the point's JSON), and one reuse lookup (two queries) per sweep head, per tick. ``batched``
@@ -89,6 +91,7 @@ def _baseline_plan(
     from app.core.release import plan_release
     from app.flows.tick import _canary_hours
     from app.models.sweeps import CANARY_REASON
+    from app.settings import get_settings
     from app.store import reuse
 
     by_id = {job.id: (job, sweep) for job, sweep in rows}
@@ -110,8 +113,14 @@ def _baseline_plan(
     for job, sweep in heads.values():
         look_up(job, sweep)
     while True:
+        # the release rule is the core's, shared (SWEEPBOT_RUNNER_OVERCOMMIT too): only the reads differ
         plan = plan_release(
-            _baseline_queues(rows, known), capacity, in_flight, label=label, canary_hours=hours
+            _baseline_queues(rows, known),
+            capacity,
+            in_flight,
+            label=label,
+            canary_hours=hours,
+            overcommit=get_settings().runner_overcommit,
         )
         if not plan or plan[-1].action != "check":
             return plan, known
