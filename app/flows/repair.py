@@ -190,7 +190,7 @@ def _time_out(
     session: Session, gw: CancelGateway, job: SweepJob, sweep: Sweep, age: float, settings: Settings
 ) -> None:
     if job.run_id is not None:
-        cancel_runs(gw, sweep.repo, [job.run_id])
+        cancel_runs(gw, sweep.repo, [job.run_id], session)
     finish_job(
         session,
         job.id,
