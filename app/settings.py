@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     )
     runner_capacity: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)
     job_timeout_seconds: float = 6 * 3600.0
+    # A followed run's row (dispatch_runs) is deleted by the repair poll this long after the run
+    # completed: nothing counts its runners any more (app.store.dispatchruns.prune_completed).
+    dispatch_run_retention_seconds: float = Field(default=7 * 24 * 3600.0, gt=0)
     # A job claimed for dispatch with no run found (by its name) after this long is queued again:
     # the worker died between the claim and the dispatch call.
     dispatch_lost_grace_seconds: float = 300.0

@@ -196,6 +196,12 @@ def _close(world: World, b: dict[str, Any]) -> Any:
     return {"ok": True}
 
 
+@_action("delete-issue")
+def _delete_issue(world: World, b: dict[str, Any]) -> Any:
+    world.delete_issue(b["repo"], int(b["number"]))
+    return {"ok": True}
+
+
 @_action("comments")
 def _comments(world: World, b: dict[str, Any]) -> Any:
     c = world.add_comment(b["repo"], int(b["number"]), b["user"], b["body"])

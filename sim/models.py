@@ -194,6 +194,7 @@ class Repo:
     refs: dict[str, str] = field(default_factory=dict)  # "refs/heads/main" -> sha
     pulls: dict[int, Pull] = field(default_factory=dict)
     issues: dict[int, Issue] = field(default_factory=dict)
+    deleted_issues: set[int] = field(default_factory=set)  # GitHub answers their numbers 410 Gone
     next_number: int = 1
     comments: dict[int, Comment] = field(default_factory=dict)
     collaborators: dict[str, str] = field(default_factory=dict)

@@ -12,7 +12,7 @@ class Issues(Actions):
     def _take_number(self, repo: Repo, number: int | None) -> int:
         if number is None:
             number = repo.next_number
-        if number in repo.pulls or number in repo.issues:
+        if number in repo.pulls or number in repo.issues or number in repo.deleted_issues:
             raise SimError(422, f"number {number} is already used in {repo.full_name}")
         repo.next_number = max(repo.next_number, number + 1)
         return number
@@ -56,10 +56,26 @@ class Issues(Actions):
             return issue
 
     def issue(self, full_name: str, number: int) -> Issue:
-        issue = self.repo(full_name).issues.get(number)
+        repo = self.repo(full_name)
+        issue = repo.issues.get(number)
         if issue is None:
+            if number in repo.deleted_issues:
+                # GitHub's answer to a caller who may read the repository (one who may not gets
+                # its 404 before this: api_common._repo).
+                raise SimError(410, "This issue was deleted")
             raise SimError(404, "Not Found")
         return issue
+
+    def delete_issue(self, full_name: str, number: int) -> None:
+        """A maintainer deletes a plain issue (GitHub's web UI or GraphQL ``deleteIssue``; REST has
+        no delete): it is listed no more, its number is answered 410 "This issue was deleted" and
+        never given again, and its comments go with it."""
+        with self.lock:
+            repo = self.repo(full_name)
+            self.issue(full_name, number)
+            del repo.issues[number]
+            repo.deleted_issues.add(number)
+            repo.comments = {k: c for k, c in repo.comments.items() if c.issue_number != number}
 
     def update_issue(self, full_name: str, number: int, **fields: Any) -> Issue:
         with self.lock:

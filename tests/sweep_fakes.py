@@ -61,7 +61,9 @@ class FakeGitHub:
         self.run_jobs: dict[int, list[dict[str, Any]]] = {}
         self.annotations: dict[int, list[dict[str, Any]]] = {}
         self.dispatches: list[dict[str, Any]] = []
-        self.cancelled: list[int] = []
+        self.cancelled: list[int] = []  # cancels that took
+        self.cancel_posts: list[int] = []  # every cancel asked for (POST .../cancel), taken or not
+        self.cancel_errors: list[Exception] = []  # each POST raises the first of these, if any
         self.pr_labels: set[str] = set()  # the PR's labels, kept as GitHub would
         self.labels: list[tuple[int, list[str]]] = []  # add_labels calls
         self.removed: list[tuple[int, str]] = []  # remove_label calls
@@ -113,10 +115,14 @@ class FakePulls(_Fake):
 
 
 class FakeCancel(_Fake):
-    """CancelGateway: a cancelled run completes as cancelled (unless it had completed)."""
+    """CancelGateway: a cancelled run completes as cancelled (unless it had completed); each POST
+    is counted in ``gh.cancel_posts``, and raises the next of ``gh.cancel_errors`` if any."""
 
     def cancel_run(self, repo: str, run_id: int) -> None:
         with self.gh.lock:
+            self.gh.cancel_posts.append(run_id)
+            if self.gh.cancel_errors:
+                raise self.gh.cancel_errors.pop(0)
             self.gh.cancelled.append(run_id)
             run = self.gh.runs[run_id]
             if run["status"] != "completed":

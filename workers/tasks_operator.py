@@ -14,7 +14,7 @@ from workers.celery_app import celery_app
 def cancel_runs(repo: str, run_ids: list[int], actor: str) -> list[str]:
     """Cancel the runs of jobs an operator cancelled (each cancel audited as ``actor``)."""
     with session_scope() as session:
-        return stop_runs(session_gateway(session, actor=actor), repo, [int(r) for r in run_ids])
+        return stop_runs(session_gateway(session, actor=actor), repo, [int(r) for r in run_ids], session)
 
 
 @celery_app.task(name="sweepbot.refresh_rate_limit")

@@ -133,9 +133,15 @@ def current_celery() -> Celery:
     return _app
 
 
-def send_task(task_name: str, args: list[Any], countdown: float | None = None) -> None:
-    """Publish one task message by name (raises what kombu raises when the broker is unreachable)."""
-    current_celery().send_task(task_name, args=args, countdown=countdown)
+def send_task(
+    task_name: str, args: list[Any], countdown: float | None = None, argsrepr: str | None = None
+) -> None:
+    """Publish one task message by name (raises what kombu raises when the broker is unreachable).
+
+    ``argsrepr`` is what the message's headers show of ``args`` (Celery writes ``repr(args)``
+    otherwise, at a tenth of the publish's cost for a list of 100 delivery ids)."""
+    options: dict[str, Any] = {} if argsrepr is None else {"argsrepr": argsrepr}
+    current_celery().send_task(task_name, args=args, countdown=countdown, **options)
 
 
 def broker_health() -> dict[str, Any]:

@@ -189,19 +189,31 @@ def tell(
     view = issue_view(ctx, reg, series, watches)
     issue_repo = ctx.cfg.watch_nightlies.issue_repo or ctx.repo
     marker = issue_marker(ctx.repo, ctx.key.config_key, reg.first_bad_tag)
+    remembered = reg.issue_number
     issue = gw.upsert_issue(
-        issue_repo, marker, title=issue_title(view), body=render_issue(view), number=reg.issue_number
+        issue_repo, marker, title=issue_title(view), body=render_issue(view), number=remembered
     )
-    created = reg.issue_number is None
     reg.issue_repo, reg.issue_number = issue_repo, int(issue["number"])
     report.issues.append(reg.issue_number)
-    if created:
+    if reg.issue_number != remembered:
+        detail: dict[str, Any] = {"regression": reg.id, "first_bad": reg.first_bad_tag}
+        if remembered is not None:
+            # upsert_issue found #remembered gone (a maintainer deleted it: GitHub answers 410)
+            # and took the issue holding the marker, or opened a new one when none did.
+            detail["replaces"] = remembered
+            log.warning(
+                "nightly_issue_replaced",
+                regression=reg.id,
+                was=f"{issue_repo}#{remembered}",
+                now=f"{issue_repo}#{reg.issue_number}",
+                why="the remembered issue is gone (deleted); found by its marker or opened again",
+            )
         record(
             session,
             actor=BOT,
             action="nightly.issue_open",
             target=f"{issue_repo}#{reg.issue_number}",
-            detail={"regression": reg.id, "first_bad": reg.first_bad_tag},
+            detail=detail,
         )
     if reg.state == RegressionState.RECOVERED and issue.get("state") != "closed":
         gw.update_issue(issue_repo, reg.issue_number, state="closed", state_reason="completed")

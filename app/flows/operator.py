@@ -108,9 +108,12 @@ def watch_title(session: Session, watch_id: int) -> str:
     return f"{watch.repo}#{watch.pr_number} {watch.config_key}"
 
 
-def stop_runs(gw: sweepcancel.CancelGateway, repo: str, run_ids: list[int]) -> list[str]:
+def stop_runs(
+    gw: sweepcancel.CancelGateway, repo: str, run_ids: list[int], session: Session | None = None
+) -> list[str]:
     """The worker's half of a cancel: ask GitHub to cancel each run (one failing does not stop the
-    others); the errors, one per run that could not be cancelled."""
-    errors = sweepcancel.cancel_runs(gw, repo, run_ids)
+    others); the errors, one per run that could not be cancelled. With ``session``, a run GitHub
+    refused to cancel is not asked again (``sweepcancel.cancel_runs``)."""
+    errors = sweepcancel.cancel_runs(gw, repo, run_ids, session)
     log.info("operator_runs_stopped", repo=repo, runs=run_ids, errors=len(errors))
     return errors

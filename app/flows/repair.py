@@ -23,7 +23,7 @@ from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
-from app.store.dispatchruns import close_stale, open_runs
+from app.store.dispatchruns import close_stale, open_runs, prune_completed
 from app.store.jobs import requeue
 from app.store.sweeps import sweep_mode
 
@@ -46,6 +46,7 @@ class RepairResult:
     timed_out: int = 0
     requeued: int = 0
     collect_enqueued: int = 0
+    pruned: int = 0  # rows of runs completed longer ago than the retention, deleted
 
 
 def _poll_targets(session_factory: sessionmaker[Session]) -> list[runpoll.Target]:
@@ -96,10 +97,14 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
     settings = get_settings()
     result = RepairResult()
     with session_factory() as session:
-        if close_stale(session, utcnow() - timedelta(seconds=settings.job_timeout_seconds)):
+        now = utcnow()
+        if close_stale(session, now - timedelta(seconds=settings.job_timeout_seconds)):
             after_stale: list[Callable[[], None]] = [tick_later]
         else:
             after_stale = []
+        result.pruned = prune_completed(
+            session, now - timedelta(seconds=settings.dispatch_run_retention_seconds)
+        )
         session.commit()
     for callback in after_stale:
         callback()
@@ -190,7 +195,7 @@ def _time_out(
     session: Session, gw: CancelGateway, job: SweepJob, sweep: Sweep, age: float, settings: Settings
 ) -> None:
     if job.run_id is not None:
-        cancel_runs(gw, sweep.repo, [job.run_id])
+        cancel_runs(gw, sweep.repo, [job.run_id], session)
     finish_job(
         session,
         job.id,

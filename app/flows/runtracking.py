@@ -285,12 +285,11 @@ def apply_workflow_run(
             close_run(session, run_id, f"run {run.get('conclusion')}")
     live = [j for j in jobs if j.state not in JobState.FINAL and j.run_id == run_id]
     if run.get("status") != "completed":
-        if (
-            any(j.state == JobState.CANCELLED and j.run_id == run_id for j in jobs)
-            and not live
-            and gw is not None
-        ):
-            cancel_runs(gw, sweep_repo(session, jobs[0]), [run_id])  # a cancel that did not take
+        cancelled = [j for j in jobs if j.state == JobState.CANCELLED and j.run_id == run_id]
+        # A cancel that did not take is asked again; one GitHub refused (run_cancel_refused) is
+        # not: it would be refused again, one POST per event of the run until it ends.
+        if cancelled and not live and gw is not None and not any(j.run_cancel_refused for j in cancelled):
+            cancel_runs(gw, sweep_repo(session, jobs[0]), [run_id], session)
         if run.get("status") == "in_progress":
             for job in live:
                 if job.state == JobState.DISPATCHED:

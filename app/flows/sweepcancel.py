@@ -9,6 +9,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.adapters.github.errors import GitHubError
 from app.core.clock import utcnow
 from app.core.routing import HandlerContext, HandlerSkipped, Router
 from app.core.sweepspec import (
@@ -18,7 +19,7 @@ from app.core.sweepspec import (
 from app.flows.ring import tick_later
 from app.models.sweeps import JobState, RunnerLabel, Sweep, SweepJob, SweepState
 from app.store.audit import record
-from app.store.jobs import requeue
+from app.store.jobs import note_cancel_refused, requeue
 from app.store.reports import mark_report_dirty
 from app.store.sweeps import get_sweep, reopen
 
@@ -33,14 +34,29 @@ class CancelGateway(Protocol):
     def cancel_run(self, repo: str, run_id: int) -> Any: ...
 
 
-def cancel_runs(gw: CancelGateway, repo: str, run_ids: Iterable[int]) -> list[str]:
+def refused(exc: Exception) -> bool:
+    """GitHub said no for good: a 4xx (403 "Must have admin rights to Repository.", 404), which a
+    second ask gets again. A 5xx or a rate limit is a ``TransientError``, worth asking again."""
+    return isinstance(exc, GitHubError) and 400 <= exc.status < 500
+
+
+def cancel_runs(
+    gw: CancelGateway, repo: str, run_ids: Iterable[int], session: Session | None = None
+) -> list[str]:
+    """Ask GitHub to cancel each run; the errors, one per run not cancelled. With ``session``, a
+    refusal (``refused``) is kept on the run's jobs (``run_cancel_refused``): no later
+    ``workflow_run`` of it asks again."""
     errors = []
     for run_id in sorted(set(run_ids)):
         try:
             gw.cancel_run(repo, run_id)
         except Exception as exc:  # one run that cannot be cancelled must not block the others
-            errors.append(f"run {run_id}: {exc}")
-            log.warning("cancel_run_failed", repo=repo, run_id=run_id, error=str(exc))
+            said = f"run {run_id}: {exc}"
+            if session is not None and refused(exc):
+                note_cancel_refused(session, run_id, str(exc))
+                said += " (refused: not asked again)"
+            errors.append(said)
+            log.warning("cancel_run_failed", repo=repo, run_id=run_id, error=said)
     return errors
 
 
@@ -65,7 +81,7 @@ def close_sweep(
     if superseded_by is not None:
         sweep.superseded_by = superseded_by
     session.flush()
-    errors = cancel_runs(gw, sweep.repo, run_ids) if gw is not None else []
+    errors = cancel_runs(gw, sweep.repo, run_ids, session) if gw is not None else []
     record(
         session,
         actor=actor,

@@ -72,6 +72,7 @@ def sweep_summary(session: Session, sweep_id: int) -> dict[str, Any]:
                 "attempts": j.attempts,
                 "run_id": j.run_id,
                 "run_url": j.run_url,
+                "run_cancel_refused": j.run_cancel_refused,  # what GitHub said when it refused
                 "result_url": j.result_url,
                 "dispatched_at": iso(j.dispatched_at),
                 "started_at": iso(j.started_at),

@@ -118,6 +118,9 @@ class SweepJob(Base):
     run_id: Mapped[int | None] = mapped_column(BigInteger)
     run_url: Mapped[str | None] = mapped_column(String(500))
     run_conclusion: Mapped[str | None] = mapped_column(String(32))
+    # GitHub refused to cancel this job's run (a 4xx, e.g. 403 "Must have admin rights to
+    # Repository."): what it said. Asking again is refused again, so the run is not asked again.
+    run_cancel_refused: Mapped[str | None] = mapped_column(String(300))
     result_url: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

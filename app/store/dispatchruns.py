@@ -3,7 +3,9 @@
 A retry re-dispatches a whole conc group, so its run re-runs siblings whose results we have; the
 bot counts their runners (``app.core.release.run_slots_in_use``) from the ``workflow_job`` events
 of every job of the run, ours or not, until the run completes (its ``workflow_run`` event, or the
-repair poll reading it). Label-mode runs are the repo's, not ours: not recorded here.
+repair poll reading it). Label-mode runs are the repo's, not ours: not recorded here. The repair
+poll deletes a row ``SWEEPBOT_DISPATCH_RUN_RETENTION_SECONDS`` after its run completed
+(``prune_completed``).
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from sqlalchemy import select
+from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
 from app.core.release import RunSlots
 from app.core.runmatch import parse_job_name
 from app.models.dispatchruns import DispatchRun
-from app.models.sweeps import SweepJob
+from app.models.sweeps import JobState, SweepJob
 
 log = structlog.get_logger(__name__)
 
@@ -125,3 +127,23 @@ def close_stale(session: Session, older_than: datetime) -> list[int]:
     for run in stale:
         close_run(session, run.run_id, "no completion heard within the job timeout")
     return [r.run_id for r in stale]
+
+
+def prune_completed(session: Session, completed_before: datetime) -> int:
+    """Delete the rows of runs that completed before ``completed_before``: nothing counts them any
+    more. A run not completed is never deleted (its runners are held), nor one a job of ours still
+    waits on in flight (its runners would be counted again through the job). How many went."""
+    held = exists().where(SweepJob.run_id == DispatchRun.run_id, SweepJob.state.in_(JobState.IN_FLIGHT))
+    gone = session.execute(
+        delete(DispatchRun)
+        .where(
+            DispatchRun.completed_at.is_not(None),
+            DispatchRun.completed_at < completed_before,
+            ~held,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    count = int(gone.rowcount)  # type: ignore[attr-defined]  # a CursorResult for DELETE
+    if count:
+        log.info("dispatch_runs_pruned", count=count, completed_before=completed_before.isoformat())
+    return count

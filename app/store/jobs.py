@@ -112,9 +112,18 @@ def dispatch_group(session: Session, jobs: Sequence[SweepJob]) -> list[SweepJob]
 
 def requeue(job: SweepJob, reason: str) -> None:
     job.state, job.reason, job.claim = JobState.QUEUED, reason, None
-    job.run_id = job.run_url = job.run_name = job.run_conclusion = None
+    job.run_id = job.run_url = job.run_name = job.run_conclusion = job.run_cancel_refused = None
     job.dispatched_at = job.started_at = job.finished_at = None
     job.updated_at = utcnow()
+
+
+def note_cancel_refused(session: Session, run_id: int, said: str) -> int:
+    """GitHub refused to cancel ``run_id`` (a 4xx: asking again is refused again): kept on the
+    run's jobs so no later event asks again; how many jobs."""
+    jobs = session.scalars(select(SweepJob).where(SweepJob.run_id == run_id)).all()
+    for job in jobs:
+        job.run_cancel_refused = said[:300]
+    return len(jobs)
 
 
 class QueuedRow(NamedTuple):

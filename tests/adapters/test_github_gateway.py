@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.orm import Session
 
-from app.adapters.github.errors import Conflict, NotFound
+from app.adapters.github.errors import Conflict, Gone, NotFound
 from app.adapters.github.gateway import GitHubGateway, gateway
 from app.core.routing import TransientError
 from app.models import AuditEntry
@@ -113,6 +113,55 @@ def test_a_write_github_refuses_is_audited_as_refused_with_its_status(
         f"{REPO} comment 987654321",
     )
     assert row.detail is not None and row.detail["status"] == 404 and "404" in row.detail["error"]
+
+
+def _issue_writes(sim: SimServer) -> dict[str, int]:
+    return {
+        op: n
+        for (op, status, _), n in sim.world.calls.items()
+        if op in ("issues/create", "issues/update") and status < 300
+    }
+
+
+def test_a_remembered_issue_a_maintainer_deleted_is_looked_up_by_its_marker_then_opened_again(
+    gw: GitHubGateway, sim: SimServer
+) -> None:
+    marker = "<!-- sweepbot:nightly-regression:test -->"
+    first = gw.upsert_issue(REPO, marker, title="Regression", body="slower")
+    admin_action(sim.world, "delete-issue", {"repo": REPO, "number": first["number"]})
+    with pytest.raises(Gone) as info:  # what GitHub answers for it (sim/world_issues.py)
+        gw.get_issue(REPO, first["number"])
+    assert info.value.status == 410 and "This issue was deleted" in str(info.value)
+    sim.world.reset_calls()
+    again = gw.upsert_issue(REPO, marker, title="Regression", body="slower", number=first["number"])
+    assert again["number"] != first["number"] and marker in again["body"]
+    assert _issue_writes(sim) == {"issues/create": 1}
+    # the new number, remembered, is edited in place from then on
+    edited = gw.upsert_issue(REPO, marker, title="Regression", body="slower still", number=again["number"])
+    assert edited["number"] == again["number"]
+    assert _issue_writes(sim) == {"issues/create": 1, "issues/update": 1}
+
+
+def test_a_remembered_issue_gone_while_another_holds_the_marker_is_not_opened_again(
+    gw: GitHubGateway, sim: SimServer
+) -> None:
+    marker = "<!-- sweepbot:nightly-regression:test -->"
+    holder = gw.create_issue(REPO, title="Regression", body=f"{marker}\nslower")
+    other = gw.create_issue(REPO, title="unrelated", body="")
+    admin_action(sim.world, "delete-issue", {"repo": REPO, "number": other["number"]})
+    sim.world.reset_calls()
+    got = gw.upsert_issue(REPO, marker, title="Regression", body="slower still", number=other["number"])
+    assert got["number"] == holder["number"] and "slower still" in got["body"]
+    assert _issue_writes(sim) == {"issues/update": 1}
+
+
+def test_a_remembered_issue_that_is_closed_is_not_gone(gw: GitHubGateway, sim: SimServer) -> None:
+    marker = "<!-- sweepbot:nightly-regression:test -->"
+    first = gw.upsert_issue(REPO, marker, title="Regression", body="slower")
+    gw.update_issue(REPO, first["number"], state="closed")
+    got = gw.upsert_issue(REPO, marker, title="Regression", body="slower still", number=first["number"])
+    assert got["number"] == first["number"] and got["state"] == "closed" and "slower still" in got["body"]
+    assert len(sim.world.repo(REPO).issues) == 1
 
 
 @pytest.mark.parametrize("explicit_installation", [True, False])

@@ -28,6 +28,7 @@ from app.models.core import AuditEntry
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.models.tracking import Watch
+from sim.app import admin_action
 from sim.nightly_scenario import KEY, PERF_PR, NightlyRegressionStory
 from sim.scenario import BENCH_REPO, IMAGE, VLLM_REPO, SeedScenario
 from sim.server import SimServer
@@ -218,6 +219,24 @@ def test_a_regression_at_one_upstream_commit_is_found_bisected_reported_and_clos
     assert "<!-- sweepbot:nightly-regression:" in body
     notes = [c for c in world.repo(BENCH_REPO).comments.values() if "sweepbot:regression-note:" in c.body]
     assert len(notes) == 1 and notes[0].issue_number == 2104 and first_bad_tag in notes[0].body
+
+    # 3b. a maintainer deletes the issue (GitHub then answers its number 410 Gone): the next pass
+    # does not fail on it; no issue holds the marker, so one is opened again and remembered
+    admin_action(world, "delete-issue", {"repo": BENCH_REPO, "number": issue_number})
+    _watch(bot)
+    with factory() as s:
+        reg = s.scalars(select(NightlyRegression)).one()
+        assert reg.issue_number is not None and reg.issue_number != issue_number
+        reopened = s.scalars(select(AuditEntry).where(AuditEntry.action == "nightly.issue_open")).all()
+        assert [(e.target, (e.detail or {}).get("replaces")) for e in reopened] == [
+            (f"{BENCH_REPO}#{issue_number}", None),
+            (f"{BENCH_REPO}#{reg.issue_number}", issue_number),
+        ]
+        issue_number = reg.issue_number
+    issues = list(world.repo(BENCH_REPO).issues.values())
+    assert [i.number for i in issues] == [issue_number] and issues[0].body == body  # the same report
+    _watch(bot)  # and from then on that issue is the one edited: no third
+    assert [i.number for i in world.repo(BENCH_REPO).issues.values()] == [issue_number]
 
     # 4. the fix lands upstream; later nightlies recover and the issue is closed (still one issue)
     play("fix")

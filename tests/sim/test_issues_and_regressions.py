@@ -30,6 +30,30 @@ def test_issues_are_created_listed_updated_and_closed() -> None:
         assert httpx.get(f"{base}/9", headers=h).status_code == 404
 
 
+def test_a_deleted_issue_is_answered_410_gone_as_github_answers_it() -> None:
+    """GitHub's "Get an issue": 410 Gone for an issue deleted from a repository the caller may
+    read (body ``{"message": "This issue was deleted"}``), 404 for a caller who may not."""
+    from sim.app import admin_action
+
+    with SimServer() as sim:
+        sim.world.add_repo("o/bench")
+        sim.world.set_permission("o/bench", "sweepbot[bot]", "write")
+        h = {"Authorization": "token sim-token"}
+        base = f"{sim.github_api_url}/repos/o/bench/issues"
+        for title in ("first", "second"):
+            assert httpx.post(base, json={"title": title, "body": ""}, headers=h).status_code == 201
+        admin_action(sim.world, "delete-issue", {"repo": "o/bench", "number": 1})
+        got = httpx.get(f"{base}/1", headers=h)
+        assert got.status_code == 410 and got.json()["message"] == "This issue was deleted"
+        assert httpx.patch(f"{base}/1", json={"body": "x"}, headers=h).status_code == 410
+        assert [i["number"] for i in httpx.get(base, params={"state": "all"}, headers=h).json()] == [2]
+        assert httpx.post(base, json={"title": "third", "body": ""}, headers=h).json()["number"] == 3
+        sim.world.add_repo("o/private", private=True)
+        sim.world.open_issue("o/private", "hidden", "", "someone")
+        sim.world.delete_issue("o/private", 1)
+        assert httpx.get(f"{sim.github_api_url}/repos/o/private/issues/1", headers=h).status_code == 404
+
+
 def test_a_regression_slows_the_images_that_contain_its_commit_until_the_fix() -> None:
     with SimServer() as sim:
         w = sim.world

@@ -1,7 +1,7 @@
 """What a GitHub answer means when it is not a success: the precise exceptions callers catch.
 
-``NotFound``, ``Conflict`` (422/409), ``Unauthorized`` (401), ``Forbidden`` (a 403 that is no rate
-limit), else ``GitHubError``; 5xx and rate
+``NotFound``, ``Gone`` (410), ``Conflict`` (422/409), ``Unauthorized`` (401), ``Forbidden`` (a 403
+that is no rate limit), else ``GitHubError``; 5xx and rate
 limits become ``TransientError`` (retry the task later, never drop the work), with the wait GitHub
 documents (``app.core.ratelimit``).
 """
@@ -30,6 +30,11 @@ class GitHubError(Exception):
 
 class NotFound(GitHubError):
     """404: no such thing (or not visible to these credentials)."""
+
+
+class Gone(GitHubError):
+    """410: it was there and is deleted, e.g. an issue ("This issue was deleted"; GitHub answers a
+    caller who may not read the repository 404 instead)."""
 
 
 class Conflict(GitHubError):
@@ -66,6 +71,8 @@ def raise_for(op: str, status: int, headers: dict[str, Any], data: Any) -> NoRet
         raise Forbidden(status, f"{op}: {message or 'forbidden'}", data)
     if status == 404:
         raise NotFound(status, f"{op}: {message or 'not found'}", data)
+    if status == 410:
+        raise Gone(status, f"{op}: {message or 'gone'}", data)
     if status in (409, 422):
         raise Conflict(status, f"{op}: {message}", data)
     raise GitHubError(status, f"{op}: {message}", data)

@@ -9,9 +9,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import structlog
+
 from app.adapters.github.base import Conditional, GatewayBase, quote_segment
-from app.adapters.github.errors import NotFound
+from app.adapters.github.errors import Gone, NotFound
 from app.db import serialized
+
+log = structlog.get_logger(__name__)
 
 
 def _is_pull(issue: dict[str, Any]) -> bool:
@@ -96,18 +100,32 @@ class IssuesGateway(GatewayBase):
     def upsert_issue(
         self, repo: str, marker: str, *, title: str, body: str, number: int | None = None
     ) -> dict[str, Any]:
-        """Create the issue holding ``marker`` once, then edit it in place (look before create)."""
+        """Create the issue holding ``marker`` once, then edit it in place (look before create).
+
+        ``number``, the issue remembered, is read first; if it is gone (deleted: 410, or 404) it is
+        looked up by ``marker`` like a first time, and only if none holds it is one created. A
+        closed issue is not gone: it is edited in place and stays closed."""
         if marker not in body:
             body = f"{marker}\n{body}"
         with serialized(self._cache_session, f"issue:{repo}:{marker}"):
-            existing = self.get_issue(repo, number) if number else self.find_issue(repo, marker)
-            if existing is not None and marker not in (existing.get("body") or ""):
+            existing = self._remembered_issue(repo, number) if number else None
+            if existing is None or marker not in (existing.get("body") or ""):
                 existing = self.find_issue(repo, marker)
             if existing is None:
                 return self.create_issue(repo, title=title, body=body)
             if existing.get("body") == body and existing.get("title") == title:
                 return existing
             return self.update_issue(repo, int(existing["number"]), title=title, body=body)
+
+    def _remembered_issue(self, repo: str, number: int) -> dict[str, Any] | None:
+        """Issue ``number``, or None when it is gone. GitHub documents ("Get an issue"): 410 Gone
+        when it was deleted from a repository we may read; 404 when it was deleted from, or
+        transferred to, one we may not."""
+        try:
+            return self.get_issue(repo, number)
+        except (Gone, NotFound) as exc:
+            log.warning("issue_gone", repo=repo, number=number, status=exc.status)
+            return None
 
     # ------------------------------------------------------------------ comments and reactions
 
