@@ -287,6 +287,74 @@ def _parse_multinode(flat: str) -> JobName | None:
     )
 
 
+def _row_worker(worker: Mapping[str, Any], *, counted: bool) -> Worker:
+    return Worker(
+        int(worker.get("num-worker") or 0) if counted else None,
+        int(worker.get("tp") or 0),
+        int(worker.get("pp") or 1),
+        int(worker.get("dcp-size") or 1),
+        int(worker.get("pcp-size") or 1),
+        int(worker.get("ep") or 1),
+        bool(worker.get("dp-attn", False)),
+    )
+
+
+def _offload_words(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """An agentic row's kv-offload words in its job name: `<mode> KV offload`, then the backend's
+    name unless none or default."""
+    if row.get("scenario-type") != "agentic-coding":
+        return ()
+    mode = str(row.get("kv-offloading") or "")
+    backend = row.get("kv-offload-backend")
+    name = str(backend.get("name") or "") if isinstance(backend, Mapping) else str(backend or "")
+    words = (mode, "KV", "offload") if mode not in ("", "none") else ()
+    return (*words, *((name,) if name not in ("", "none", "default") else ()))
+
+
+def point_job_name(row: Mapping[str, Any], *, eval_job: bool = False) -> JobName:
+    """The name a generated row's job gets (its throughput job, or with ``eval_job`` its separate
+    eval-only job), as ``parse_job_name`` reads it; no caller, priority 0 (neither is matched)."""
+    framework = str(row.get("framework"))
+    spec = str(row.get("spec-decoding") or "none")
+    common: dict[str, Any] = {
+        "caller": "",
+        "priority": 0,
+        "model_prefix": str(row.get("model-prefix")),
+        "precision": str(row.get("precision")),
+        "runner": str(row.get("runner")),
+        "framework": _FRAMEWORK_SHORT.get(framework, framework),
+        "extras": (*(() if spec == "none" else (spec,)), *_offload_words(row)),
+        "eval": "eval-only" if eval_job else "",
+    }
+    if "prefill" in row:
+        disagg = bool(row.get("disagg", False))
+        prefill = _row_worker(row["prefill"], counted=disagg)
+        concs = row["conc"] if isinstance(row["conc"], list) else [row["conc"]]
+        return JobName(
+            **common,
+            tp=prefill.tp,
+            pp=prefill.pp,
+            dcp=prefill.dcp,
+            pcp=prefill.pcp,
+            ep=prefill.ep,
+            dpa=prefill.dpa,
+            conc=max(int(c) for c in concs),
+            prefill=prefill,
+            decode=_row_worker(row["decode"], counted=True) if disagg else None,
+            concs=tuple(int(c) for c in concs),
+        )
+    return JobName(
+        **common,
+        tp=int(row.get("tp", 0)),
+        pp=int(row.get("pp", 1)),
+        dcp=int(row.get("dcp-size", 1)),
+        pcp=int(row.get("pcp-size", 1)),
+        ep=int(row.get("ep", 1)),
+        dpa=bool(row.get("dp-attn", False)),
+        conc=int(row.get("conc", 0)),
+    )
+
+
 def job_matches_point(job: JobName, point: Mapping[str, Any], *, eval_job: bool | None = None) -> bool:
     """Whether a parsed job name is ``point``'s job (plan JSON): its throughput job, or its separate
     eval-only job (``eval /``, ``multi-node eval /``) with ``eval_job`` — by default, the job an
@@ -358,18 +426,34 @@ def _seq_of(point: Mapping[str, Any]) -> str:
 
 
 def assign_jobs(
-    wf_jobs: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, Any]]
+    wf_jobs: Sequence[Mapping[str, Any]],
+    points: Sequence[Mapping[str, Any]],
+    ranks: Sequence[int | None] | None = None,
 ) -> dict[int, Mapping[str, Any]]:
     """Index of each point -> its workflow job, by the real job-name format.
 
-    Points that share a name (same conc, different seq-len in e2e-tests.yml) take the jobs in
-    matrix order, which is the repo's expansion order (seq-len major), so the i-th such point gets
-    the i-th such job (the jobs API lists the latest attempt of each job, in matrix order).
+    A point with a rank (``ranks[i]``, its ``MatrixRank.rank``: app.core.dispatchjobs) takes the
+    rank-th job its name matches, in matrix order: the run also holds the points a sweep filtered
+    out, under the same names. A point without one: points that share a name (same conc,
+    different seq-len in e2e-tests.yml) take the jobs in matrix order, which is the repo's
+    expansion order (seq-len major), so the i-th such point gets the i-th such job (the jobs API
+    lists the latest attempt of each job, in matrix order); ``points`` must then be every point of
+    the dispatch the sweep has.
     """
     parsed = [(j, parse_job_name(str(j.get("name") or ""))) for j in wf_jobs]
     taken: set[int] = set()
     out: dict[int, Mapping[str, Any]] = {}
     for index, point in enumerate(points):
+        rank = ranks[index] if ranks is not None else None
+        if rank is None:
+            continue
+        named = [pos for pos, (_, name) in enumerate(parsed) if name and job_matches_point(name, point)]
+        if rank < len(named):
+            out[index] = parsed[named[rank]][0]
+            taken.add(named[rank])
+    for index, point in enumerate(points):
+        if ranks is not None and ranks[index] is not None:
+            continue
         for pos, (job, name) in enumerate(parsed):
             if pos not in taken and name is not None and job_matches_point(name, point):
                 out[index] = job

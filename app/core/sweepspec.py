@@ -228,8 +228,8 @@ def render_dispatch(
     return workflow, ref, inputs
 
 
-def dispatch_eval_flags(points: Sequence[Mapping[str, Any]], sweep_mode: str = "default") -> str:
-    """The generator's eval flags for one dispatch of ``points`` (plan dicts with eval marks).
+def dispatch_eval_mode(points: Sequence[Mapping[str, Any]], sweep_mode: str = "default") -> EvalMode:
+    """The generator's eval mode for one dispatch of ``points`` (plan dicts with eval marks).
 
     The bot dispatches a few concurrencies at a time, and the repo's generator would treat each
     such slice as a whole sweep (its highest conc is always "selected"), so the bot says what it
@@ -237,12 +237,15 @@ def dispatch_eval_flags(points: Sequence[Mapping[str, Any]], sweep_mode: str = "
     runner), `--evals-only [--all-evals]` for eval-only points, nothing for default evals.
     """
     if any(p.get("eval-only") for p in points):
-        mode = EvalMode.ALL if sweep_mode == EvalMode.ALL.value else EvalMode.ONLY
-    elif any(p.get("run-eval") for p in points):
-        mode = EvalMode.DEFAULT
-    else:
-        mode = EvalMode.NONE
-    flags = cli_flags(mode)
+        return EvalMode.ALL if sweep_mode == EvalMode.ALL.value else EvalMode.ONLY
+    if any(p.get("run-eval") for p in points):
+        return EvalMode.DEFAULT
+    return EvalMode.NONE
+
+
+def dispatch_eval_flags(points: Sequence[Mapping[str, Any]], sweep_mode: str = "default") -> str:
+    """The generator's eval flags for one dispatch of ``points`` (``dispatch_eval_mode``)."""
+    flags = cli_flags(dispatch_eval_mode(points, sweep_mode))
     return f" {flags}" if flags else ""
 
 
@@ -268,28 +271,6 @@ def group_key(point: dict[str, Any], fields: Sequence[str]) -> str:
         # key's rows go out in one dispatch whose `--conc` is the union of their lists.
         return "/".join(["conc=rows", *(f"{f}={vals[f]}" for f in fields if f != "conc")])
     return "/".join(f"{f}={vals[f]}" for f in fields)
-
-
-def dispatch_slots(
-    expanded: Iterable[Mapping[str, Any]], planned: Iterable[Mapping[str, Any]], fields: Sequence[str]
-) -> dict[str, int]:
-    """Runners each dispatch group occupies: the jobs its command really creates.
-
-    ``expanded``: every point of the key the command selects (test-config selects by conc, so a
-    dispatch runs every seq-len and tp at its conc, the ones the sweep's filters left out too);
-    ``planned``: the sweep's points with the repo's eval marks. A point that runs an eval
-    (``run-eval``) gets a second job in e2e-tests.yml, the separate ``eval /`` job, on a runner of
-    its own; an ``eval-only`` point is that job alone (counted once, as its expanded point).
-    """
-    slots: dict[str, int] = {}
-    for point in expanded:
-        gk = group_key(dict(point), fields)
-        slots[gk] = slots.get(gk, 0) + 1
-    for point in planned:
-        if point.get("run-eval") and not point.get("eval-only"):
-            gk = group_key(dict(point), fields)
-            slots[gk] = slots.get(gk, 0) + 1
-    return slots
 
 
 def point_seq(point: dict[str, Any]) -> str:

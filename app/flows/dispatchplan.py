@@ -2,8 +2,8 @@
 
 The same grouping and rendering the scheduler uses (``group_fields``, ``render_dispatch``, the
 sweep's point order): one dispatch per group of points the repo's CLI selects together, with its
-workflow, ref and inputs, and the runner slots it occupies (every point the command expands to,
-including the ones the filters left out).
+workflow, ref and inputs, and the runner slots it occupies (every job its run has: every point the
+command expands to, the ones the filters left out too, and their eval jobs; app/core/dispatchjobs.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.recipes import expand_points
+from app.core.dispatchjobs import plan_dispatch_jobs
 from app.core.recipes.evals import parse_eval_mode, plan_with_evals
 from app.core.sweepspec import dispatch_eval_flags, group_fields, point_order, render_dispatch
 from app.core.sweepspec import group_key as _group_key
@@ -65,14 +65,10 @@ def plan_dispatches(
     the ids the database would give.
     """
     # the points with the repo's default eval marks, as /sweep plans them
-    points = plan_with_evals(
-        master, key, seq=seq, conc=list(conc) if conc else None, mode=parse_eval_mode(evals)
-    )
+    mode = parse_eval_mode(evals)
+    points = plan_with_evals(master, key, seq=seq, conc=list(conc) if conc else None, mode=mode)
     fields = group_fields(settings)
-    slots: dict[str, int] = {}
-    for p in expand_points(master, key):
-        gk = _group_key(p.to_json(), fields)
-        slots[gk] = slots.get(gk, 0) + 1
+    slots = plan_dispatch_jobs(master, key, points, fields, mode.value).slots
     positions = point_order(points)
     order = sorted(range(len(points)), key=lambda i: positions[i])
     out: dict[str, PlannedDispatch] = {}
@@ -90,7 +86,7 @@ def plan_dispatches(
                 seq=_point_seq(point),
                 conc=max(lists[0]) if lists else int(point["conc"]),
                 tp=int(point["tp"]) if "tp" in point else int(point["decode"]["tp"]),
-                evals=dispatch_eval_flags(group, evals),
+                evals=dispatch_eval_flags(group, mode.value),
                 concs=sorted({int(c) for lst in lists for c in lst}) or None,
                 head_sha=head_sha,
                 head_ref=head_ref,

@@ -23,12 +23,13 @@ from sqlalchemy.orm import Session
 from app.adapters import queue
 from app.adapters.github.errors import Conflict
 from app.adapters.registry import parse_image
+from app.core.dispatchjobs import DispatchJobs, plan_dispatch_jobs
 from app.core.recipes import expand_points, parse_master, recipe_fingerprint, set_image
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.master import get_entry
 from app.core.recipes.points import Point
 from app.core.recipes.scripts import script_candidates
-from app.core.sweepspec import SweepError, dispatch_slots, group_fields
+from app.core.sweepspec import SweepError, group_fields
 from app.flows.benchrepo import RepoFiles
 from app.flows.benchrepo import locate as _locate
 from app.flows.benchrepo import master_files as _master_files
@@ -233,10 +234,9 @@ def _script_text(gw: ScriptReader, repo: str, entry: dict[str, Any], sha: str) -
     return None
 
 
-def _slots(master: Any, key: str, points: list[Point]) -> dict[str, int]:
-    """The runners each dispatch group occupies (app.core.sweepspec.dispatch_slots), as a sweep's."""
-    expanded = [p.to_json() for p in expand_points(master, key)]
-    return dispatch_slots(expanded, [p.to_json() for p in points], group_fields(get_settings()))
+def _matrix(master: Any, key: str, points: list[Point]) -> DispatchJobs:
+    """What the canary's dispatches hold (app.core.dispatchjobs), as a sweep's."""
+    return plan_dispatch_jobs(master, key, [p.to_json() for p in points], group_fields(get_settings()))
 
 
 def launch(
@@ -277,7 +277,7 @@ def launch(
             requested_by=BOT,
             reason=CANARY_REASON,
             priority=CANARY_PRIORITY,
-            slots=_slots(master, key, points),
+            matrix=_matrix(master, key, points),
             supersede=False,
         )
     except SweepError as exc:

@@ -70,28 +70,34 @@ def _job_for_wf_job(
 ) -> SweepJob | None:
     """Our job (of ``jobs``, the ones dispatched into this run) that a workflow job runs.
 
-    By the real job-name format (app.core.runmatch), among every point the dispatch's group holds
-    (``dispatch_group``), not only the ones we follow in this run: a retry re-runs the whole conc
-    group, so a sibling that succeeded in the first run is in this one too, under the same name
-    (e2e-tests.yml's names carry no seq-len), and must not be taken for the retried point. Same
-    names are told apart by the run's matrix order.
+    By the real job-name format (app.core.runmatch). e2e-tests.yml's names carry no seq-len, and a
+    run holds more than the jobs we follow in it under the same names: the points the sweep
+    filtered out (test-config selects by conc only), and on a retry the siblings that succeeded in
+    the first run. A job knows its place among its run's jobs of its name (``matrix_rank`` of
+    ``matrix_twins``, app.core.dispatchjobs); one stored before that is told apart among every
+    point the dispatch's group holds (``dispatch_group``) by matrix order.
     """
     parsed = parse_job_name(str(wf_job.get("name") or ""))
     if parsed is None:
         return None  # get-jobs, collect-results, ...: not a benchmark job
-    ours = {j.id for j in jobs if job_matches_point(parsed, j.point)}
+    ours = [j for j in jobs if job_matches_point(parsed, j.point)]
     if not ours:
         return None
-    hits = [j for j in dispatch_group(session, jobs) if job_matches_point(parsed, j.point)]
-    if len(hits) <= 1:
-        return next((j for j in jobs if j.id in ours), None)
+    if all(j.matrix_twins is not None for j in ours):
+        if len(ours) == 1 and ours[0].matrix_twins == 1:
+            return ours[0]  # the only job of its name in the run
+        hits = ours
+    else:
+        hits = [j for j in dispatch_group(session, jobs) if job_matches_point(parsed, j.point)]
+        if len(hits) <= 1:
+            return ours[0]
     if gw is None or wf_job.get("run_id") is None:
         return None
     run_jobs = run_job_list(gw, sweep_repo(session, hits[0]), wf_job)
-    assigned = assign_jobs(run_jobs, [j.point for j in hits])
+    assigned = assign_jobs(run_jobs, [j.point for j in hits], [j.matrix_rank for j in hits])
     for index, got in assigned.items():
         if got.get("id") == wf_job.get("id"):
-            return hits[index] if hits[index].id in ours else None
+            return hits[index] if hits[index] in ours else None
     return None
 
 
@@ -351,9 +357,10 @@ def _run_completed(
         if wf_jobs is None:
             wf_jobs = gw.list_run_jobs(sweep_repo(session, live[0]), run_id)
         # every point of the dispatch takes its place in matrix order, ours or not (a retry's run
-        # holds siblings that succeeded before)
+        # holds siblings that succeeded before, and every run the points the sweep filtered out)
         ordered = dispatch_group(session, live)
-        for index, got in assign_jobs(wf_jobs, [j.point for j in ordered]).items():
+        ranks = [j.matrix_rank for j in ordered]
+        for index, got in assign_jobs(wf_jobs, [j.point for j in ordered], ranks).items():
             by_job[ordered[index].id] = dict(got)
     changed = False
     for job in live:

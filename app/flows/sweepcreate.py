@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
+from app.core.dispatchjobs import DispatchJobs
 from app.core.sweepspec import (
     SweepError,
     SweepFilters,
@@ -51,7 +52,7 @@ def create_sweep(
     reason: str,
     filters: SweepFilters | None = None,
     priority: int = PRIORITIES["normal"],
-    slots: dict[str, int] | None = None,
+    matrix: DispatchJobs | None = None,
     supersede: bool = True,
 ) -> tuple[Sweep, bool, list[int]]:
     """Store a sweep with one job per point; returns (sweep, created, ids of sweeps it superseded).
@@ -62,7 +63,8 @@ def create_sweep(
 
     ``mode`` ``label``: the repo's own run-sweep.yml runs the points, so the jobs start out
     ``dispatched`` (holding their runner slots, never released by a tick) with no run, until the
-    repo's run is found (``find_label_run``).
+    repo's run is found (``find_label_run``). ``matrix``: what each dispatch's run holds (its
+    runners, each point's place among the run's jobs of its name; app.core.dispatchjobs).
     """
     if not points:
         raise SweepError(f"{config_key}: the plan has no points")
@@ -103,7 +105,7 @@ def create_sweep(
     )
     session.add(sweep)
     session.flush()
-    _add_jobs(session, sweep, points, fields, mode=mode, slots=slots or {})
+    _add_jobs(session, sweep, points, fields, mode=mode, matrix=matrix or DispatchJobs())
     superseded = _supersede(session, gw, existing if supersede else [], sweep, actor=requested_by)
     _record_created(session, sweep, len(points), superseded, actor=requested_by)
     maybe_finish_sweep(session, sweep)
@@ -118,7 +120,7 @@ def _add_jobs(
     fields: Sequence[str],
     *,
     mode: str,
-    slots: dict[str, int],
+    matrix: DispatchJobs,
 ) -> None:
     """One job per point; points a stored result already answers are reused at once.
 
@@ -127,6 +129,8 @@ def _add_jobs(
     now = utcnow()
     for point, pos in zip(points, point_order(points), strict=True):
         gk = group_key(point, fields)
+        # label mode: the repo's run-sweep.yml names its jobs with their seq-len, no e2e-tests.yml matrix
+        rank = matrix.ranks.get(str(point["result-name"])) if mode == "dispatch" else None
         job = SweepJob(
             sweep_id=sweep.id,
             position=pos,
@@ -138,7 +142,9 @@ def _add_jobs(
             tp=point_tp(point),
             group_key=gk,
             # label mode: the repo's run gives each point its own runner
-            slots=max(1, slots.get(gk, 1)) if mode == "dispatch" else 1,
+            slots=max(1, matrix.slots.get(gk, 1)) if mode == "dispatch" else 1,
+            matrix_rank=rank.rank if rank is not None else None,
+            matrix_twins=rank.twins if rank is not None else None,
             state=JobState.QUEUED if mode == "dispatch" else JobState.DISPATCHED,
             attempts=0 if mode == "dispatch" else 1,
             dispatched_at=None if mode == "dispatch" else now,

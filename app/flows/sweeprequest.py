@@ -10,7 +10,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.clock import aware
-from app.core.recipes import expand_points, parse_master, recipe_fingerprint
+from app.core.dispatchjobs import DispatchJobs, plan_dispatch_jobs
+from app.core.recipes import parse_master, recipe_fingerprint
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.evals import parse_eval_mode, plan_with_evals
 from app.core.recipes.master import get_entry
@@ -21,7 +22,6 @@ from app.core.sweepspec import (
     SHA_RE,
     SweepError,
     SweepFilters,
-    dispatch_slots,
     display_key,
     group_fields,
     point_conc,
@@ -101,7 +101,7 @@ def request_sweep(
     try:
         master = parse_master(files[path])
         entry = get_entry(master, config_key)
-        rows, slots = _plan_points(master, config_key, filters)
+        rows, matrix = _plan_points(master, config_key, filters)
     except RecipeError as exc:
         raise SweepError(str(exc)) from exc
     sweep_cfg = sweep_settings(session, repo)
@@ -127,7 +127,7 @@ def request_sweep(
         reason=reason,
         filters=filters,
         priority=prio,
-        slots=slots,
+        matrix=matrix,
     )
     if sweep_cfg.mode == "label":  # also for a replay: the trigger is idempotent (labelruns)
         trigger_label_run(session, gw, sweep, pr, sweep_cfg.label)
@@ -149,8 +149,8 @@ def _check_request(repo: str, config_key: str, reason: str, filters: SweepFilter
 
 def _plan_points(
     master: dict[str, Any], config_key: str, filters: SweepFilters
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The sweep's points (with the repo's eval marks) and the runner slots of each dispatch group.
+) -> tuple[list[dict[str, Any]], DispatchJobs]:
+    """The sweep's points (with the repo's eval marks) and what its dispatches' runs hold.
 
     RecipeError when the master file cannot plan the key; SweepError when the filters match nothing.
     """
@@ -181,11 +181,10 @@ def _plan_points(
         eval_mode=mode.value,
         why="eval points per the repo's documented selection (8k1k, highest and median conc per TP)",
     )
-    fields = group_fields(get_settings())
     # Slots per dispatch: every job the workflow's command creates for that group (every point of
-    # the key at that conc, at every seq-len, and an eval job per point that runs an eval).
-    expanded = [p.to_json() for p in expand_points(master, config_key)]
-    return rows, dispatch_slots(expanded, rows, fields)
+    # the key at that conc, at every seq-len and tp, and the eval jobs the generator marks on that
+    # slice), and each point's place among the run's jobs of its name (app.core.dispatchjobs).
+    return rows, plan_dispatch_jobs(master, config_key, rows, group_fields(get_settings()), mode.value)
 
 
 def _fingerprint(gw: RepoFiles, repo: str, head_sha: str, entry: Any) -> str:

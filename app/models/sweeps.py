@@ -110,6 +110,11 @@ class SweepJob(Base):
     # occupies (the workflow may expand more points than this sweep asked for).
     group_key: Mapped[str] = mapped_column(String(200))
     slots: Mapped[int] = mapped_column(Integer, default=1)
+    # This point's job is the ``matrix_rank``-th of the ``matrix_twins`` jobs of its name in its
+    # dispatch's run (matrix order; app.core.dispatchjobs): the run also holds points the sweep
+    # filtered out, under the same names. None for jobs stored before migration 0014.
+    matrix_rank: Mapped[int | None] = mapped_column(Integer)
+    matrix_twins: Mapped[int | None] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED)
     reason: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # dispatches made so far

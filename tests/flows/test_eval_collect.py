@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.recipes import expand_points, parse_master
 from app.core.routing import Event, HandlerContext, HandlerSkipped
 from app.core.sweepspec import SweepFilters
 from app.flows import ring
@@ -26,7 +27,16 @@ from app.flows.runtracking import on_workflow_job, on_workflow_run
 from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
-from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRepair, FakeRequest, FakeRunTracking, FakeTick
+from tests.sweep_fakes import (
+    KEY,
+    REPO,
+    FakeGitHub,
+    FakeRepair,
+    FakeRequest,
+    FakeRunTracking,
+    FakeTick,
+    bench_files,
+)
 
 ENV = dict[str, Any]
 
@@ -75,6 +85,27 @@ def _success(run_id: int, job: SweepJob, caller: str) -> dict[str, Any]:
     }
 
 
+def _listed(run_id: int, jobs: list[SweepJob]) -> list[dict[str, Any]]:
+    """The run's jobs as GitHub lists them (matrix order): the key's 1k1k points at the conc run
+    too (test-config selects by conc only), first and under the same names as their 8k1k ones;
+    then ours, then the eval jobs."""
+    from sim.runs import job_name
+
+    master = parse_master(bench_files()[".github/configs/amd-master.yaml"])
+    twins = [
+        {
+            "id": 10**9 + i,
+            "run_id": run_id,
+            "name": job_name("single-node /", p.to_json()),
+            "status": "queued",
+        }
+        for i, p in enumerate(expand_points(master, KEY, seq="1k1k", conc=[jobs[0].conc]))
+    ]
+    ours = [_success(run_id, j, "single-node /")["workflow_job"] for j in jobs]
+    evals = [_success(run_id, j, "eval /")["workflow_job"] for j in jobs if j.point.get("run-eval")]
+    return twins + ours + evals
+
+
 def _collects(env: ENV) -> set[int]:
     return {int(args[0]) for task, args in env["enqueued"] if task == "sweepbot.collect_job"}
 
@@ -105,6 +136,7 @@ def _one_evaluated_point_done(env: ENV) -> tuple[SweepJob, int]:
         assert sent is not None and sent.run_id is not None
         run_id = sent.run_id
     gh.runs[run_id] |= {"status": "in_progress"}
+    gh.run_jobs[run_id] = _listed(run_id, [j for j in jobs if j.conc == evaluated.conc])
     for job in (evaluated, plain):
         _deliver(factory, "workflow_job", _success(run_id, job, "single-node /"))
     assert plain.id in _collects(env) and evaluated.id not in _collects(env)

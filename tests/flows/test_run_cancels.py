@@ -28,7 +28,7 @@ from app.flows.tick import tick
 from app.models import AuditEntry
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState
-from tests.flows.test_scheduler import _ctx, _jobs, _request, _wf_job, env
+from tests.flows.test_scheduler import _ctx, _jobs, _listed, _request, _wf_job, env
 from tests.sweep_fakes import REPO, FakeCancel, FakeGitHub, FakeRepair, FakeRunTracking, FakeTick
 
 __all__ = ["env"]
@@ -51,15 +51,16 @@ def test_a_run_cancelled_on_github_is_cancelled_not_failed_nor_retried(env: dict
     req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(1,)))
     tick(env["factory"], lambda s: FakeTick(gh))
     run_id = gh.dispatches[0]["run_id"]
-    running, queued, _third = _jobs(env["factory"], req.sweep.id)
+    jobs = _jobs(env["factory"], req.sweep.id)
+    running, queued, _third = jobs
     wf_running = _wf_job(gh, run_id, running, "cancelled")
     gh.annotations[wf_running["id"]] = [
         {"annotation_level": "failure", "message": "The operation was canceled.", "path": ".github"}
     ]
-    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": wf_running})
     wf_queued = _wf_job(gh, run_id, queued, "cancelled")  # never started: no annotation
+    gh.run_jobs[run_id] = _listed(gh, run_id, jobs, [wf_running, wf_queued])
+    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": wf_running})
     _deliver(env, "workflow_job", {"action": "completed", "workflow_job": wf_queued})
-    gh.run_jobs[run_id] = [wf_running, wf_queued]
     gh.runs[run_id].update(status="completed", conclusion="cancelled")
     _deliver(env, "workflow_run", {"action": "completed", "workflow_run": gh.runs[run_id]})
     by_id = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}

@@ -405,6 +405,15 @@ def _wf_job(
     }
 
 
+def _listed(
+    gh: FakeGitHub, run_id: int, jobs: list[SweepJob], own: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A run's jobs as GitHub lists them (matrix order) for an 8k1k sweep of KEY: the run also
+    runs the key's 1k1k points at that conc (test-config selects by conc only), first and under
+    the same names as ``jobs`` (e2e-tests.yml's names carry no seq-len); then ``own``, ours."""
+    return [_wf_job(gh, run_id, j, None, "queued") for j in jobs] + own
+
+
 def _ctx(session: Session, event: str, payload: dict[str, Any]) -> HandlerContext:
     return HandlerContext(session=session, event=Event("d1", event, payload.get("action"), payload))
 
@@ -424,12 +433,17 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
     jobs = _jobs(env["factory"], req.sweep.id)
     run_id = gh.dispatches[0]["run_id"]
     ok, lost, bad = jobs
+    started = _wf_job(gh, run_id, ok, None, "in_progress")
+    finished = [
+        {**started, "status": "completed", "conclusion": "success"},
+        _wf_job(gh, run_id, lost, "failure", lost=True),
+        _wf_job(gh, run_id, bad, "failure"),
+    ]
+    gh.run_jobs[run_id] = _listed(gh, run_id, jobs, finished)
     with env["factory"]() as s:
         for payload in (
-            {"action": "in_progress", "workflow_job": _wf_job(gh, run_id, ok, None, "in_progress")},
-            {"action": "completed", "workflow_job": _wf_job(gh, run_id, ok, "success")},
-            {"action": "completed", "workflow_job": _wf_job(gh, run_id, lost, "failure", lost=True)},
-            {"action": "completed", "workflow_job": _wf_job(gh, run_id, bad, "failure")},
+            {"action": "in_progress", "workflow_job": started},
+            *({"action": "completed", "workflow_job": wf} for wf in finished),
         ):
             ctx = _ctx(s, "workflow_job", payload)
             on_workflow_job(ctx)
@@ -446,11 +460,6 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
     # the succeeded job only waits for collection, so its runner is free; the run's filtered-out
     # 1k1k points hold theirs until GitHub says the run completed: then the retry goes out
     assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
-    gh.run_jobs[run_id] = [
-        _wf_job(gh, run_id, ok, "success"),
-        _wf_job(gh, run_id, lost, "failure", lost=True),
-        _wf_job(gh, run_id, bad, "failure"),
-    ]
     runs_complete(env["factory"], gh, req.sweep.id, conclusion="failure")
     assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
     with env["factory"]() as s:
@@ -458,17 +467,12 @@ def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any])
         s.commit()
     retry_run = gh.dispatches[-1]["run_id"]
     assert retry_run != run_id
+    # the retry's run holds the whole conc again: the 1k1k points, then ok, lost and bad
+    lost_again = _wf_job(gh, retry_run, lost, "failure", lost=True)
+    siblings = [_wf_job(gh, retry_run, j, None, "queued") for j in (ok, bad)]
+    gh.run_jobs[retry_run] = _listed(gh, retry_run, jobs, [siblings[0], lost_again, siblings[1]])
     with env["factory"]() as s:
-        on_workflow_job(
-            _ctx(
-                s,
-                "workflow_job",
-                {
-                    "action": "completed",
-                    "workflow_job": _wf_job(gh, retry_run, lost, "failure", lost=True),
-                },
-            )
-        )
+        on_workflow_job(_ctx(s, "workflow_job", {"action": "completed", "workflow_job": lost_again}))
         s.commit()
         sweep = s.get(Sweep, req.sweep.id)
         assert sweep is not None and sweep.state == SweepState.DONE

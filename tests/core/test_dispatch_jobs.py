@@ -1,0 +1,186 @@
+"""What a dispatch's run holds (app.core.dispatchjobs), against the repo's real master configs.
+
+The oracle is the sim's e2e-tests.yml (``sim.runs.e2e_jobs``: the file's get-jobs and job families,
+run on the rows the generator emits for the dispatched command).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from app.core.dispatchjobs import matrix_jobs, plan_dispatch_jobs
+from app.core.recipes import expand_points, parse_master, plannable_keys
+from app.core.recipes.errors import RecipeError
+from app.core.recipes.evals import EvalMode, plan_with_evals
+from app.core.runmatch import JobName, job_matches_point, parse_job_name, point_job_name
+from app.core.sweepspec import (
+    dispatch_eval_flags,
+    group_key,
+    point_conc,
+    point_seq,
+    render_dispatch,
+    row_concs,
+)
+from app.settings import Settings
+from sim.runs import e2e_jobs, job_name, point_dict
+from tests.recipe_helpers import fixture_text
+
+MASTERS = ("amd-master.head.yaml", "amd-master.f8f9b66.yaml", "nvidia-master.tail.head.yaml")
+PATH = "configs/master.yaml"
+FIELDS = ("conc",)
+SETTINGS = Settings()  # the default dispatch template (made once: building one reads the environment)
+
+
+class _Files:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def read_file(self, repo: str, path: str, sha: str) -> bytes | None:
+        return self.text.encode() if path == PATH else None
+
+
+def _command(key: str, group: list[dict[str, Any]], mode: EvalMode) -> dict[str, str]:
+    point = group[0]
+    lists = row_concs(group)
+    _, _, inputs = render_dispatch(
+        SETTINGS,
+        key=key,
+        seq=point_seq(point),
+        conc=int(point["conc"]) if not lists else max(lists),
+        concs=lists,
+        tp=1,
+        head_sha="0" * 40,
+        head_ref="main",
+        base_ref="main",
+        run_name="sweepbot-1-1",
+        pr=1,
+        config_file=PATH,
+        evals=dispatch_eval_flags(group, mode.value),
+    )
+    return inputs
+
+
+def _keys() -> list[tuple[str, str]]:
+    out = []
+    for fixture in MASTERS:
+        master = parse_master(fixture_text(fixture))
+        for key in plannable_keys(master):
+            try:
+                expand_points(master, key)
+            except RecipeError:
+                continue
+            out.append((fixture, key))
+    return out
+
+
+KEYS = _keys()
+
+
+def test_the_keys_cover_every_kind() -> None:
+    kinds = set()
+    for fixture, key in KEYS:
+        rows = [p.to_json() for p in expand_points(parse_master(fixture_text(fixture)), key)]
+        kinds |= {("prefill" in r, r.get("scenario-type") == "agentic-coding") for r in rows}
+    assert len(KEYS) > 40 and kinds == {(False, False), (True, False), (False, True), (True, True)}
+
+
+@pytest.mark.parametrize(("fixture", "key"), KEYS)
+def test_slots_are_the_jobs_e2e_tests_runs_for_each_dispatch(fixture: str, key: str) -> None:
+    """Every filter a sweep may have (none, each tp, each seq-len) under every eval mode."""
+    text = fixture_text(fixture)
+    master = parse_master(text)
+    tps = sorted({int(p["tp"]) for p in (q.to_json() for q in expand_points(master, key)) if "tp" in p})
+    for filters in [{}, *({"tp": t} for t in tps), {"seq": "8k1k"}, {"seq": "1k1k"}]:
+        for mode in EvalMode:
+            try:
+                planned = plan_with_evals(master, key, mode=mode, **filters)
+            except RecipeError:
+                continue  # the filters match nothing of this key
+            _check(text, master, key, planned, mode)
+
+
+def _check(
+    text: str, master: dict[str, Any], key: str, planned: list[dict[str, Any]], mode: EvalMode
+) -> None:
+    got = plan_dispatch_jobs(master, key, planned, FIELDS, mode.value)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for point in planned:
+        groups.setdefault(group_key(point, FIELDS), []).append(point)
+    for gk, group in groups.items():
+        run = SimpleNamespace(repo="o/r", head_sha="0" * 40, inputs=_command(key, group, mode))
+        real = e2e_jobs(_Files(text), run)  # type: ignore[arg-type]  # only read_file and inputs
+        assert got.slots[gk] == len(real), (gk, mode)
+        by_conc: dict[int, list[tuple[JobName, dict[str, Any]]]] = {}
+        for name, r in real:
+            parsed = parse_job_name(name)
+            assert parsed is not None, name
+            by_conc.setdefault(parsed.conc, []).append((parsed, r))
+        for point in group:
+            # the run's jobs the tracker cannot tell from this point's by name, in matrix order
+            own = bool(point.get("eval-only"))
+            near = by_conc.get(point_conc(point), [])
+            same = [r for n, r in near if job_matches_point(n, point, eval_job=own)]
+            rank = got.ranks.get(point["result-name"])
+            if any(r["result-name"] == point["result-name"] for r in same):
+                assert rank is not None and rank.twins == len(same)
+                assert same[rank.rank]["result-name"] == point["result-name"]
+            else:  # an agentic point with an eval runs as its eval job alone: no throughput job
+                assert rank is None and point.get("scenario-type") == "agentic-coding"
+
+
+def test_a_filtered_sweeps_dispatch_counts_the_evals_the_generator_marks_on_its_slice() -> None:
+    """dsr1-fp4-mi355x-sglang (amd-master at 843c6254), tp=4: its 8k1k evals are at tp 4's own
+    highest and median conc, but the run at conc 16 evaluates every TP at 16 (the slice's highest),
+    tp 8 included; slots counted only the planned eval."""
+    master = parse_master(fixture_text("amd-master.head.yaml"))
+    planned = plan_with_evals(master, "dsr1-fp4-mi355x-sglang", tp=4)
+    got = plan_dispatch_jobs(master, "dsr1-fp4-mi355x-sglang", planned, FIELDS)
+    at16 = [p for p in expand_points(master, "dsr1-fp4-mi355x-sglang") if p.conc == 16]
+    evaluated = [p for p in at16 if p.isl == 8192]
+    assert {p.tp for p in evaluated} == {4, 8}
+    assert got.slots["conc=16"] == len(at16) + len(evaluated)
+
+
+def _row(isl: int, tp: int, conc: int, **marks: Any) -> dict[str, Any]:
+    return {"isl": isl, "osl": 1024, "tp": tp, "conc": conc, **marks}
+
+
+def test_the_workflow_families() -> None:
+    rows = [
+        _row(1024, 4, 16),
+        _row(8192, 4, 16, **{"run-eval": True}),  # throughput and its `eval /` job
+        _row(8192, 8, 16, **{"run-eval": True, "eval-only": True}),  # the eval job alone
+        {"scenario-type": "agentic-coding", "tp": 4, "conc": 8, "run-eval": True},  # `agentic eval /`
+        {"scenario-type": "agentic-coding", "tp": 4, "conc": 4},  # `agentic /`
+    ]
+    jobs = matrix_jobs(rows)
+    assert [(rows.index(dict(j.row)), j.eval_job) for j in jobs] == [
+        (4, False),
+        (3, True),
+        (0, False),
+        (1, False),
+        (1, True),
+        (2, True),
+    ]
+
+
+@pytest.mark.parametrize("fixture", MASTERS)
+def test_a_rows_job_name_is_the_one_the_templates_give_it(fixture: str) -> None:
+    master = parse_master(fixture_text(fixture))
+    for key in master:
+        try:
+            rows = [point_dict(p) for p in expand_points(master, key)]
+        except RecipeError:
+            continue
+        for row in rows:
+            for eval_job in (False, True):
+                marks = {"run-eval": eval_job, "eval-only": eval_job}
+                parsed = parse_job_name(job_name("single-node /", row | marks))
+                assert parsed is not None
+                assert dataclasses.replace(parsed, caller="", priority=0) == point_job_name(
+                    row, eval_job=eval_job
+                )

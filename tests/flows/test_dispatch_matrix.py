@@ -1,0 +1,152 @@
+"""A dispatch holds the runners of every job its run really has, and only its own jobs are ours.
+
+e2e-tests.yml runs `generate_sweep_configs.py test-config ... --conc C`, which selects by key and
+conc only and marks its evals on the rows it generated: a dispatch at conc C runs every point of
+the key at C (the seq-lens and tps a sweep's filters left out too) and, unless it says
+`--no-evals`, an eval job for every row the selection picks in that slice, where C is the highest
+conc (so every 8k1k TP group at C, not only the TPs whose own highest or median conc is C). The
+sim runs the file that way (``sim.runs.e2e_jobs``); it is the oracle here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from app.core.routing import HandlerContext, HandlerSkipped
+from app.core.sweepspec import SweepFilters
+from app.flows.runtracking import on_workflow_job, on_workflow_run
+from app.flows.tick import tick
+from app.models.dispatchruns import DispatchRun
+from app.models.sweeps import JobState
+from sim.runs import e2e_jobs
+from tests.flows.test_scheduler import _ctx, _jobs, _request, env
+from tests.sweep_fakes import REPO, FakeGitHub, FakeRunTracking, FakeTick
+
+__all__ = ["env"]
+
+
+class _Files:
+    """The bench repo's files as the sim's get-jobs reads them (``World.read_file``)."""
+
+    def __init__(self, gh: FakeGitHub) -> None:
+        self.gh = gh
+
+    def read_file(self, repo: str, path: str, sha: str) -> bytes | None:
+        text = self.gh.files.get(path)
+        return None if text is None else text.encode()
+
+
+def _run_jobs(gh: FakeGitHub, dispatch: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The jobs e2e-tests.yml runs for one of the bot's dispatches."""
+    run = SimpleNamespace(repo=REPO, head_sha=gh.head_sha, inputs=dispatch["inputs"])
+    return e2e_jobs(_Files(gh), run)  # type: ignore[arg-type]  # only read_file and inputs are read
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [SweepFilters(), SweepFilters(tp=4), SweepFilters(seq="8k1k", conc=(16, 32, 128))],
+    ids=["whole-key", "tp=4", "8k1k-some-concs"],
+)
+def test_a_dispatch_counts_every_job_its_run_has(env: dict[str, Any], filters: SweepFilters) -> None:
+    from app.settings import reset_settings_cache
+
+    env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=1000")
+    reset_settings_cache()
+    gh = FakeGitHub()
+    req = _request(env["factory"], gh, filters=filters)
+    tick(env["factory"], lambda s: FakeTick(gh))
+    assert gh.dispatches
+    with env["factory"]() as s:
+        held = {r.run_id: r.slots for r in s.scalars(select(DispatchRun))}
+    real = {d["run_id"]: len(_run_jobs(gh, d)) for d in gh.dispatches}
+    assert held == real
+    slots = {j.run_id: j.slots for j in _jobs(env["factory"], req.sweep.id) if j.run_id}
+    assert slots == real
+
+
+_ids = iter(range(70_000, 80_000))
+
+
+def _wf_jobs(gh: FakeGitHub, dispatch: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's jobs as GitHub lists them (matrix order), each with its row, all queued."""
+    out = []
+    for name, row in _run_jobs(gh, dispatch):
+        out.append(
+            {
+                "id": next(_ids),
+                "run_id": dispatch["run_id"],
+                "name": name,
+                "status": "queued",
+                "conclusion": None,
+                "steps": [],
+                "runner_name": "mi355x-amds_02",
+                "html_url": "https://github.test/job",
+                "row": row,
+            }
+        )
+    return out
+
+
+def _finished(gh: FakeGitHub, wf: dict[str, Any], conclusion: str) -> dict[str, Any]:
+    if conclusion == "failure":
+        gh.annotations[wf["id"]] = [
+            {
+                "annotation_level": "failure",
+                "message": "Process completed with exit code 1.",
+                "path": ".github",
+            }
+        ]
+    steps = [{"name": "Launch job script", "conclusion": conclusion}]
+    return {**wf, "status": "completed", "conclusion": conclusion, "steps": steps}
+
+
+def _deliver(env: dict[str, Any], event: str, payload: dict[str, Any]) -> None:
+    with env["factory"]() as s:
+        handler = on_workflow_job if event == "workflow_job" else on_workflow_run
+        ctx = _ctx(s, event, payload)
+        with contextlib.suppress(HandlerSkipped):
+            handler(ctx)
+        s.commit()
+    for callback in ctx.after_commit:
+        callback()
+
+
+def test_the_points_a_sweep_filtered_out_are_not_taken_for_its_own(env: dict[str, Any]) -> None:
+    """An 8k1k sweep's run at conc 1 also runs the key's 1k1k points, first in matrix order and
+    under the same names: their outcomes are not our points' (by webhook or by the completed run)."""
+    gh = FakeGitHub()
+    env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(1,)))
+    tick(env["factory"], lambda s: FakeTick(gh))
+    (dispatch,) = gh.dispatches
+    run_id = dispatch["run_id"]
+    listed = _wf_jobs(gh, dispatch)
+    gh.run_jobs[run_id] = listed
+    jobs = {j.result_name: j for j in _jobs(env["factory"], req.sweep.id)}
+    extras = [w for w in listed if w["row"]["result-name"] not in jobs]
+    own = {w["row"]["result-name"]: w for w in listed if w["row"]["result-name"] in jobs}
+    assert len(extras) == 3 and len(own) == 3 and all(w["row"]["isl"] == 1024 for w in extras)
+    assert listed.index(extras[0]) < min(listed.index(w) for w in own.values())  # 1k1k first
+    # the filtered-out 1k1k twin of a point fails first: not ours
+    first, second, third = sorted(jobs.values(), key=lambda j: j.id)
+    twin = next(w for w in extras if w["name"] == own[first.result_name]["name"])
+    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": _finished(gh, twin, "failure")})
+    after = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
+    assert after[first.id].state == JobState.DISPATCHED and after[first.id].run_conclusion is None
+    # its own job succeeds: that is ours
+    mine = _finished(gh, own[first.result_name], "success")
+    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": mine})
+    after = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
+    assert (after[first.id].state, after[first.id].run_conclusion) == (JobState.RUNNING, "success")
+    # the run completes, its other events lost: the 1k1k twins failed, our 8k1k points succeeded
+    gh.run_jobs[run_id] = [_finished(gh, w, "failure" if w in extras else "success") for w in listed]
+    gh.runs[run_id].update(status="completed", conclusion="failure")
+    _deliver(env, "workflow_run", {"action": "completed", "workflow_run": dict(gh.runs[run_id])})
+    after = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
+    for job in (second, third):
+        assert (after[job.id].state, after[job.id].run_conclusion) == (JobState.RUNNING, "success"), job.id
