@@ -4,7 +4,9 @@ loads by, and the log line each path writes saying why."""
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import yaml
@@ -54,7 +56,7 @@ BASE = BumpFacts(
 ON_BUMP_BRANCH = replace(BASE, mode="bump_pr", branch=f"sweepbot/bump/{SEED_KEY}", entry_link=None)
 
 
-def _plan(facts: BumpFacts) -> tuple[BumpPlan, list[dict[str, object]]]:
+def _plan(facts: BumpFacts) -> tuple[BumpPlan, list[MutableMapping[str, Any]]]:
     with capture_logs() as logs:
         plan = plan_bump(facts)
     return plan, [e for e in logs if e["event"] == "bump_plan"]
