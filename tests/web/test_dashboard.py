@@ -488,9 +488,12 @@ def test_cancel_queues_the_runs_to_stop_instead_of_calling_github(
 
     client, session, s = dash
     queued: list[tuple[str, tuple[Any, ...]]] = []
-    settings_env.setattr(
-        app.adapters.queue, "enqueue", lambda name, *a, **k: queued.append((name, a)) or True
-    )
+
+    def sent(name: str, *a: Any, **k: Any) -> bool:
+        queued.append((name, a))
+        return True  # the broker took it
+
+    settings_env.setattr(app.adapters.queue, "enqueue", sent)
     session.expire_all()
     jobs = list(session.scalars(select(SweepJob).where(SweepJob.sweep_id == s.active_sweep)))
     running = sorted(int(j.run_id) for j in jobs if j.state in JobState.IN_FLIGHT and j.run_id is not None)
