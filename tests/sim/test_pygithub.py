@@ -264,7 +264,8 @@ def test_rate_limit_budget_and_exhaustion(sim: SimServer) -> None:
     with pytest.raises(GithubException) as exc:
         g.get_repo("o/r")
     assert exc.value.status == 403
-    assert exc.value.headers["x-ratelimit-remaining"] == "0"  # type: ignore[index]
+    headers = exc.value.headers
+    assert headers is not None and headers["x-ratelimit-remaining"] == "0"
 
 
 def test_app_jwt_installation_token_exchange(seeded: SimServer) -> None:
