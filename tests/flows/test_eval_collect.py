@@ -23,7 +23,7 @@ from app.core.sweepspec import SweepFilters
 from app.flows import ring
 from app.flows.benchrepo import clear_capacity_cache
 from app.flows.repair import repair_jobs
-from app.flows.runtracking import on_workflow_job, on_workflow_run
+from app.flows.runtracking import TrackingGateway, on_workflow_job, on_workflow_run
 from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
@@ -59,7 +59,9 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[ENV]:
 def _deliver(factory: sessionmaker[Session], event: str, payload: dict[str, Any]) -> None:
     handler = on_workflow_job if event == "workflow_job" else on_workflow_run
     with factory() as s:
-        ctx = HandlerContext(session=s, event=Event("d", event, payload.get("action"), payload))
+        ctx: HandlerContext[Session, TrackingGateway] = HandlerContext(
+            session=s, event=Event("d", event, payload.get("action"), payload)
+        )
         with contextlib.suppress(HandlerSkipped):  # the `eval /` job itself is nobody's job
             handler(ctx)
         s.commit()

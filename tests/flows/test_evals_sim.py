@@ -140,7 +140,7 @@ def test_a_single_node_eval_point_is_collected_from_its_eval_only_job(
         eval_job = next(j for j in world.jobs.values() if j.name.startswith("eval / "))
         uploaded = {a.name for a in world.artifacts.values() if a.run_id == eval_job.run_id}
     assert any(name.startswith("eval_minimaxm3_8k1k_") for name in uploaded)
-    assert all(s.artifact_name.startswith("eval_minimaxm3_8k1k_") for s in scores)
+    assert all((s.artifact_name or "").startswith("eval_minimaxm3_8k1k_") for s in scores)
 
 
 def test_a_multi_node_row_and_its_eval_are_collected(world: World, db_session: Session) -> None:
