@@ -94,7 +94,8 @@ def test_slots_are_the_jobs_e2e_tests_runs_for_each_dispatch(fixture: str, key: 
     text = fixture_text(fixture)
     master = parse_master(text)
     tps = sorted({int(p["tp"]) for p in (q.to_json() for q in expand_points(master, key)) if "tp" in p})
-    for filters in [{}, *({"tp": t} for t in tps), {"seq": "8k1k"}, {"seq": "1k1k"}]:
+    every: list[dict[str, Any]] = [{}, *({"tp": t} for t in tps), {"seq": "8k1k"}, {"seq": "1k1k"}]
+    for filters in every:
         for mode in EvalMode:
             try:
                 planned = plan_with_evals(master, key, mode=mode, **filters)
