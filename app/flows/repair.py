@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
 
@@ -47,6 +47,15 @@ class RepairResult:
     requeued: int = 0
     collect_enqueued: int = 0
     pruned: int = 0  # rows of runs completed longer ago than the retention, deleted
+
+
+@dataclass
+class _Asked:
+    """What this poll asked GitHub already, per run: the label-mode runs it read, and the timeout
+    cancels it sent (True: that one failed transiently)."""
+
+    label_runs: set[int] = field(default_factory=set)
+    cancels: dict[int, bool] = field(default_factory=dict)
 
 
 def _poll_targets(session_factory: sessionmaker[Session]) -> list[runpoll.Target]:
@@ -122,7 +131,7 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
                 select(SweepJob.id).where(SweepJob.state.in_(JobState.IN_FLIGHT)).order_by(SweepJob.id)
             ).all()
         )
-    label_runs: set[int] = set()
+    asked = _Asked()
     for job_id in ids:
         after: list[Callable[[], None]] = []
         with session_factory() as session:
@@ -132,7 +141,7 @@ def repair_jobs(session_factory: sessionmaker[Session], gw_factory: GatewayFacto
                 continue
             result.checked += 1
             try:
-                _repair_one(session, gw_factory, job, sweep, settings, polled, label_runs, after, result)
+                _repair_one(session, gw_factory, job, sweep, settings, polled, asked, after, result)
                 session.commit()
             except TransientError as exc:
                 session.rollback()
@@ -150,16 +159,16 @@ def _repair_one(
     sweep: Sweep,
     settings: Settings,
     polled: runpoll.RunPollResult,
-    label_runs: set[int],
+    asked: _Asked,
     after: list[Callable[[], None]],
     result: RepairResult,
 ) -> None:
     now = utcnow()
     age = (now - (aware(job.dispatched_at) or now)).total_seconds()
     if age > settings.job_timeout_seconds:
-        _time_out(session, gw_factory(session), job, sweep, age, settings)
-        result.timed_out += 1
-        after.append(tick_later)
+        if _time_out(session, gw_factory(session), job, sweep, age, settings, asked.cancels):
+            result.timed_out += 1
+            after.append(tick_later)
     elif job.run_id is None and sweep_mode(sweep) == "label":
         # The repo starts this run itself (label + changelog change): find it, never
         # re-queue (that would dispatch the same sweep a second way).
@@ -181,9 +190,9 @@ def _repair_one(
         # runs are not in that listing, and their collection keeps a result without its eval.)
         after.append(collect_later(job.id))
         result.collect_enqueued += 1
-    elif sweep_mode(sweep) == "label" and job.run_id not in label_runs:
+    elif sweep_mode(sweep) == "label" and job.run_id not in asked.label_runs:
         # The repo's own (pull_request) run is not in the dispatch listing: read it once per run.
-        label_runs.add(job.run_id)
+        asked.label_runs.add(job.run_id)
         gw = gw_factory(session)
         if apply_workflow_run(
             session, gw, gw.get_run(sweep.repo, job.run_id), after_commit=after, settings=settings
@@ -192,10 +201,26 @@ def _repair_one(
 
 
 def _time_out(
-    session: Session, gw: CancelGateway, job: SweepJob, sweep: Sweep, age: float, settings: Settings
-) -> None:
-    if job.run_id is not None:
-        cancel_runs(gw, sweep.repo, [job.run_id], session)
+    session: Session,
+    gw: CancelGateway,
+    job: SweepJob,
+    sweep: Sweep,
+    age: float,
+    settings: Settings,
+    cancels: dict[int, bool],
+) -> bool:
+    """Fail a job past the timeout once its run is cancelled, or GitHub refused to (a refusal is
+    kept on the run's jobs, ``run_cancel_refused``, and not asked again); True when failed. A cancel
+    that failed transiently (5xx, rate limit) leaves the job in flight, so the next repair poll asks
+    again: a failed job is never looked at again, and its run would hold its runners until GitHub's
+    own timeout. One ask per run and poll (``cancels``), whichever of its jobs comes first."""
+    if job.run_id is not None and job.run_cancel_refused is None:
+        if job.run_id not in cancels:
+            errors = cancel_runs(gw, sweep.repo, [job.run_id], session)
+            cancels[job.run_id] = bool(errors) and job.run_cancel_refused is None
+        if cancels[job.run_id]:
+            log.info("timeout_cancel_pending", job=job.id, run_id=job.run_id, why="asked again next poll")
+            return False
     finish_job(
         session,
         job.id,
@@ -210,3 +235,4 @@ def _time_out(
         target=job.run_name,
         detail={"job": job.id, "run_id": job.run_id},
     )
+    return True

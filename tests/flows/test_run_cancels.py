@@ -12,6 +12,7 @@ jobs and not asked again, which would only spend one refused POST per event unti
 from __future__ import annotations
 
 import contextlib
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from app.flows.sweepcancel import cancel_sweep
 from app.flows.tick import tick
 from app.models import AuditEntry
 from app.models.dispatchruns import DispatchRun
-from app.models.sweeps import JobState
+from app.models.sweeps import JobState, SweepJob
 from tests.flows.test_scheduler import _ctx, _jobs, _listed, _request, _wf_job, env
 from tests.sweep_fakes import REPO, FakeCancel, FakeGitHub, FakeRepair, FakeRunTracking, FakeTick
 
@@ -95,10 +96,10 @@ def test_the_bots_own_cancel_is_not_retried(env: dict[str, Any]) -> None:
     assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
 
 
-def _running_sweep(env: dict[str, Any], gh: FakeGitHub) -> tuple[int, int]:
+def _running_sweep(env: dict[str, Any], gh: FakeGitHub, tp: int | None = None) -> tuple[int, int]:
     """A sweep whose one run is in progress on GitHub (its jobs running): (sweep id, run id)."""
     env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
-    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(1,)))
+    req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(1,), tp=tp))
     tick(env["factory"], lambda s: FakeTick(gh))
     run_id = gh.dispatches[0]["run_id"]
     gh.runs[run_id]["status"] = "in_progress"
@@ -193,3 +194,69 @@ def test_a_cancel_that_failed_transiently_is_asked_again(env: dict[str, Any], fa
     _events_while_it_runs(env, gh, run_id, times=1)
     assert gh.cancel_posts == [run_id, run_id] and gh.cancelled == [run_id]  # the second took
     assert gh.runs[run_id]["conclusion"] == "cancelled"
+
+
+def _past_the_timeout(env: dict[str, Any], sweep_id: int) -> None:
+    """Every job of the sweep was dispatched longer ago than SWEEPBOT_JOB_TIMEOUT_SECONDS (6 h)."""
+    with env["factory"]() as s:
+        for job in s.scalars(select(SweepJob).where(SweepJob.sweep_id == sweep_id)):
+            job.dispatched_at = datetime.now(UTC) - timedelta(hours=7)
+        s.commit()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        TransientError("actions/cancel-workflow-run: GitHub answered 502: Server Error"),
+        TransientError(
+            "actions/cancel-workflow-run: secondary rate limit (403, retry-after): You have exceeded "
+            "a secondary rate limit",
+            retry_after=60,
+            rate_limited=True,
+        ),
+    ],
+    ids=["5xx", "rate-limit"],
+)
+def test_a_timed_out_jobs_cancel_that_failed_transiently_is_asked_again(
+    env: dict[str, Any], failure: Exception
+) -> None:
+    gh = FakeGitHub()
+    sweep_id, run_id = _running_sweep(env, gh, tp=4)  # one job of ours in the run
+    _past_the_timeout(env, sweep_id)
+    gh.cancel_errors = [failure]
+    repair_jobs(env["factory"], lambda s: FakeRepair(gh))
+    assert gh.cancel_posts == [run_id] and gh.cancelled == []
+    assert {j.state for j in _jobs(env["factory"], sweep_id)} == {JobState.RUNNING}  # still in flight
+    repair_jobs(env["factory"], lambda s: FakeRepair(gh))  # the next repair poll asks again
+    assert gh.cancel_posts == [run_id, run_id] and gh.cancelled == [run_id]  # before: never asked again
+    jobs = _jobs(env["factory"], sweep_id)
+    assert {j.state for j in jobs} == {JobState.FAILED}
+    assert all((j.reason or "").startswith("timed out") and j.run_cancel_refused is None for j in jobs)
+    _events_while_it_runs(env, gh, run_id)
+    assert gh.cancel_posts == [run_id, run_id]
+
+
+def test_the_jobs_of_one_timed_out_run_ask_its_cancel_once_per_poll(env: dict[str, Any]) -> None:
+    gh = FakeGitHub()
+    sweep_id, run_id = _running_sweep(env, gh)  # three jobs of ours in the run
+    _past_the_timeout(env, sweep_id)
+    gh.cancel_errors = [TransientError("actions/cancel-workflow-run: GitHub answered 502: Server Error")]
+    repair_jobs(env["factory"], lambda s: FakeRepair(gh))
+    assert gh.cancel_posts == [run_id]  # before: one POST per job, each asking the same run
+    assert {j.state for j in _jobs(env["factory"], sweep_id)} == {JobState.RUNNING}
+    repair_jobs(env["factory"], lambda s: FakeRepair(gh))
+    assert gh.cancel_posts == [run_id, run_id] and gh.cancelled == [run_id]
+    assert {j.state for j in _jobs(env["factory"], sweep_id)} == {JobState.FAILED}
+
+
+def test_a_timed_out_jobs_cancel_github_refuses_is_not_asked_again(env: dict[str, Any]) -> None:
+    gh = FakeGitHub()
+    sweep_id, run_id = _running_sweep(env, gh)
+    _past_the_timeout(env, sweep_id)
+    gh.cancel_errors = [_refusal(run_id) for _ in range(10)]
+    repair_jobs(env["factory"], lambda s: FakeRepair(gh))
+    jobs = _jobs(env["factory"], sweep_id)
+    assert {j.state for j in jobs} == {JobState.FAILED}
+    assert all("Must have admin rights" in (j.run_cancel_refused or "") for j in jobs)
+    _events_while_it_runs(env, gh, run_id)
+    assert gh.cancel_posts == [run_id]  # before: one refused POST per timed-out job of the run
