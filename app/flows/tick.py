@@ -35,7 +35,7 @@ from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.settings import get_settings
 from app.store import reuse
 from app.store.audit import record
-from app.store.dispatchruns import close_run
+from app.store.dispatchruns import close_run, reopen_run
 from app.store.jobs import (
     QueuedOnLabel,
     QueuedRow,
@@ -119,6 +119,22 @@ def _preempt_canaries(
             },
         )
     return bool(picked)
+
+
+def _preempt_failed(session: Session, run_id: int, error: str) -> None:
+    """A preempted canary's run was not cancelled (GitHub refused, or did not answer): it goes on,
+    so its runners count again until GitHub says it completed (the preemption closed it to give
+    them to the waiting real work in the same tick). Not asked again: its jobs are back in the
+    queue, so nothing holds the intent; ``error`` says whether GitHub refused."""
+    reopen_run(session, run_id)
+    record(
+        session,
+        actor=BOT,
+        action="canary.preempt_failed",
+        target=str(run_id),
+        outcome="failed",
+        detail={"run_id": run_id, "error": error},
+    )
 
 
 def _queue(sweep: Sweep, queued: list[QueuedRow], known: dict[int, Any]) -> SweepQueue:
@@ -316,7 +332,9 @@ def tick(session_factory: sessionmaker[Session], gw_factory: GatewayFactory) -> 
         for run_repo, run_id in result.preempted:
             with session_factory() as session:
                 try:
-                    errors = cancel_runs(gw_factory(session), run_repo, [run_id])
+                    errors = cancel_runs(gw_factory(session), run_repo, [run_id], session)
+                    if errors:
+                        _preempt_failed(session, run_id, errors[0])
                     session.commit()
                 except Exception as exc:  # the requeued job runs again later; the stray run is harmless
                     session.rollback()

@@ -93,6 +93,17 @@ def close_run(session: Session, run_id: int, why: str) -> bool:
     return True
 
 
+def reopen_run(session: Session, run_id: int) -> bool:
+    """A run closed too early (a cancel that did not take): its runners are held again until GitHub
+    says it completed. True if it was closed."""
+    run = session.get(DispatchRun, run_id, with_for_update=True)
+    if run is None or run.completed_at is None:
+        return False
+    run.completed_at = run.completed_why = None
+    log.info("dispatch_run_reopened", run_id=run_id, label=run.runner_label)
+    return True
+
+
 def open_runs(session: Session, label: str | None = None) -> list[DispatchRun]:
     query = select(DispatchRun).where(DispatchRun.completed_at.is_(None)).order_by(DispatchRun.run_id)
     if label is not None:

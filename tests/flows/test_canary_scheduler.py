@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.adapters.github.errors import Forbidden
 from app.core.recipes import expand_points, parse_master
 from app.core.sweepspec import SweepFilters
 from app.flows import ring
@@ -19,6 +20,7 @@ from app.flows.sweepcreate import create_sweep
 from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.core import AuditEntry
+from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob
 from app.models.tracking import BotConfigRecord
 from app.store.jobs import inflight_slots
@@ -249,3 +251,33 @@ def test_the_weekly_budget_holds_canaries(env: dict[str, Any]) -> None:
     # real work is not bound by the canary budget
     _real(env["factory"], gh, (8,))
     assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
+
+
+def test_a_preempted_canary_whose_cancel_github_refuses_keeps_its_runners(env: dict[str, Any]) -> None:
+    """GitHub refused to cancel the run (403 "Must have admin rights to Repository."): the run goes
+    on, so its runners stay counted until GitHub says it completed, and the refusal is kept."""
+    gh = FakeGitHub()
+    _canary(env["factory"], gh, "nightly-" + "1" * 40)
+    _canary(env["factory"], gh, "nightly-" + "2" * 40)
+    tick(env["factory"], lambda s: FakeTick(gh))
+    real = _real(env["factory"], gh, (64,))
+    gh.cancel_errors = [
+        Forbidden(403, f"run {i} was not cancelled", {"message": "Must have admin rights to Repository."})
+        for i in range(10)
+    ]
+    res = tick(env["factory"], lambda s: FakeTick(gh))
+    refused = [int(e.split()[1].rstrip(":")) for e in res.errors]
+    assert refused and set(refused) == set(gh.cancel_posts) and not gh.cancelled
+    assert all(e.endswith("(refused: not asked again)") for e in res.errors)
+    with env["factory"]() as s:
+        rows = {r.run_id: r for r in s.scalars(select(DispatchRun).where(DispatchRun.run_id.in_(refused)))}
+        assert {rid: r.completed_at for rid, r in rows.items()} == dict.fromkeys(refused)  # still held
+        audits = s.scalars(select(AuditEntry).where(AuditEntry.action == "canary.preempt_failed")).all()
+        assert sorted((a.detail or {})["run_id"] for a in audits) == sorted(refused)
+        assert all(a.outcome == "failed" for a in audits)
+        assert all(str((a.detail or {})["error"]).endswith("(refused: not asked again)") for a in audits)
+        assert inflight_slots(s, "mi355x") >= 4  # the canary runs still hold the label's 4 runners
+    # the requeued canaries do not go out onto those runners, and the refused runs are not asked again
+    assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
+    assert sorted(gh.cancel_posts) == sorted(refused)
+    assert _states(env["factory"], real) == [JobState.DISPATCHED]
