@@ -3,12 +3,15 @@
 Every job state change calls ``app.store.reports.mark_report_dirty(session, sweep_id)``, which
 bumps the report's ``version``; ``flush_reports`` (beat, every ``report_debounce_seconds``) renders
 and upserts each report whose ``version`` is ahead of ``flushed_version`` and that was not flushed
-within the debounce interval. A report stays dirty until a flush lands, so the final state always
-lands. The text is pure (``app.core.report``); this module loads its data and lands it.
+within the debounce interval: at most one edit per window per comment. A body equal to the one the
+comment was last given (``body_digest``) is not sent: many job changes do not show in the report.
+A report stays dirty until a flush lands, so the final state always lands. The text is pure
+(``app.core.report``); this module loads its data and lands it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -77,6 +80,13 @@ def _flush_one(
     seen = state.version
     try:
         body = render_report(session, state.sweep_id)
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        if state.comment_id is not None and digest == state.body_digest:
+            # the change that marked it does not show (a job's run_conclusion, a claim): settled
+            # without an edit, and the debounce window still counts from the last real one
+            state.flushed_version, state.last_error = seen, None
+            session.commit()
+            return False
         gw = gw_factory(session)
         comment = _land(gw, state, body)
     except TransientError as exc:
@@ -97,7 +107,7 @@ def _flush_one(
     assert state is not None
     state.comment_id = int(comment["id"]) if isinstance(comment, dict) and "id" in comment else None
     state.flushed_version = seen  # a mark that raced with us keeps it dirty
-    state.flushed_at = moment
+    state.flushed_at, state.body_digest = moment, digest
     state.last_error = None
     session.commit()
     return True

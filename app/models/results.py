@@ -86,6 +86,9 @@ class ReportState(Base):
     marked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     flushed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    # sha256 of the body the comment was last given: a flush that renders the same text does not
+    # edit it (a job change the report does not show still marks it dirty)
+    body_digest: Mapped[str | None] = mapped_column(String(64))
     last_error: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (UniqueConstraint("repo", "pr_number", "config_key", name="uq_report_states_key"),)
