@@ -80,7 +80,7 @@ def configure(level: str = "INFO", json_lines: bool = True) -> None:
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    handler = logging.StreamHandler(_Stderr())  # type: ignore[arg-type]
+    handler = logging.StreamHandler(_Stderr())
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[*shared, _stdlib_fields],

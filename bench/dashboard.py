@@ -22,6 +22,10 @@ import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,14 +45,16 @@ KEYS = [
 CONCS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 
 
-def _copy(conn: object, table: str, columns: list[str], rows: Iterable[tuple[object, ...]]) -> int:
+def _copy(
+    conn: psycopg.Connection[Any], table: str, columns: list[str], rows: Iterable[tuple[object, ...]]
+) -> int:
     """COPY rows in text format (tabs/newlines/backslashes never occur in the generated values)."""
     buf = io.StringIO()
     n = 0
     for row in rows:
         buf.write("\t".join("\\N" if v is None else str(v) for v in row) + "\n")
         n += 1
-    with conn.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:  # type: ignore[attr-defined]
+    with conn.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
         copy.write(buf.getvalue())
     return n
 

@@ -6,7 +6,7 @@ import contextlib
 import heapq
 import itertools
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +60,9 @@ class Driver:
         self.sweeps: dict[int, int] = {}  # pr index -> sweep id
         self.user_cancel: dict[int, float] = {}  # pr index -> time its sweep is cancelled
         self.server: Any = None
+        # wall time of the loop's start and of the last progress line, jobs final then (loop sets them)
+        self.wall0 = self.progress_at = 0.0
+        self.progress_done = 0
 
     # ------------------------------------------------------------------ setup
 
@@ -297,6 +300,7 @@ class Driver:
             ).all()
         done: set[int] = set()
         for _job_id, run_id, repo in rows:
+            assert run_id is not None  # the query keeps only jobs with a run
             if run_id in done:
                 continue
             after: list[Callable[[], None]] = []
@@ -565,7 +569,7 @@ class Driver:
                 spans.append((j.started_at - self.t0, j.completed_at - self.t0, sweep_pr.get(sweep_id, -1)))
             calls = self.world.call_summary()
             runners = len(self.world.runners.get(LABEL, []))
-        work: dict[int, float] = Counter()
+        work: defaultdict[int, float] = defaultdict(float)
         longest: dict[int, float] = {}
         first: dict[int, float] = {}
         for a, b, i in spans:

@@ -136,6 +136,7 @@ def baseline_claim_label(session: Any, gw: Any, label: str, repo: str, result: A
     from app.store.runnerlabels import lock_label
 
     row = lock_label(session, label)
+    assert row is not None  # SQLite, ensure_label made it: no other tick holds it
     capacity, source = label_capacity(gw, label, repo)
     row.capacity, row.capacity_source = capacity, source
     in_flight = inflight_slots(session, label)

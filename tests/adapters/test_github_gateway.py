@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
+from app.adapters.github.credentials import FixedCredentials
 from app.adapters.github.errors import Conflict, Gone, NotFound
 from app.adapters.github.gateway import GitHubGateway, gateway
 from app.core.routing import TransientError
@@ -30,7 +32,7 @@ def sim() -> Iterator[SimServer]:
 def _settings(sim: SimServer, retries: int = 0) -> Settings:
     return Settings(
         github_api_url=sim.github_api_url,
-        github_token="sim-token",
+        github_token=SecretStr("sim-token"),
         github_max_retries=retries,
         github_seconds_between_requests=0,
         github_seconds_between_writes=0,
@@ -200,10 +202,14 @@ def test_github_app_auth_through_settings(
     assert sim.world.comment(REPO, int(comment["id"])).user.endswith("[bot]")
 
 
+# What PyGithub's requestJson answers: status, headers, the body's text; or what it raises.
+Answer = tuple[int, dict[str, str], str] | BaseException
+
+
 class _StubRequester:
     """Answers ``requestJson`` from a list of canned results (a tuple, or an exception to raise)."""
 
-    def __init__(self, *answers: object) -> None:
+    def __init__(self, *answers: Answer) -> None:
         self.answers = list(answers)
         self.calls: list[tuple[str, str]] = []
 
@@ -223,20 +229,20 @@ def test_a_permanent_refusal_raised_by_the_retry_layer_is_not_transient() -> Non
 
     # PyGithub's retry layer raises (instead of answering) for a 403 on a GET that is no rate limit.
     refused = GithubException(403, {"message": "Resource not accessible by integration"}, {})
-    gw = GitHubGateway(_StubRequester(refused))  # type: ignore[arg-type]
+    gw = GitHubGateway(FixedCredentials(_StubRequester(refused)))
     with pytest.raises(GitHubError) as info:
         gw.get_pull(REPO, 1)
     assert not isinstance(info.value, TransientError) and info.value.status == 403
     # ... while a rate limit it will not wait for stays transient, with the wait it computed.
     limited = RateLimitExceededExceedsMaxWait(403, {"message": "API rate limit exceeded"}, {}, wait=120.0)
-    gw = GitHubGateway(_StubRequester(limited))  # type: ignore[arg-type]
+    gw = GitHubGateway(FixedCredentials(_StubRequester(limited)))
     with pytest.raises(TransientError) as transient:
         gw.get_pull(REPO, 1)
     assert transient.value.retry_after == 120.0
 
 
 def test_a_dropped_connection_before_an_artifact_download_is_transient() -> None:
-    gw = GitHubGateway(_StubRequester(ConnectionResetError("reset by peer")))  # type: ignore[arg-type]
+    gw = GitHubGateway(FixedCredentials(_StubRequester(ConnectionResetError("reset by peer"))))
     with pytest.raises(TransientError):
         gw.download_artifact(REPO, 7)
 
@@ -251,7 +257,7 @@ def test_files_over_one_megabyte_are_read_from_their_blob() -> None:
     meta = {"type": "file", "size": 2_000_000, "encoding": "none", "content": "", "sha": "b1"}
     blob = {"sha": "b1", "encoding": "base64", "content": encoded, "size": 2_000_000}
     stub = _StubRequester((200, {}, json.dumps(meta)), (200, {}, json.dumps(blob)))
-    gw = GitHubGateway(stub)  # type: ignore[arg-type]
+    gw = GitHubGateway(FixedCredentials(stub))
     assert gw.get_file(REPO, "configs/amd-master.yaml", ref="main") == (text, "b1")
     assert stub.calls[1] == ("GET", f"/repos/{REPO}/git/blobs/b1")
 
@@ -277,7 +283,7 @@ def test_a_secondary_limit_without_retry_after_waits_a_minute_not_until_the_rese
 
     body = json.dumps({"message": "You have exceeded a secondary rate limit. Please wait a few minutes."})
     headers = {"x-ratelimit-remaining": "4000", "x-ratelimit-reset": str(int(time.time()) + 3000)}
-    gw = GitHubGateway(_StubRequester((403, headers, body)))  # type: ignore[arg-type]
+    gw = GitHubGateway(FixedCredentials(_StubRequester((403, headers, body))))
     with pytest.raises(TransientError) as info:
         gw.get_pull(REPO, 1)
     exc = info.value
@@ -288,13 +294,17 @@ def test_a_secondary_limit_without_retry_after_waits_a_minute_not_until_the_rese
 def test_a_403_on_the_permission_call_means_no_permission() -> None:
     import json
 
-    refused = (403, {}, json.dumps({"message": "Must have push access to view repository collaborators."}))
+    refused: Answer = (
+        403,
+        {},
+        json.dumps({"message": "Must have push access to view repository collaborators."}),
+    )
     custom = {
         "permission": "write",
         "role_name": "release-captain",
         "user": {"login": "carol", "permissions": {"admin": False, "maintain": True, "push": True}},
     }
-    gw = GitHubGateway(_StubRequester(refused, (200, {}, json.dumps(custom))))  # type: ignore[arg-type]
+    gw = GitHubGateway(FixedCredentials(_StubRequester(refused, (200, {}, json.dumps(custom)))))
     assert gw.permission(REPO, "mallory") == "none"
     assert gw.permission(REPO, "carol") == "maintain"
 
@@ -302,7 +312,7 @@ def test_a_403_on_the_permission_call_means_no_permission() -> None:
 def test_pr_creation_right_after_the_branch_push_is_retried_briefly() -> None:
     import json
 
-    lag = (
+    lag: Answer = (
         422,
         {},
         json.dumps(
@@ -312,12 +322,12 @@ def test_pr_creation_right_after_the_branch_push_is_retried_briefly() -> None:
             }
         ),
     )
-    created = (201, {}, json.dumps({"number": 7}))
+    created: Answer = (201, {}, json.dumps({"number": 7}))
     stub = _StubRequester(lag, lag, created)
-    gw = GitHubGateway(stub, consistency_delays=(0.0, 0.0, 0.0))  # type: ignore[arg-type]
+    gw = GitHubGateway(FixedCredentials(stub), consistency_delays=(0.0, 0.0, 0.0))
     assert gw.create_pull(REPO, title="t", head="b", base="main", body="")["number"] == 7
     assert len(stub.calls) == 3
-    exists = (
+    exists: Answer = (
         422,
         {},
         json.dumps(
@@ -327,7 +337,7 @@ def test_pr_creation_right_after_the_branch_push_is_retried_briefly() -> None:
             }
         ),
     )
-    gw = GitHubGateway(_StubRequester(exists), consistency_delays=(0.0,))  # type: ignore[arg-type]
+    gw = GitHubGateway(FixedCredentials(_StubRequester(exists)), consistency_delays=(0.0,))
     with pytest.raises(Conflict):
         gw.create_pull(REPO, title="t", head="b", base="main", body="")
 
@@ -337,8 +347,8 @@ def test_a_wrong_configured_token_is_an_error_not_a_retry() -> None:
 
     from app.adapters.github.errors import GitHubError
 
-    bad = (401, {}, json.dumps({"message": "Bad credentials"}))
-    gw = GitHubGateway(_StubRequester(bad))  # type: ignore[arg-type]
+    bad: Answer = (401, {}, json.dumps({"message": "Bad credentials"}))
+    gw = GitHubGateway(FixedCredentials(_StubRequester(bad)))
     with pytest.raises(GitHubError) as info:
         gw.get_pull(REPO, 1)
     assert info.value.status == 401 and not isinstance(info.value, TransientError)

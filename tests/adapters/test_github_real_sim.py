@@ -93,7 +93,7 @@ def two_orgs(db_session: Session, settings_env: pytest.MonkeyPatch, tmp_path: Pa
 def test_two_installations_on_two_organisations_each_use_their_own_token(
     two_orgs: Any, db_session: Session
 ) -> None:
-    from app.adapters.github.credentials import credentials
+    from app.adapters.github.credentials import AppCredentials, credentials
     from app.adapters.github.gateway import session_gateway
     from app.flows.ingest import process_delivery
     from app.settings import get_settings
@@ -141,7 +141,8 @@ def test_two_installations_on_two_organisations_each_use_their_own_token(
     assert len(tokens) == 2
     lookups = [r for r in log if r["op"] == "apps/get-repo-installation"]
     assert len(lookups) <= 2  # at most once per repository (deliveries taught the rest)
-    assert credentials(get_settings()).tokens.minted == 2  # type: ignore[attr-defined]
+    app_credentials = credentials(get_settings())
+    assert isinstance(app_credentials, AppCredentials) and app_credentials.tokens.minted == 2
 
 
 def test_a_token_is_minted_again_shortly_before_it_expires(

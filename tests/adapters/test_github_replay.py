@@ -24,6 +24,7 @@ from urllib.parse import parse_qs
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from pydantic import SecretStr
 
 from app.adapters.github.errors import Conflict, Forbidden, GitHubError
 from app.adapters.github.gateway import GitHubGateway
@@ -135,7 +136,7 @@ def replay() -> Iterator[Any]:
         servers.append(r)
         settings = Settings(
             github_api_url=r.url,
-            github_token="replay-token",
+            github_token=SecretStr("replay-token"),
             github_max_retries=0,
             github_seconds_between_requests=0,
             github_seconds_between_writes=0,
@@ -248,7 +249,7 @@ def _app_settings(url: str, *, app_id: int) -> tuple[Settings, str]:
     settings = Settings(
         github_api_url=url,
         github_app_id=app_id,
-        github_app_private_key=pem,
+        github_app_private_key=SecretStr(pem),
         github_seconds_between_requests=0,
         github_seconds_between_writes=0,
     )

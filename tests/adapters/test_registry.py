@@ -38,7 +38,7 @@ def _transport(routes: dict[str, dict[str, Any]], seen: list[httpx.Request]) -> 
             if key == url:
                 resp = canned["response"]
                 if callable(resp):
-                    return resp(request)  # type: ignore[no-any-return]
+                    return resp(request)
                 return httpx.Response(resp["status"], headers=resp["headers"], json=resp["body"])
         return httpx.Response(500, json={"message": f"unexpected {key}"})
 

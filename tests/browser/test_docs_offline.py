@@ -63,7 +63,8 @@ def test_api_docs_render_offline(api_url: str) -> None:
             page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
             page.on("requestfailed", lambda req: problems.append(f"requestfailed: {req.url}"))
 
-            assert page.goto(api_url + "/docs").status == 200
+            docs = page.goto(api_url + "/docs")
+            assert docs is not None and docs.status == 200
             title = page.wait_for_selector(".swagger-ui .info .title", timeout=20000)
             assert title is not None and "sweepbot" in title.inner_text()
             # the operations are listed, so the OpenAPI document itself was read and understood
@@ -72,7 +73,8 @@ def test_api_docs_render_offline(api_url: str) -> None:
             assert page.locator(".swagger-ui .errors-wrapper").count() == 0
 
             # ReDoc would fetch its logo from the vendor's CDN whatever the asset source: not served
-            assert page.goto(api_url + "/redoc").status == 404
+            redoc = page.goto(api_url + "/redoc")
+            assert redoc is not None and redoc.status == 404
             assert blocked == [] and problems == [], (blocked, problems)
             context.close()
         finally:

@@ -64,7 +64,7 @@ def test_show_and_replay(stored: list[str]) -> None:
 
     with session_scope() as session:
         entry = session.query(AuditEntry).filter_by(action="delivery.replay").one()
-        assert entry.actor == "ops" and entry.detail["previous"]["attempts"] == 1
+        assert entry.actor == "ops" and entry.detail is not None and entry.detail["previous"]["attempts"] == 1
 
 
 def test_unknown_delivery_exits_2_with_the_fix(stored: list[str]) -> None:

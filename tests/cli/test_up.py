@@ -86,7 +86,7 @@ def _up(cwd: Path, env: dict[str, str], port: int, sim_port: int) -> Iterator[st
 
 def _beat_seen_twice(data_dir: Path, timeout: float = 30) -> None:
     """The beat schedule fires: the heartbeat task only beat sends is run, and run again."""
-    deadline, seen = time.monotonic() + timeout, set()
+    deadline, seen = time.monotonic() + timeout, set[str]()  # SQLite gives the timestamps as text
     while time.monotonic() < deadline and len(seen) < 2:
         db = sqlite3.connect(data_dir / "sim" / "sweepbot.sqlite3")
         try:

@@ -256,12 +256,8 @@ def test_broker_messages_become_structured_events(capsys: pytest.CaptureFixture[
         "broker": "redis://**@127.0.0.1:6390/0",
         "error": "Error 111 connecting to 127.0.0.1:6390. Connection refused.",
     }
-    assert (
-        broker_event("consumer: Connection to broker lost. Trying to re-establish the connection...")[
-            "event"  # type: ignore[index]
-        ]
-        == "broker_connection_lost"
-    )
+    lost = broker_event("consumer: Connection to broker lost. Trying to re-establish the connection...")
+    assert lost is not None and lost["event"] == "broker_connection_lost"
     configure("INFO", True)
     logging.getLogger("celery.worker.consumer.consumer").error(message)
     line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])

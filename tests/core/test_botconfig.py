@@ -27,8 +27,8 @@ bump:
 
 def test_good_config() -> None:
     cfg = parse_bot_config(GOOD)
-    assert cfg.image_source("vllm/vllm-openai-rocm") is not None
-    assert cfg.image_source("vllm/vllm-openai-rocm").source_repo == "vllm-project/vllm"  # type: ignore[union-attr]
+    source = cfg.image_source("vllm/vllm-openai-rocm")
+    assert source is not None and source.source_repo == "vllm-project/vllm"
     assert cfg.watches[0].depends_on == ["vllm-project/vllm#47269"]
     assert cfg.bump.mode == "pr" and cfg.bump.config_dirs == [".github/configs", "configs"]
     assert parse_bot_config("") == BotConfig()
@@ -83,11 +83,13 @@ def test_read_from_default_branch_and_store_errors(db_session: Session) -> None:
     cfg = read_bot_config(db_session, gw, "o/r")
     assert cfg.bump.mode == "pr"
     assert stored_config(db_session, "o/r") == cfg
-    assert db_session.get(BotConfigRecord, "o/r").error is None  # type: ignore[union-attr]
+    rec = db_session.get(BotConfigRecord, "o/r")
+    assert rec is not None and rec.error is None
 
     del gw.files[".github/sweepbot.yml"]
     assert read_bot_config(db_session, gw, "o/r") == BotConfig()
-    assert db_session.get(BotConfigRecord, "o/r").present is False  # type: ignore[union-attr]
+    rec = db_session.get(BotConfigRecord, "o/r")
+    assert rec is not None and rec.present is False
 
 
 # ------------------------------------------------------------------------------------- references

@@ -59,4 +59,5 @@ def test_no_reading_polls_normally_and_newer_keeps_the_latest_window() -> None:
     assert decide(None, share=0.5, base_interval_s=120, now=NOW).mode == "normal"
     a, b = snap(100, reset_in=100), snap(4000, reset_in=3600)
     assert newer(a, b) is b and newer(None, a) is a
-    assert newer(snap(10), snap(20)).remaining == 10
+    same_window = newer(snap(10), snap(20))
+    assert same_window is not None and same_window.remaining == 10

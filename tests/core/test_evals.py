@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +14,7 @@ from app.core.accuracy import (
     NOT_ENOUGH,
     NOT_WORSE,
     WORSE,
+    AccuracyRow,
     RefAccuracy,
     accuracy_notes,
     accuracy_verdict,
@@ -57,7 +61,9 @@ def test_a_real_result_file_parses_with_scores_stderr_and_counts() -> None:
         (lambda d: d.update({"results": {"t": {"alias": "t"}}}), "results"),
     ],
 )
-def test_malformed_result_files_are_refused_with_the_field(mutate, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_result_files_are_refused_with_the_field(
+    mutate: Callable[[Any], object], field: str
+) -> None:
     doc = json.loads(REAL.read_text())
     mutate(doc)
     with pytest.raises(EvalFileError, match="field") as err:
@@ -147,7 +153,7 @@ def test_batched_evals_pick_the_points_own_conc_file() -> None:
 # ----------------------------------------------------------------------------- the verdict
 
 
-def _rows(results: dict) -> list:  # type: ignore[type-arg]
+def _rows(results: dict[str, Any]) -> list[AccuracyRow]:
     scores = parse_lm_eval(json.dumps(results), "results_x.json").scores
     return compare_accuracy(scores, ATOM.accuracy)
 
@@ -210,7 +216,7 @@ def test_reference_tables_carry_accuracy_with_provenance() -> None:
     assert [RefAccuracy("gsm8k", "strict-match", 0.9371, num_fewshot=5).filter] == ["strict-match"]
 
 
-def test_gap_cli_reads_eval_files_and_artifact_zips(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_gap_cli_reads_eval_files_and_artifact_zips(tmp_path: Path) -> None:
     import typer
     from typer.testing import CliRunner
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 import typer
@@ -137,7 +137,9 @@ def test_verdicts_respect_direction_and_noise() -> None:
     )
     by = {r.conc: r for r in rows}
     assert by[8].verdict == "behind" and by[16].verdict == "ahead"  # lower TPOT is better
-    assert by[32].verdict == "matched" and by[32].runs == 3 and by[32].tolerance > 0.05
+    matched = by[32]
+    assert matched.verdict == "matched" and matched.runs == 3
+    assert matched.tolerance is not None and matched.tolerance > 0.05
     assert by[128].verdict == NO_REFERENCE and by[4].verdict == NO_RESULT
     tput = compute_gap({8: [110.0]}, {8: 100.0}, metric="tput_per_gpu")
     assert tput[0].verdict == "ahead"  # more throughput is better
@@ -250,7 +252,17 @@ def _eval_row(id: int, score: float, tp: int = 4) -> Any:
     )  # fmt: skip
 
 
-KEY = dict(model="m", hardware="mi355x", tp=4, isl=8192, osl=1024)
+class PointKey(TypedDict):
+    """The point a reference is chosen for (choose_reference's keyword arguments but the key)."""
+
+    model: str
+    hardware: str
+    tp: int
+    isl: int
+    osl: int
+
+
+KEY = PointKey(model="m", hardware="mi355x", tp=4, isl=8192, osl=1024)
 
 
 def test_the_sibling_reference_is_the_newest_sibling_run_per_conc() -> None:

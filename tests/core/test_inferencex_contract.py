@@ -10,6 +10,7 @@ from app.core.runmatch import assign_jobs, classify_failure, job_matches_point, 
 from app.core.sweepcli import CliGrammarError, parse_command, render_test_config
 from app.core.workflows import (
     DispatchInputError,
+    WorkflowSpec,
     dispatch_problems,
     dispatch_title,
     parse_workflow,
@@ -18,7 +19,7 @@ from app.core.workflows import (
 from tests.recipe_helpers import SEED_KEY, fixture_text
 
 
-def _workflow(name: str):  # type: ignore[no-untyped-def]
+def _workflow(name: str) -> WorkflowSpec:
     return parse_workflow(fixture_text(f"workflows/{name}"), f".github/workflows/{name}")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
+import simdjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,7 +96,9 @@ def test_edge_cases(raw: bytes, result: Any) -> None:
 def test_a_value_of_the_last_document_still_alive_does_not_break_the_next_check() -> None:
     held = lazyjson._parser.parse(b'{"keep": {"me": 1}}')  # an exception's traceback can hold one
     assert lazyjson.object_strings(b'{"action": "opened"}', PATHS) == ["opened", None]
-    assert held["keep"]["me"] == 1  # the held document is untouched
+    assert isinstance(held, simdjson.Object)
+    keep = held["keep"]
+    assert isinstance(keep, simdjson.Object) and keep["me"] == 1  # the held document is untouched
 
 
 json_values = st.recursive(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.core.nightly_logic import (
     Finding,
     IssueView,
@@ -119,7 +121,7 @@ def test_merged_pulls_come_from_the_associated_pulls_answer_and_titles_only_for_
         {"sha": "a3", "title": "Refer to #777 in passing (#42)"},  # looked up: the title is not believed
         {"sha": "a4", "title": "[CI] Flaky test fix (#50150)"},  # not looked up: the title names it
     ]
-    associated = {
+    associated: dict[str, list[dict[str, Any]]] = {
         "a1": [{"number": 50123, "merged_at": "2026-11-02T10:00:00Z"}],
         "a2": [{"number": 50123, "merged_at": "2026-11-02T10:00:00Z"}],
         "a3": [{"number": 50131, "merged_at": "2026-11-02T11:00:00Z"}, {"number": 9, "merged_at": None}],

@@ -104,7 +104,9 @@ def test_the_simulators_names_are_the_bots_jobs(rows: list[dict[str, Any]]) -> N
     got = assign_jobs(wf_jobs, rows)
     assert {i: j["id"] for i, j in got.items()} == {i: 10 + i for i in range(len(rows))}
     evals = [r | {"run-eval": True, "eval-only": True} for r in rows]
-    eval_jobs = [{"id": 100 + i, "name": job_name("multi-node eval /", r)} for i, r in enumerate(evals)]
+    eval_jobs: list[dict[str, Any]] = [
+        {"id": 100 + i, "name": job_name("multi-node eval /", r)} for i, r in enumerate(evals)
+    ]
     assert all(j["name"].endswith(" | eval-only") for j in eval_jobs)
     got = assign_jobs(wf_jobs + eval_jobs, evals)
     assert {i: j["id"] for i, j in got.items()} == {i: 100 + i for i in range(len(rows))}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from functools import partial
+from typing import Any
 
 import pytest
 
@@ -86,7 +88,9 @@ def _d(ref: str, state: str, sha: str | None = None) -> DepView:
     return DepView(ref, state, sha)
 
 
-BASE = dict(
+# A watch on "img", pinned at img:old, no nightly chosen, never bumped: each row changes some of it.
+decide = partial(
+    decide_readiness,
     key="k",
     image_repo="img",
     chosen_tag=None,
@@ -112,9 +116,8 @@ BASE = dict(
         ([_d("a#1", "merged", "m1")], {"chosen_tag": "new", "bumped_image": "img:x"}, "noop", "once"),
     ],
 )
-def test_readiness_paths(deps: list[DepView], over: dict[str, object], action: str, words: str) -> None:
-    args = {**BASE, **over}
-    got = decide_readiness(deps=deps, **args)  # type: ignore[arg-type]
+def test_readiness_paths(deps: list[DepView], over: dict[str, Any], action: str, words: str) -> None:
+    got = decide(deps=deps, **over)
     assert got.action == action and words in got.reason
     assert (got.image == "img:new") == (action == "bump")
 
@@ -128,7 +131,7 @@ def test_status_text_is_deterministic_and_complete() -> None:
         pinned_missing=True,
         chosen_tag="nightly-x",
         first_tag="nightly-w",
-        decision=decide_readiness(deps=[_d("a", "closed")], **BASE),  # type: ignore[arg-type]
+        decision=decide(deps=[_d("a", "closed")]),
         dropped=(f"{V}#1",),
     )
     body = render_status([view])

@@ -111,5 +111,15 @@ EXPLAIN = [
 
 @pytest.mark.parametrize(("name", "kw", "deps", "want"), EXPLAIN, ids=[row[0] for row in EXPLAIN])
 def test_explain_readiness(name: str, kw: dict[str, str], deps: list[DepView], want: str | None) -> None:
-    args = {"watch_state": "waiting", "reason": None, "bump_state": None, **kw}
-    assert explain_readiness(deps=deps, **args) == want, name
+    assert _explain(deps, **kw) == want, name
+
+
+def _explain(
+    deps: list[DepView],
+    *,
+    watch_state: str = "waiting",
+    reason: str | None = None,
+    bump_state: str | None = None,
+) -> str | None:
+    """explain_readiness for a waiting watch with no stored reason and no bump, but what a row sets."""
+    return explain_readiness(watch_state=watch_state, reason=reason, deps=deps, bump_state=bump_state)

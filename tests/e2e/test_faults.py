@@ -222,6 +222,7 @@ def test_routine_faults_during_a_sweep_lose_and_double_nothing(
             with httpx.Client(timeout=10) as client:
                 ready = client.get(f"{running.api_url}/readyz")
             assert not running.dead(), f"processes died: {running.dead()} (logs in {running.log_dir})"
+            assert running.log_dir is not None  # stack() always logs to files
             worker_log = (running.log_dir / "worker.log").read_text()
 
     assert faults and "faults_over" in timings, "the sweep never started, so no fault was injected"

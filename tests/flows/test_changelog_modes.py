@@ -30,9 +30,9 @@ BASE = fixture_text("perf-changelog.head-tail.yaml")
 LINK = "https://github.com/SemiAnalysisAI/InferenceX/pull/2104"
 
 
-def _with(text: str, key: str = SEED_KEY, **flags: bool) -> str:
+def _with(text: str, flags: EntryFlags = EntryFlags(), key: str = SEED_KEY) -> str:
     return append_changelog(
-        text, config_keys=[key], description=["a recipe change"], pr_link=LINK, flags=EntryFlags(**flags)
+        text, config_keys=[key], description=["a recipe change"], pr_link=LINK, flags=flags
     )
 
 
@@ -45,26 +45,26 @@ def test_the_real_changelog_tail_has_no_eval_fields_so_it_asks_for_nothing() -> 
 @pytest.mark.parametrize(
     ("flags", "mode"),
     [
-        ({}, None),
-        ({"evals_only": True}, EvalMode.ONLY),
-        ({"all_evals": True}, EvalMode.ALL),
-        ({"evals_only": True, "all_evals": True}, EvalMode.ALL),
-        ({"no_evals": True}, EvalMode.NONE),
+        (EntryFlags(), None),
+        (EntryFlags(evals_only=True), EvalMode.ONLY),
+        (EntryFlags(all_evals=True), EvalMode.ALL),
+        (EntryFlags(evals_only=True, all_evals=True), EvalMode.ALL),
+        (EntryFlags(no_evals=True), EvalMode.NONE),
     ],
 )
-def test_an_added_entry_for_the_key_sets_the_mode(flags: dict[str, bool], mode: EvalMode | None) -> None:
-    got = pr_eval_mode(BASE, _with(BASE, **flags), SEED_KEY)
+def test_an_added_entry_for_the_key_sets_the_mode(flags: EntryFlags, mode: EvalMode | None) -> None:
+    got = pr_eval_mode(BASE, _with(BASE, flags), SEED_KEY)
     assert got.mode == mode and got.why
     # Another key's entry, or the same entry already on the base, says nothing about this PR.
-    assert pr_eval_mode(BASE, _with(BASE, key="other-key", **flags), SEED_KEY).mode is None
-    assert pr_eval_mode(_with(BASE, **flags), _with(BASE, **flags), SEED_KEY).mode is None
+    assert pr_eval_mode(BASE, _with(BASE, flags, key="other-key"), SEED_KEY).mode is None
+    assert pr_eval_mode(_with(BASE, flags), _with(BASE, flags), SEED_KEY).mode is None
 
 
 def test_wildcard_keys_and_entries_main_added_after_the_pr_branched() -> None:
-    head = _with(BASE, key="minimaxm3-*-vllm", evals_only=True)
+    head = _with(BASE, EntryFlags(evals_only=True), key="minimaxm3-*-vllm")
     assert pr_eval_mode(BASE, head, SEED_KEY).mode == EvalMode.ONLY
     # main got a new all-evals entry the PR branch does not have: it is not the PR's.
-    newer_main = _with(BASE, all_evals=True)
+    newer_main = _with(BASE, EntryFlags(all_evals=True))
     assert pr_eval_mode(newer_main, head, SEED_KEY).mode == EvalMode.ONLY
 
 
@@ -92,7 +92,7 @@ def test_unreadable_changelogs_ask_for_nothing() -> None:
 # ------------------------------------------------------------------- the sweep a bump queues
 
 
-def _bump_with_entry(story: dict[str, Any], db_session: Session, flags: dict[str, bool]) -> Any:
+def _bump_with_entry(story: dict[str, Any], db_session: Session, flags: EntryFlags) -> Any:
     """The seed story up to the bump, with the recipe PR's own changelog entry carrying ``flags``."""
     from app.flows.tracking import DepRef, drop_dependencies
     from app.models.sweeps import Sweep
@@ -102,7 +102,7 @@ def _bump_with_entry(story: dict[str, Any], db_session: Session, flags: dict[str
     world.commit_files(
         BENCH_REPO,
         RECIPE_BRANCH,
-        {"perf-changelog.yaml": _with(changelog, **flags)},
+        {"perf-changelog.yaml": _with(changelog, flags)},
         "perf-changelog entry for the recipe",
         author="carol-writer",
     )
@@ -125,10 +125,10 @@ def _bump_with_entry(story: dict[str, Any], db_session: Session, flags: dict[str
 
 @pytest.mark.parametrize(
     ("flags", "evals"),
-    [({"evals_only": True}, "only"), ({"all_evals": True}, "all"), ({}, "default")],
+    [(EntryFlags(evals_only=True), "only"), (EntryFlags(all_evals=True), "all"), (EntryFlags(), "default")],
 )
 def test_the_bump_sweep_runs_the_mode_the_recipe_entry_asks_for(
-    story: dict[str, Any], db_session: Session, flags: dict[str, bool], evals: str
+    story: dict[str, Any], db_session: Session, flags: EntryFlags, evals: str
 ) -> None:
     from app.models.sweeps import SweepJob
 
@@ -154,14 +154,14 @@ world = test_commands_sim.world
 @pytest.mark.parametrize(
     ("body", "flags", "evals"),
     [
-        ("/sweep conc=4", {"all_evals": True}, "all"),
-        ("/sweep", {"evals_only": True}, "only"),
-        ("/sweep conc=4 evals=default", {"all_evals": True}, "default"),  # an explicit evals= wins
-        ("/sweep conc=4", {}, "default"),
+        ("/sweep conc=4", EntryFlags(all_evals=True), "all"),
+        ("/sweep", EntryFlags(evals_only=True), "only"),
+        ("/sweep conc=4 evals=default", EntryFlags(all_evals=True), "default"),  # an explicit evals= wins
+        ("/sweep conc=4", EntryFlags(), "default"),
     ],
 )
 def test_a_sweep_command_without_evals_uses_the_prs_changelog_entry(
-    world: Any, db_session: Session, body: str, flags: dict[str, bool], evals: str
+    world: Any, db_session: Session, body: str, flags: EntryFlags, evals: str
 ) -> None:
     from app.models.sweeps import Sweep
 
@@ -169,7 +169,7 @@ def test_a_sweep_command_without_evals_uses_the_prs_changelog_entry(
     world.commit_files(
         BENCH_REPO,
         RECIPE_BRANCH,
-        {"perf-changelog.yaml": _with(changelog, **flags)},
+        {"perf-changelog.yaml": _with(changelog, flags)},
         "perf-changelog entry for the recipe",
         author="carol-writer",
     )

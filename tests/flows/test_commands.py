@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from sqlalchemy.orm import Session
 
 from app.core.commands import GRAMMAR, help_text, is_bot, parse_commands
-from app.flows.commands import RUNNERS, handle_comment
+from app.flows.commands import RUNNERS, CommandGateway, handle_comment
 
 
 def one(body: str) -> Any:
@@ -127,8 +128,15 @@ def test_bots_are_recognized() -> None:
 
 
 class NoCalls:
+    """Stands in for the session and the gateway of a comment the handler must ignore: any use fails."""
+
     def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"unexpected gateway call {name}")
+        raise AssertionError(f"unexpected call {name}")
+
+
+# Typed as what they stand in for (a cast: NoCalls implements nothing, and needs not).
+NO_SESSION = cast(Session, NoCalls())
+NO_GATEWAY = cast(CommandGateway, NoCalls())
 
 
 def _payload(
@@ -159,7 +167,7 @@ def _payload(
     ids=["edited", "issue-not-pr", "itself", "other-bot", "quoted-and-code"],
 )
 def test_handler_ignores_without_any_github_call(payload: dict[str, Any]) -> None:
-    out = handle_comment(None, NoCalls(), payload, bot_login="sweepbot[bot]")  # type: ignore[arg-type]
+    out = handle_comment(NO_SESSION, NO_GATEWAY, payload, bot_login="sweepbot[bot]")
     assert out.status == "ignored" and out.reason
 
 

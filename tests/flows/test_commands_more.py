@@ -67,9 +67,12 @@ def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         clear_cache()
         rung: list[str] = []
         settings_env.setattr(ring, "enqueue", lambda task, *args: rung.append(task))
-        settings_env.setattr(
-            "app.adapters.queue.enqueue", lambda task, *args, **kw: rung.append(task) or True
-        )
+
+        def sent(task: str, *args: Any, **kw: Any) -> bool:
+            rung.append(task)
+            return True  # the broker took it
+
+        settings_env.setattr("app.adapters.queue.enqueue", sent)
         yield {"world": server.world, "scenario": scenario, "rung": rung}
         clear_cache()
 

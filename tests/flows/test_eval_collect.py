@@ -22,7 +22,7 @@ from app.core.sweepspec import SweepFilters
 from app.flows import ring
 from app.flows.benchrepo import clear_capacity_cache
 from app.flows.repair import repair_jobs
-from app.flows.runtracking import on_workflow_job, on_workflow_run
+from app.flows.runtracking import TrackingGateway, on_workflow_job, on_workflow_run
 from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
@@ -49,7 +49,9 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[ENV]:
 def _deliver(factory: sessionmaker[Session], event: str, payload: dict[str, Any]) -> None:
     handler = on_workflow_job if event == "workflow_job" else on_workflow_run
     with factory() as s:
-        ctx = HandlerContext(session=s, event=Event("d", event, payload.get("action"), payload))
+        ctx: HandlerContext[Session, TrackingGateway] = HandlerContext(
+            session=s, event=Event("d", event, payload.get("action"), payload)
+        )
         with contextlib.suppress(HandlerSkipped):  # the `eval /` job itself is nobody's job
             handler(ctx)
         s.commit()
@@ -172,8 +174,9 @@ STRATEGY_ERROR = (
 
 
 def _unexpanded(gh: FakeGitHub, run_id: int, message: str = STRATEGY_ERROR) -> dict[str, Any]:
-    job = {
-        "id": run_id * 10 + 9,
+    job_id = run_id * 10 + 9
+    job: dict[str, Any] = {
+        "id": job_id,
         "run_id": run_id,
         "name": "eval /",
         "status": "completed",
@@ -182,7 +185,7 @@ def _unexpanded(gh: FakeGitHub, run_id: int, message: str = STRATEGY_ERROR) -> d
         "labels": [],
         "runner_name": None,
     }
-    gh.annotations[job["id"]] = [{"annotation_level": "failure", "message": message, "path": ".github"}]
+    gh.annotations[job_id] = [{"annotation_level": "failure", "message": message, "path": ".github"}]
     return job
 
 

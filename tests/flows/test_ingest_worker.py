@@ -152,7 +152,7 @@ def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
         wait_for(lambda: statuses()["kill-1"] == "done", "the delivery to complete", 60)
         assert effects.read_text().splitlines() == ["kill-1"]
         with session_scope() as s:
-            assert s.get(Delivery, "kill-1").attempts == 2  # type: ignore[union-attr]
+            assert s.get_one(Delivery, "kill-1").attempts == 2
     finally:
         _stop(worker)
 
@@ -173,7 +173,7 @@ def test_broker_unreachable_then_reaped(stack: Stack, settings_env: pytest.Monke
 
     def unrung() -> bool:  # the doorbell's failed ring is recorded, so the reaper takes it at once
         with session_scope() as s:
-            return s.get(Delivery, "nobroker-1").enqueued_at is None  # type: ignore[union-attr]
+            return s.get_one(Delivery, "nobroker-1").enqueued_at is None
 
     wait_for(unrung, "the doorbell to record that it could not ring", 15)
     # The broker is back: the reaper (normally on beat) re-enqueues, a worker processes it once.

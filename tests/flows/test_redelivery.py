@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -204,14 +205,17 @@ def test_a_bounded_cycle_resumes_where_it_stopped(app_world: Any, db_session: Se
         "failures",
     )
     gw = session_gateway(db_session)
-    kw = {"max_requests": 10, "horizon_seconds": 3 * 86400.0, "per_page": 2}
-    first = recover_hook(db_session, gw, "app", max_pages=1, **kw)
+    recover = partial(
+        recover_hook, db_session, gw, "app", max_requests=10, horizon_seconds=3 * 86400.0, per_page=2
+    )
+    first = recover(max_pages=1)
     assert not first.complete and first.requested == 2
-    assert db_session.get(RedeliveryScan, "app").resume_cursor
-    rest = recover_hook(db_session, gw, "app", max_pages=10, **kw)
+    paused = db_session.get(RedeliveryScan, "app")
+    assert paused is not None and paused.resume_cursor
+    rest = recover(max_pages=10)
     assert rest.complete and rest.requested == 3
     scan = db_session.get(RedeliveryScan, "app")
-    assert scan.resume_cursor is None and scan.watermark
+    assert scan is not None and scan.resume_cursor is None and scan.watermark
     with world.lock:
         asked = [d.guid for d in world.deliveries if d.redelivery]
     assert len(asked) == len(set(asked)) == 5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -573,7 +574,8 @@ def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
     from app.settings import SettingsError, get_settings, reset_settings_cache
 
     settings = get_settings()
-    kw = dict(
+    render = partial(
+        render_dispatch,
         seq="8k1k",
         conc=64,
         tp=4,
@@ -584,11 +586,11 @@ def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
         pr=1,
     )
     with pytest.raises(SweepError, match="config key"):
-        render_dispatch(settings, key="k; rm -rf /", **kw)  # type: ignore[arg-type]
+        render(settings, key="k; rm -rf /")
     env["mp"].setenv("SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "{key} {secret}"}')
     reset_settings_cache()
     with pytest.raises(SettingsError, match="secret"):
-        render_dispatch(get_settings(), key="k", **kw)  # type: ignore[arg-type]
+        render(get_settings(), key="k")
     env["mp"].setenv(
         "SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "--conc {conc} --tp {tp}", "test-name": "{run_name}"}'
     )
@@ -606,7 +608,7 @@ def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
     )
     reset_settings_cache()
     with pytest.raises(SweepError, match="--config-files"):
-        render_dispatch(get_settings(), key="k", **kw)  # type: ignore[arg-type]
+        render(get_settings(), key="k")
 
 
 def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
+from app.core.release_policy import Overcommit
 from app.flows import tick
 from app.models.results import EvalResult, Result
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob, SweepState
@@ -97,7 +98,7 @@ def _eval(s: Session, sweep: Sweep, name: str) -> None:
     )
 
 
-def _whole(s: Session, capacity: int, in_flight: int, overcommit: int | str = 0) -> list[Any]:
+def _whole(s: Session, capacity: int, in_flight: int, overcommit: Overcommit = 0) -> list[Any]:
     plan, _ = tick._plan(s, LABEL, queued_on_label(s, LABEL), capacity, in_flight, overcommit)
     return plan
 
@@ -180,7 +181,7 @@ def test_batched_reuse_lookups_answer_as_one_lookup_per_point(db_session: Sessio
     _result(db_session, other, "elsewhere")
     _result(db_session, sweep, "both")  # a newer row of the same point: that one is the answer
     db_session.flush()
-    marks = ({}, {"run-eval": True}, {"eval-only": True}, None)
+    marks: tuple[dict[str, bool] | None, ...] = ({}, {"run-eval": True}, {"eval-only": True}, None)
     lookups = [
         reuse.PointLookup(s.image, s.fingerprint, name, m)
         for s in (sweep, other)

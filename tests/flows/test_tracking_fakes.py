@@ -97,8 +97,10 @@ def test_a_bad_bot_config_means_the_defaults_and_a_stored_error(db_session: Sess
     assert rec is not None and rec.present and not rec.ok and "version" in str(rec.error)
     good: ConfigReader = FakeFiles({(CONFIG_PATH, "main"): "version: 1\nbump:\n  mode: pr\n"})
     assert read_bot_config(db_session, good, REPO).bump.mode == "pr"
+    rec = db_session.get_one(BotConfigRecord, REPO)  # the same row object: read again, mypy forgets `not ok`
     assert rec.ok and rec.error is None and rec.config is not None
     read_bot_config(db_session, FakeFiles({}), REPO)
+    rec = db_session.get_one(BotConfigRecord, REPO)
     assert rec.ok and not rec.present and rec.config is None
 
 

@@ -132,6 +132,7 @@ def test_compare_matches_reference_on_random_dags(dag: dict[int, list[int]], dat
     else:
         # the merge base is a common ancestor that no other common ancestor descends from
         inv = {v: k for k, v in shas.items()}
-        mb = inv[cmp.merge_base]  # type: ignore[index]
+        assert cmp.merge_base is not None
+        mb = inv[cmp.merge_base]
         assert mb in common
         assert not any(mb in _ref_ancestors(dag, c) - {c} for c in common)

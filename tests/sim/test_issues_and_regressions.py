@@ -69,8 +69,12 @@ def test_a_regression_slows_the_images_that_contain_its_commit_until_the_fix() -
         assert w.image_slowdown("img:latest") == {}
     fast = perf.benchmark_result(perf.PerfInput("vllm", 64), seed=1)
     slow = perf.benchmark_result(perf.PerfInput("vllm", 64, slowdown_by={"tpot": 0.05}), seed=1)
-    assert abs(float(slow["mean_tpot_ms"]) / float(fast["mean_tpot_ms"]) - 1.05) < 1e-9  # type: ignore[arg-type]
-    assert float(slow["output_throughput"]) < float(fast["output_throughput"])  # type: ignore[arg-type]
+    slow_tpot, fast_tpot = slow["mean_tpot_ms"], fast["mean_tpot_ms"]
+    slow_tput, fast_tput = slow["output_throughput"], fast["output_throughput"]
+    assert isinstance(slow_tpot, float) and isinstance(fast_tpot, float)
+    assert isinstance(slow_tput, float) and isinstance(fast_tput, float)
+    assert abs(slow_tpot / fast_tpot - 1.05) < 1e-9
+    assert slow_tput < fast_tput
 
 
 def test_the_nightly_story_plays_on_the_seed_world_through_the_admin_api() -> None:

@@ -163,11 +163,14 @@ def test_perf_model_calibration_and_determinism() -> None:
     atom = yaml.safe_load((FIXTURES / "references" / "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k.yaml").read_text())
     for p in atom["points"]:
         r = perf.benchmark_result(perf.PerfInput("atom", p["conc"]), seed=3)
-        assert abs(r["mean_tpot_ms"] / p["mean_tpot_ms"] - 1) < 0.01  # type: ignore[operator]
-        assert abs(r["output_throughput"] / p["output_tok_s"] - 1) < 0.08  # type: ignore[operator]
+        tpot, tput = r["mean_tpot_ms"], r["output_throughput"]
+        assert isinstance(tpot, float) and isinstance(tput, float)
+        assert abs(tpot / p["mean_tpot_ms"] - 1) < 0.01
+        assert abs(tput / p["output_tok_s"] - 1) < 0.08
     v32 = perf.benchmark_result(perf.PerfInput("vllm", 32), seed=3)["mean_tpot_ms"]
     v64 = perf.benchmark_result(perf.PerfInput("vllm", 64), seed=3)["mean_tpot_ms"]
-    assert abs(v32 / 17.21 - 1) < 0.01 and abs(v64 / 25.13 - 1) < 0.01  # type: ignore[operator]
+    assert isinstance(v32, float) and isinstance(v64, float)
+    assert abs(v32 / 17.21 - 1) < 0.01 and abs(v64 / 25.13 - 1) < 0.01
     assert perf.expected_mean_tpot_ms("vllm", 4) / perf.expected_mean_tpot_ms("atom", 4) > 1.03
     curve = [perf.expected_mean_tpot_ms("vllm", c) for c in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)]
     assert curve == sorted(curve) and curve[0] > 4 and curve[-1] < 200

@@ -216,7 +216,7 @@ def test_action_refused_without_identity(dash: tuple[TestClient, Session, Seeded
     )
     assert resp.status_code == 401 and "www-authenticate" not in resp.headers  # never a Basic challenge
     session.expire_all()
-    assert session.get(Sweep, s.active_sweep).state == SweepState.ACTIVE  # type: ignore[union-attr]
+    assert session.get_one(Sweep, s.active_sweep).state == SweepState.ACTIVE
     assert _audit(session, "dashboard.cancel_sweep") == []
 
 
@@ -232,7 +232,7 @@ def test_session_action_needs_csrf_token(dash: tuple[TestClient, Session, Seeded
     )
     assert resp.status_code == 403
     session.expire_all()
-    assert session.get(Sweep, s.active_sweep).state == SweepState.ACTIVE  # type: ignore[union-attr]
+    assert session.get_one(Sweep, s.active_sweep).state == SweepState.ACTIVE
     refused = _audit(session, "dashboard.refused")
     assert len(refused) == 3 and all(r.outcome == "refused" for r in refused)
     assert refused[0].actor.startswith("operator:token-")
@@ -284,12 +284,12 @@ def test_bearer_and_basic_operators_act_without_csrf(dash: tuple[TestClient, Ses
     resp = client.post("/api/labels/mi355x/pause", headers={"Authorization": f"Bearer {TOKEN}"})
     assert resp.status_code == 200 and resp.json()["message"] == "dispatch to mi355x paused"
     session.expire_all()
-    assert session.get(RunnerLabel, "mi355x").paused is True  # type: ignore[union-attr]
+    assert session.get_one(RunnerLabel, "mi355x").paused is True
     basic = base64.b64encode(b"alice:s3cret").decode()
     resp = client.post("/api/labels/mi355x/resume", headers={"Authorization": f"Basic {basic}"})
     assert resp.status_code == 200
     session.expire_all()
-    assert session.get(RunnerLabel, "mi355x").paused is False  # type: ignore[union-attr]
+    assert session.get_one(RunnerLabel, "mi355x").paused is False
     actors = [
         e.actor for e in _audit(session, "dashboard.pause_label") + _audit(session, "dashboard.resume_label")
     ]
@@ -488,9 +488,12 @@ def test_cancel_queues_the_runs_to_stop_instead_of_calling_github(
 
     client, session, s = dash
     queued: list[tuple[str, tuple[Any, ...]]] = []
-    settings_env.setattr(
-        app.adapters.queue, "enqueue", lambda name, *a, **k: queued.append((name, a)) or True
-    )
+
+    def sent(name: str, *a: Any, **k: Any) -> bool:
+        queued.append((name, a))
+        return True  # the broker took it
+
+    settings_env.setattr(app.adapters.queue, "enqueue", sent)
     session.expire_all()
     jobs = list(session.scalars(select(SweepJob).where(SweepJob.sweep_id == s.active_sweep)))
     running = sorted(int(j.run_id) for j in jobs if j.state in JobState.IN_FLIGHT and j.run_id is not None)

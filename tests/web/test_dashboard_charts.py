@@ -36,16 +36,22 @@ def test_chart_has_every_point_in_order_with_titles() -> None:
     assert 'role="img"' in svg and "<desc" in svg
 
 
+def _child(element: ET.Element, path: str) -> ET.Element:
+    found = element.find(path, NS)
+    assert found is not None, f"no {path} under {element.tag}"
+    return found
+
+
 def test_series_differ_by_marker_and_dash_not_only_colour() -> None:
     svg = line_chart(
         [Series("a", [(1, 1), (2, 2)]), Series("b", [(1, 2), (2, 3)])], title="t", x=Axis("x"), y=Axis("y")
     )
     root = ET.fromstring(svg)
     groups = root.findall(".//s:g[@class='series']", NS)
-    dashes = [g.find("s:path", NS).get("stroke-dasharray") for g in groups]  # type: ignore[union-attr]
+    dashes = [_child(g, "s:path").get("stroke-dasharray") for g in groups]
     assert dashes[0] is None and dashes[1]  # solid vs dashed
-    first_marker = [child.tag for child in groups[0].find("s:g[@class='pt']", NS)]  # type: ignore[union-attr]
-    second_marker = [child.tag for child in groups[1].find("s:g[@class='pt']", NS)]  # type: ignore[union-attr]
+    first_marker = [child.tag for child in _child(groups[0], "s:g[@class='pt']")]
+    second_marker = [child.tag for child in _child(groups[1], "s:g[@class='pt']")]
     assert first_marker[0] != second_marker[0]  # circle vs square
     labels = [t.text for t in root.iterfind(".//s:text[@class='direct-label']", NS)]
     assert labels == ["a", "b"]  # each line is named where it ends

@@ -54,7 +54,7 @@ def test_non_ascii_signature_is_a_400_not_a_crash(header: str) -> None:
 def test_non_ascii_signature_over_http_is_400_and_stores_nothing(client: TestClient) -> None:
     headers: dict[str, str | bytes] = dict(headers_for("pull_request", BODY, SECRET))
     headers["X-Hub-Signature-256"] = "sha256=\xe9\xe9".encode("latin-1")  # raw bytes on the wire
-    resp = client.post("/webhooks/github", content=BODY, headers=headers)  # type: ignore[arg-type]
+    resp = client.post("/webhooks/github", content=BODY, headers=headers)
     assert resp.status_code == 400, resp.text
     assert resp.json()["error"] == "malformed_signature"
     assert _stored() == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+from collections.abc import Callable
 
 import pytest
 
@@ -54,6 +55,10 @@ def test_parse_form_encoded_delivery_signed_over_the_form_body() -> None:
     assert json.loads(d.payload) == json.loads(BODY)
 
 
+# What a test does to a delivery's headers and body on the way in.
+Mutation = Callable[[dict[str, str], bytes], tuple[dict[str, str], bytes]]
+
+
 @pytest.mark.parametrize(
     ("mutate", "status", "error"),
     [
@@ -71,7 +76,7 @@ def test_parse_form_encoded_delivery_signed_over_the_form_body() -> None:
         (lambda h, b: ({**h, "Content-Type": "text/plain"}, b), 400, "unsupported_content_type"),
     ],
 )
-def test_parse_rejections(mutate, status: int, error: str) -> None:  # type: ignore[no-untyped-def]
+def test_parse_rejections(mutate: Mutation, status: int, error: str) -> None:
     headers, body = mutate(headers_for("pull_request", BODY, "s"), BODY)
     with pytest.raises(WebhookRejected) as info:
         parse_delivery(headers, body, [b"s"])

@@ -40,7 +40,7 @@ class GitDataGateway(GatewayBase):
             ),
         )
         self._written.add((repo, ref))
-        return data  # type: ignore[no-any-return]
+        return data
 
     def update_ref(self, repo: str, ref: str, sha: str, *, force: bool = False) -> dict[str, Any]:
         data = self._eventually(
@@ -54,7 +54,7 @@ class GitDataGateway(GatewayBase):
             ),
         )
         self._written.add((repo, ref))
-        return data  # type: ignore[no-any-return]
+        return data
 
     def delete_ref(self, repo: str, ref: str) -> None:
         """``ref`` like ``heads/sweepbot/canary/...``; a ref already gone is not an error."""
@@ -67,7 +67,7 @@ class GitDataGateway(GatewayBase):
         def read() -> Any:
             return self._get("git/get-commit", f"/repos/{repo}/git/commits/{sha}")
 
-        return self._eventually("git/get-commit", read) if (repo, sha) in self._written else read()  # type: ignore[no-any-return]
+        return self._eventually("git/get-commit", read) if (repo, sha) in self._written else read()
 
     def resolve_commit(self, repo: str, ref: str) -> str | None:
         """The full SHA ``ref`` (a short SHA, branch or tag) names in ``repo``; None when GitHub knows
@@ -121,4 +121,4 @@ class GitDataGateway(GatewayBase):
         )
         if isinstance(data, dict) and data.get("sha"):
             self._written.add((repo, str(data["sha"])))
-        return data  # type: ignore[no-any-return]
+        return data

@@ -53,7 +53,7 @@ class IssuesGateway(GatewayBase):
 
     def create_pull(self, repo: str, *, title: str, head: str, base: str, body: str) -> dict[str, Any]:
         # Right after the head branch was pushed GitHub may answer "head invalid": retry briefly.
-        return self._eventually(  # type: ignore[no-any-return]
+        return self._eventually(
             "pulls/create",
             lambda: self._write(
                 "pulls/create",
