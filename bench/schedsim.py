@@ -53,6 +53,9 @@ class Config:
     strategy: str = "runpoll"  # "runpoll" (this code) | "baseline" (main before: get_run per job)
     rate_limit: int = 5000  # the sim's hourly limit per token (GitHub's for a user token)
     overcommit: int | str = "auto"  # SWEEPBOT_RUNNER_OVERCOMMIT: "auto" or jobs that may wait on GitHub
+    # The real e2e-tests.yml never assigns EVALS (its `eval /` job fails unexpanded, no single-node
+    # eval runs); True seeds a fixed copy whose get-jobs does (sim.getjobs.assign_evals).
+    evals_assigned: bool = False
     seed: int = 7
 
 
@@ -80,6 +83,7 @@ class Figures:
     job_events: int
     inflight_violations: int
     states: dict[str, int]
+    eval_points: dict[str, int] = field(default_factory=dict)  # planned / scored / not_run (eval_not_run)
     by_operation: dict[str, dict[str, int]] = field(default_factory=dict)
     dropped_deliveries: int = 0
     injected: dict[str, int] = field(default_factory=dict)

@@ -87,7 +87,7 @@ class Driver:
         world = World(SimSettings(time_scale=1.0, seed=self.cfg.seed, rate_limit=self.cfg.rate_limit))
         self.server = SimServer(world=world).start()
         self.world = world
-        scenario = SeedScenario(world)
+        scenario = SeedScenario(world, evals_assigned=self.cfg.evals_assigned)
         scenario.load()
         self.repo = scenario.facts["bench_repo"]
         self.master_path = scenario.facts["master_path"]
@@ -552,6 +552,8 @@ class Driver:
     def figures(self) -> Figures:
         from sqlalchemy import func, select
 
+        from app.core.matrixerrors import eval_not_run
+        from app.models.results import EvalResult
         from app.models.sweeps import SweepJob
 
         cfg = self.cfg
@@ -583,7 +585,15 @@ class Driver:
             states = dict(
                 s.execute(select(SweepJob.state, func.count(SweepJob.id)).group_by(SweepJob.state)).all()
             )
+            planned = [
+                r
+                for r in s.execute(select(SweepJob.id, SweepJob.point, SweepJob.reason))
+                if r[1].get("run-eval")
+            ]
+            scored = set(s.scalars(select(EvalResult.job_id)))
         jobs = sum(states.values())
+        evals = {"planned": len(planned), "scored": sum(r[0] in scored for r in planned)}
+        evals["not_run"] = sum(eval_not_run(r[2]) for r in planned)  # the workflow never ran them
         by_op = calls["by_operation"]
 
         def counted(ops: tuple[str, ...]) -> int:
@@ -617,6 +627,7 @@ class Driver:
             job_events=self.job_events,
             inflight_violations=self.violations,
             states={str(k): int(v) for k, v in states.items()},
+            eval_points=evals,
             by_operation=by_op,
             dropped_deliveries=self.dropped,
             injected=dict(self.injected),

@@ -19,6 +19,8 @@ a run's job list read on every workflow_job event whose name two points share) a
   (everything but the poll; aim <= 4); and the ratio runpoll / baseline.
 
 ``--overcommit`` is ``SWEEPBOT_RUNNER_OVERCOMMIT``: ``auto`` (the default, as the bot's) or N.
+``--evals-assigned`` seeds a fixed e2e-tests.yml: the real one (843c6254) never assigns EVALS, so
+its `eval /` job fails unexpanded and no single-node eval runs (docs/sim.md).
 
     .venv/bin/python bench/scheduler.py                  # full scale, both strategies
     .venv/bin/python bench/scheduler.py --prs 4 --conc-end 8 --strategies runpoll
@@ -97,6 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="SWEEPBOT_RUNNER_OVERCOMMIT: auto (the default) or N jobs that may wait on GitHub",
     )
+    parser.add_argument(
+        "--evals-assigned",
+        action="store_true",
+        help="seed a fixed e2e-tests.yml whose get-jobs assigns EVALS (the real one never does, so its "
+        "`eval /` job fails unexpanded and no single-node eval runs)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     configs = [
@@ -108,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             strategy=name.strip(),
             seed=args.seed,
             overcommit=args.overcommit,
+            evals_assigned=args.evals_assigned,
         )
         for name in args.strategies.split(",")
     ]
@@ -117,14 +126,15 @@ def main(argv: list[str] | None = None) -> int:
         figures = list(pool.map(run, configs))
     print(
         f"{sum(f.jobs for f in figures)} jobs in {time.monotonic() - started:.0f} s of wall time, "
-        f"SWEEPBOT_RUNNER_OVERCOMMIT={args.overcommit}",
+        f"SWEEPBOT_RUNNER_OVERCOMMIT={args.overcommit}, e2e-tests.yml "
+        + ("fixed (EVALS assigned)" if args.evals_assigned else "as at 843c6254 (`eval /` never expands)"),
         flush=True,
     )
     print(table(figures))
     for f in figures:
         print(
             f"{f.strategy}: states {f.states}; injected {f.injected}; "
-            f"dropped deliveries {f.dropped_deliveries}"
+            f"dropped deliveries {f.dropped_deliveries}; eval points {f.eval_points}"
         )
         print(f"{f.strategy}: idle while work waited, by cause {f.idle_causes}")
         print(f"{f.strategy}: by operation " + json.dumps(f.by_operation, sort_keys=True))

@@ -65,6 +65,12 @@ def seed_scenario(
     nightly: bool = typer.Option(
         False, "--nightly", help="Also load the nightly regression story (played after the seed's steps)."
     ),
+    evals_assigned: bool = typer.Option(
+        False,
+        "--evals-assigned",
+        help="Seed a fixed e2e-tests.yml whose get-jobs assigns EVALS (the real one never does, so "
+        "its `eval /` job fails unexpanded).",
+    ),
     play: bool = typer.Option(False, "--play", help="Play every step, one per --interval."),
     interval: float = typer.Option(2.0, help="Seconds between steps with --play."),
     serve_: bool = typer.Option(True, "--serve/--no-serve", help="Serve the world afterwards."),
@@ -83,7 +89,7 @@ def seed_scenario(
         seed=seed, time_scale=time_scale, webhook_url=webhook_url, webhook_secret=webhook_secret
     )
     world = World(settings)
-    sc = SeedScenario(world, variant)
+    sc = SeedScenario(world, variant, evals_assigned=evals_assigned)
     status = sc.load()
     typer.echo(json.dumps({"loaded": status["facts"], "steps": [s["name"] for s in status["steps"]]}))
     story = None

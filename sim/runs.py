@@ -11,6 +11,8 @@ tests/fixtures/inferencex/workflows/ at InferenceX 843c6254):
   expanded by the master-config rules the sim already shares (app.core.recipes.expand_points), reading
   only the ``--config-files`` given, with ``*``/``?`` key patterns and an error for a pattern that
   matches nothing;
+- a matrix job whose `get-jobs` output is never assigned fails as GitHub fails it
+  (``sim.getjobs``: at 843c6254 ``eval /``);
 - benchmark-tmpl.yml's job name (``p<priority> | <prefix> <precision> <runner> <fw> TP<tp>... c<conc>``
   behind the caller's ``single-node /``) and its ``RESULT_FILENAME``.
 """
@@ -21,6 +23,7 @@ import dataclasses
 import fnmatch
 import functools
 import re
+from collections.abc import Collection
 from typing import Any
 
 import yaml
@@ -289,7 +292,7 @@ def _eval_row(point: dict[str, Any]) -> dict[str, Any]:
     return point | {"run-eval": True, "eval-only": True}
 
 
-def e2e_jobs(world: World, run: Run) -> list[tuple[str, dict[str, Any]]]:
+def e2e_jobs(world: World, run: Run, unexpanded: Collection[str] = ()) -> list[tuple[str, dict[str, Any]]]:
     """e2e-tests.yml's matrix jobs for the run, in the file's job order, each (name, point).
 
     get-jobs splits the generated rows by `prefill` (multi-node: benchmark-multinode-tmpl.yml) and
@@ -299,9 +302,9 @@ def e2e_jobs(world: World, run: Run) -> list[tuple[str, dict[str, Any]]]:
     `multi-node agentic eval /`, `eval /`, each passing `eval-only: true`): every row the selection
     marked `run-eval` has its own eval-only job.
 
-    Not modelled: at 843c6254 the get-jobs script writes `eval-config=$EVALS` but never assigns
-    EVALS, so on GitHub test-sweep-evals' matrix (`fromJson('')`) would not evaluate; the sim
-    runs the eval-only jobs the job declares, from the rows its single-node filters imply.
+    ``unexpanded``: the callers whose matrix GitHub cannot evaluate (``sim.getjobs``, read from
+    the dispatched file: at 843c6254 ``eval /``, get-jobs never assigning ``EVALS``): they get no
+    job per row (the run has the caller's failed job instead, ``Actions._fan_out``).
     """
     rows = plan_points(world, run)
 
@@ -326,7 +329,9 @@ def e2e_jobs(world: World, run: Run) -> list[tuple[str, dict[str, Any]]]:
         ("single-node /", [_throughput_row(r) for r in single if not r.get("eval-only")]),
         ("eval /", [_eval_row(r) for r in single if r.get("run-eval")]),
     )
-    return [(job_name(caller, r), r) for caller, family in families for r in family]
+    return [
+        (job_name(caller, r), r) for caller, family in families if caller not in unexpanded for r in family
+    ]
 
 
 def _full_sweep_keeps(point: dict[str, Any], f: dict[str, Any], seq_lens: tuple[str, ...]) -> bool:

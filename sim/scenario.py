@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from sim.getjobs import assign_evals
 from sim.world import SimError, World
 
 BENCH_REPO = "SemiAnalysisAI/InferenceX"
@@ -24,6 +25,7 @@ VLLM_REPO = "vllm-project/vllm"
 IMAGE = "vllm/vllm-openai-rocm"
 ATOM_IMAGE = "rocm/atom-dev"
 WORKFLOW = "e2e-tests.yml"
+E2E_PATH = f".github/workflows/{WORKFLOW}"
 MASTER_PATH = ".github/configs/amd-master.yaml"
 SCRIPT_PATH = "benchmarks/single_node/fixed_seq_len/minimaxm3_fp4_mi355x_vllm.sh"
 RECIPE_BRANCH = "minimaxm3-fp4-mi355x-vllm-int4-qr"
@@ -130,6 +132,9 @@ def play_next_step(story: Any) -> dict[str, Any]:
 class SeedScenario:
     world: World
     variant: str = "seed"  # "seed" | "both-merge"
+    # The real e2e-tests.yml (843c6254) never assigns EVALS, so its `eval /` job fails unexpanded;
+    # True seeds a fixed copy whose get-jobs assigns it (sim.getjobs.assign_evals).
+    evals_assigned: bool = False
     steps: list[Step] = field(default_factory=list)
     position: int = 0
     loaded: bool = False
@@ -182,6 +187,8 @@ class SeedScenario:
         """The benchmark repo: its files, its workflows, its fleet; returns main's first commit."""
         w = self.world
         w.add_repo(BENCH_REPO, description="Open-source continuous inference benchmarking")
+        if self.evals_assigned:
+            files = files | {E2E_PATH: assign_evals(files[E2E_PATH])}
         for login, perm in MAINTAINERS.items():
             w.set_permission(BENCH_REPO, login, perm)
         w.set_permission(BENCH_REPO, OUTSIDER, "read")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from sim.getjobs import MatrixFailure, matrix_failures
 from sim.models import Job, Run, SimError, Workflow, iso
 from sim.runs import dispatch_error, e2e_jobs, evaluate_title, read_workflow
 from sim.world_fleet import Fleet
@@ -69,19 +70,26 @@ class Actions(Fleet):
             )
             self.runs[run.id] = run
             self._run_event(run, "requested")
-            self._plan_jobs(run)
+            self._plan_jobs(run, matrix_failures(text.decode(), wf.path))
             self._wake()
             return run
 
-    def _plan_jobs(self, run: Run) -> None:
-        self._fan_out(run, lambda: e2e_jobs(self, run))
+    def _plan_jobs(self, run: Run, failures: Sequence[MatrixFailure] = ()) -> None:
+        unexpanded = {f.caller for f in failures}
+        self._fan_out(run, lambda: e2e_jobs(self, run, unexpanded), failures=failures)
 
     def _fan_out(
-        self, run: Run, plan: Callable[[], list[tuple[str, dict[str, Any]]]], *, empty_ok: bool = False
+        self,
+        run: Run,
+        plan: Callable[[], list[tuple[str, dict[str, Any]]]],
+        *,
+        empty_ok: bool = False,
+        failures: Sequence[MatrixFailure] = (),
     ) -> None:
         """The setup job plans the matrix (`plan`: each job's name and point), then one queued job
-        per entry. A planning error fails the run, as the matrix job would; so does an empty matrix
-        of a dispatch (`empty_ok`: a run-sweep.yml run with nothing to sweep just succeeds)."""
+        per entry, and one failed job per matrix GitHub cannot evaluate (``failures``). A planning
+        error fails the run, as the matrix job would; so does an empty matrix of a dispatch
+        (`empty_ok`: a run-sweep.yml run with nothing to sweep just succeeds)."""
         try:
             planned = plan()
         except Exception as exc:  # a bad command or config fails the setup job
@@ -95,10 +103,37 @@ class Actions(Fleet):
             self.jobs[job.id] = job
             run.jobs.append(job.id)
             self._job_event(job, "queued")
+        for failure in failures:
+            self._add_unexpanded_job(run, failure)
         if not planned:
-            if not empty_ok:
+            if not empty_ok and not failures:
                 run.error = "the command matched no points"
-            self._conclude(run, "success" if empty_ok else "failure")
+            self._conclude(run, "success" if empty_ok and not failures else "failure")
+
+    def _add_unexpanded_job(self, run: Run, failure: MatrixFailure) -> None:
+        """A matrix job whose `strategy` did not evaluate: GitHub fails it once its `needs` are done
+        (get-jobs, here at once), before any runner: named by its `name:`, no steps, no runner, no
+        labels, its reason only in its check run's annotation (sim/getjobs.py says more). No
+        workflow_job event is sent for it, as none is for get-jobs: the bot reads it from the run."""
+        now = self.now()
+        job = Job(self.next_id(), run.id, failure.caller, "", {}, now)
+        job.status, job.conclusion, job.started_at, job.completed_at = "completed", "failure", now, now
+        job.annotations = [
+            {
+                "path": ".github",
+                "blob_href": None,
+                "start_line": 1,
+                "end_line": 1,
+                "start_column": None,
+                "end_column": None,
+                "annotation_level": "failure",
+                "title": "",
+                "raw_details": "",
+                "message": failure.message,
+            }
+        ]
+        self.jobs[job.id] = job
+        run.jobs.append(job.id)
 
     def _conclude(self, run: Run, conclusion: str) -> None:
         run.status, run.conclusion, run.updated_at = "completed", conclusion, self.now()

@@ -29,6 +29,7 @@ from app.core.gap import (
     render_tput_table,
     tput_gap_at_equal_interactivity,
 )
+from app.core.matrixerrors import eval_not_run
 from app.core.references import Reference
 
 FINAL_JOB_STATES = ("succeeded", "failed", "cancelled", "reused")
@@ -265,6 +266,17 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
     return "\n".join(out + _footer(data))
 
 
+def _not_run_warnings(planned: Sequence[JobView]) -> list[str]:
+    """One warning per distinct reason an eval point's eval was never run (the workflow's defect,
+    ``app.core.matrixerrors``; GitHub's words in it are already inert)."""
+    not_run = [j.reason for j in planned if j.reason and eval_not_run(j.reason)]
+    out: list[str] = []
+    for reason in dict.fromkeys(not_run):
+        count = sum(1 for r in not_run if r == reason)
+        out += [f"> [!WARNING]\n> {count} of {len(planned)} eval points: {reason}", ""]
+    return out
+
+
 def _accuracy_section(data: ReportData, out: list[str], label: str, ref_label: str) -> list[AccuracyRow]:
     """Append the accuracy table (beside the latency table) to ``out``; return its rows."""
     planned = [j for j in data.jobs if (j.point or {}).get("run-eval")]
@@ -274,6 +286,7 @@ def _accuracy_section(data: ReportData, out: list[str], label: str, ref_label: s
     refs = list(ref.accuracy) if ref is not None else []
     rows = compare_accuracy(data.evals, refs, tolerance=data.accuracy_tolerance)
     out += ["#### Accuracy", ""]
+    out += _not_run_warnings(planned)
     if not rows:
         waiting = sum(1 for j in planned if j.state not in FINAL_JOB_STATES)
         if waiting:

@@ -28,8 +28,9 @@ told apart there by the matrix order (seq-len major) and, once uploaded, by the 
 Failures: on GitHub, a runner that dies is reported as the failed job's check-run annotation
 ("The self-hosted runner: mi355x-amds_03 lost communication with the server ..."), not as a step.
 ``classify_failure`` reads annotations: runner lost, shutdown, never acquired or cancelled by the
-system are infrastructure (retried within the limit); anything else is the benchmark's failure,
-quoted.
+system are infrastructure (retried within the limit); GitHub's "Error when evaluating '<section>'
+for job '<id>'" is the workflow's defect (not retried: every run fails the same way;
+``app.core.matrixerrors`` says more); anything else is the benchmark's failure, quoted.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ INFRA_MESSAGES = (
     "canceled by the system",
 )
 MAX_QUOTE = 300
+# GitHub's text when it cannot evaluate a job's section (`strategy`, `if`, `with` ...) before running it.
+EVALUATION_ERROR = re.compile(r"Error when evaluating '(?P<section>[\w.-]+)' for job '(?P<job>[^']+)'\.")
 
 
 # ------------------------------------------------------------------------------------- runs
@@ -470,6 +473,7 @@ class Failure:
     infrastructure: bool
     message: str  # what GitHub said (quoted in the report), or why nothing more is known
     cancelled: bool = False  # cancelled through the API or the UI: neither a failure nor a retry
+    workflow_defect: bool = False  # GitHub could not evaluate the job (the file's fault): not retried
 
 
 def _quote(text: str) -> str:
@@ -512,6 +516,10 @@ def classify_failure(
             if marker in lowered:
                 log.info("failure_classified", kind="infrastructure", marker=marker)
                 return Failure(True, _quote(text))
+    defect = next((text for text in messages if EVALUATION_ERROR.search(text)), None)
+    if defect is not None:
+        log.info("failure_classified", kind="workflow_defect")
+        return Failure(False, _quote(defect), workflow_defect=True)
     if conclusion == "cancelled":
         return _cancelled(messages)
     failed_step = next(

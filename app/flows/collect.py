@@ -21,6 +21,7 @@ from app.adapters.github.errors import GitHubError
 from app.core.artifacts import select_bmk_artifact, select_eval_artifact
 from app.core.artifactzip import MAX_ARTIFACT_BYTES, ArtifactError, pick_result_member, safe_json_members
 from app.core.evals import EvalArtifact, EvalFileError, parse_eval_artifact
+from app.core.matrixerrors import eval_not_run
 from app.core.resultfile import ParsedResult, ResultFileError, as_int, parse_result, point_identity
 from app.flows.jobfinish import finish_job
 from app.models.sweeps import Sweep, SweepJob
@@ -258,9 +259,11 @@ def collect_job(
         # Parsed before anything is stored: a bad eval file fails the job with nothing half-stored.
         # In label mode the repo's own run-sweep.yml run decides which points it evaluates, so a
         # run with no eval artifact keeps its throughput result (the report says no eval was
-        # stored); in dispatch mode the bot asked for the eval, and its absence fails the job.
+        # stored); in dispatch mode the bot asked for the eval, and its absence fails the job,
+        # unless GitHub never created the eval job (run tracking put why in the job's reason).
         mode = str((getattr(j.sweep, "filters", None) or {}).get("mode") or "dispatch")
-        evaluation = fetch_eval(gw, j.repo, j.run_id, artifacts, j.point, max_bytes, required=mode != "label")
+        required = mode != "label" and not eval_not_run(j.job.reason)
+        evaluation = fetch_eval(gw, j.repo, j.run_id, artifacts, j.point, max_bytes, required=required)
         if isinstance(evaluation, str):
             return _fail(session, j, evaluation)
     row = store_result(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
+from app.core.matrixerrors import MatrixDefect, covering
 from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
 from app.core.runmatch import (
     assign_jobs,
@@ -25,6 +26,7 @@ from app.flows.jobfinish import finish_job
 from app.flows.labelruns import adopt_label_run, drop_label_run, label_sweeps_for_run
 from app.flows.ring import collect_later, tick_later
 from app.flows.sweepcancel import CancelGateway, cancel_runs
+from app.flows.unexpanded import end_not_run, note_eval_not_run, run_defects
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
@@ -221,7 +223,10 @@ def waits_for_run(job: SweepJob) -> bool:
     a point that also runs an eval (``run-eval``, not ``eval-only``). e2e-tests.yml (and
     run-sweep.yml) run that eval as a job of its own (`eval /`, `eval-only: true`; the throughput
     job passes `run-eval: false`), so its `eval_` artifact is uploaded by another job, which may
-    end after the throughput job; the run completes only when both have."""
+    end after the throughput job; the run completes only when both have. When GitHub never
+    created that eval job (the real e2e-tests.yml's `eval /` matrix does not evaluate,
+    ``app.core.matrixerrors``), the point is collected for its throughput and says why it has no
+    eval."""
     point = job.point if isinstance(job.point, dict) else {}
     return bool(point.get("run-eval")) and not point.get("eval-only")
 
@@ -244,11 +249,16 @@ def fold_failure(
     session: Session, job: SweepJob, failure: Any, wf_job: dict[str, Any], settings: Settings
 ) -> None:
     """A workflow job of ours that did not succeed: retried (infrastructure), cancelled (through
-    the API or the UI: not re-run, whoever cancelled it wanted the runner back), or failed."""
+    the API or the UI: not re-run, whoever cancelled it wanted the runner back), or failed (the
+    benchmark's failure, or the workflow's defect: GitHub could not evaluate the job, and a retry
+    would fail the same way)."""
     url = wf_job.get("html_url") or job.run_url
     if failure.infrastructure:
         runner = wf_job.get("runner_name") or "the runner"
         retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
+    elif failure.workflow_defect:
+        reason = f"workflow defect, not retried (fix the workflow): {failure.message} (see {url})"
+        finish_job(session, job.id, JobState.FAILED, reason=reason)
     elif failure.cancelled:
         finish_job(session, job.id, JobState.CANCELLED, reason=cancelled_reason(failure.message, url))
     else:
@@ -350,57 +360,130 @@ def _run_completed(
     after_commit: list[Callable[[], None]],
     settings: Settings,
 ) -> bool:
-    """A completed run: success frees the runners and collects; otherwise each job's own outcome."""
+    """A completed run: success frees the runners and collects; otherwise each job's own outcome.
+
+    A run that did not succeed is read (its jobs; the annotations of a caller job GitHub failed
+    unexpanded, ``app.flows.unexpanded``) only when a job of ours still waits on it: at InferenceX
+    843c6254 every run fails (its `eval /` matrix never evaluates) though its benchmarks succeed.
+    """
     run_id, conclusion, now = int(run["id"]), run.get("conclusion"), utcnow()
     by_job: dict[int, dict[str, Any]] = {}
-    if conclusion != "success" and gw is not None:
+    defects: list[MatrixDefect] = []
+    waiting = [j for j in live if not _collecting(j)]
+    if conclusion != "success" and gw is not None and waiting:
+        repo = sweep_repo(session, live[0])
         if wf_jobs is None:
-            wf_jobs = gw.list_run_jobs(sweep_repo(session, live[0]), run_id)
+            wf_jobs = gw.list_run_jobs(repo, run_id)
         # every point of the dispatch takes its place in matrix order, ours or not (a retry's run
         # holds siblings that succeeded before, and every run the points the sweep filtered out)
         ordered = dispatch_group(session, live)
         ranks = [j.matrix_rank for j in ordered]
         for index, got in assign_jobs(wf_jobs, [j.point for j in ordered], ranks).items():
             by_job[ordered[index].id] = dict(got)
+        if any(_missing_job(j, by_job.get(j.id), wf_jobs) for j in waiting):
+            defects = run_defects(gw, repo, wf_jobs)
     changed = False
-    for job in live:
-        if job.run_conclusion == "success" and job.state == JobState.RUNNING and waits_for_run(job):
-            failed = _failed_eval_job(wf_jobs or [], job) if conclusion != "success" else None
-            if failed is None:
-                after_commit.append(collect_later(job.id))  # its eval job is done too: every artifact is in
-            else:  # its eval job did not succeed: a lost runner is retried like any other
-                fold_failure(session, job, failure_of(gw, sweep_repo(session, job), failed), failed, settings)
-                after_commit.append(tick_later)
-            changed = True
-            continue
-        if conclusion == "success":
-            if job.run_conclusion != "success":
-                job.run_conclusion, job.state, job.updated_at = "success", JobState.RUNNING, now
-                job.started_at = job.started_at or now
-                after_commit.append(collect_later(job.id))
-                mark_report_dirty(session, job.sweep_id)
-                changed = True
-            continue
+    for job in waiting:
         wf_job = by_job.get(job.id)
-        if wf_job is not None and wf_job.get("status") == "completed":
+        if waits_for_run(job) and _succeeded(wf_job) and job.run_conclusion != "success":
+            job.run_conclusion, job.state, job.updated_at = "success", JobState.RUNNING, now
+            job.started_at = job.started_at or now  # its throughput job's event never came
+        if job.run_conclusion == "success" and job.state == JobState.RUNNING and waits_for_run(job):
+            seen = wf_jobs if conclusion != "success" else None
+            if _settle_with_eval(session, gw, job, seen, defects, settings):
+                after_commit.append(collect_later(job.id))  # its eval job is done too: every artifact is in
+            after_commit.append(tick_later)
+            changed = True
+        elif conclusion == "success":
+            job.run_conclusion, job.state, job.updated_at = "success", JobState.RUNNING, now
+            job.started_at = job.started_at or now
+            after_commit.append(collect_later(job.id))
+            mark_report_dirty(session, job.sweep_id)
+            changed = True
+        elif wf_job is not None and wf_job.get("status") == "completed":
             changed |= _apply_assigned(session, gw, job, {**wf_job, "run_id": run_id}, after_commit, settings)
-            continue
-        if conclusion == "startup_failure":
-            retry_or_fail(session, job, "run startup_failure", settings)
-        elif conclusion == "cancelled":
-            # Our own cancels never get here (their jobs are final or re-queued first).
-            reason = cancelled_reason(f"run {run_id} cancelled on GitHub", run.get("html_url"))
-            finish_job(session, job.id, JobState.CANCELLED, reason=reason)
         else:
-            finish_job(
+            _no_job(
                 session,
-                job.id,
-                JobState.FAILED,
-                reason=f"run {conclusion} without a job for this point: see {run.get('html_url')}",
+                job,
+                run,
+                covering(defects, job.point, eval_job=bool(job.point.get("eval-only"))),
+                settings,
             )
-        after_commit.append(tick_later)
-        changed = True
+            after_commit.append(tick_later)
+            changed = True
     return changed
+
+
+def _settle_with_eval(
+    session: Session,
+    gw: TrackingGateway | None,
+    job: SweepJob,
+    wf_jobs: list[dict[str, Any]] | None,
+    defects: Sequence[MatrixDefect],
+    settings: Settings,
+) -> bool:
+    """A point whose throughput succeeded, once its run is done (``waits_for_run``): its eval job
+    failed (folded: a lost runner is retried like any other), was never created (collected for its
+    throughput, saying why), or is done (collected with its eval). True when it is to be collected.
+    ``wf_jobs``: None for a run that succeeded (nothing to look at)."""
+    failed = _failed_eval_job(wf_jobs, job) if wf_jobs is not None else None
+    if failed is not None:
+        fold_failure(session, job, failure_of(gw, sweep_repo(session, job), failed), failed, settings)
+        return False
+    if wf_jobs is not None and _missing_job(job, None, wf_jobs):
+        defect = covering(defects, job.point, eval_job=True)
+        if defect is not None:
+            note_eval_not_run(session, job, defect)
+    return True
+
+
+def _no_job(
+    session: Session, job: SweepJob, run: Mapping[str, Any], defect: MatrixDefect | None, settings: Settings
+) -> None:
+    """A run that did not succeed holds no finished job for ``job``'s point."""
+    run_id, conclusion = run.get("id"), run.get("conclusion")
+    if defect is not None:  # GitHub never created it: the workflow's defect, not retried
+        end_not_run(session, job, defect)
+    elif conclusion == "startup_failure":
+        retry_or_fail(session, job, "run startup_failure", settings)
+    elif conclusion == "cancelled":
+        # Our own cancels never get here (their jobs are final or re-queued first).
+        reason = cancelled_reason(f"run {run_id} cancelled on GitHub", run.get("html_url"))
+        finish_job(session, job.id, JobState.CANCELLED, reason=reason)
+    else:
+        finish_job(
+            session,
+            job.id,
+            JobState.FAILED,
+            reason=f"run {conclusion} without a job for this point: see {run.get('html_url')}",
+        )
+
+
+def _succeeded(wf_job: Mapping[str, Any] | None) -> bool:
+    return (
+        wf_job is not None and wf_job.get("status") == "completed" and wf_job.get("conclusion") == "success"
+    )
+
+
+def _collecting(job: SweepJob) -> bool:
+    """Its own workflow job succeeded and nothing else of the run is waited for: collection is
+    queued (``apply_workflow_job``), whatever the run concluded."""
+    return job.run_conclusion == "success" and job.state == JobState.RUNNING and not waits_for_run(job)
+
+
+def _missing_job(
+    job: SweepJob, own: Mapping[str, Any] | None, wf_jobs: Sequence[Mapping[str, Any]] | None
+) -> bool:
+    """Whether the run holds no job for what ``job`` still waits on: its eval job (a point whose
+    throughput succeeded and whose eval runs apart), else its own job (``own``: the one assigned)."""
+    if waits_for_run(job) and (job.run_conclusion == "success" or _succeeded(own)):
+        return not any(
+            (name := parse_job_name(str(w.get("name") or ""))) is not None
+            and job_matches_point(name, job.point, eval_job=True)
+            for w in wf_jobs or []
+        )
+    return own is None
 
 
 def _apply_assigned(

@@ -193,3 +193,136 @@ def test_a_lost_runner_under_its_eval_job_retries_the_point(env: ENV) -> None:
             job.reason or ""
         )
     assert evaluated.id not in _collects(env)
+
+
+# The real e2e-tests.yml's `eval /` job never expands (get-jobs writes `eval-config=$EVALS` and
+# never sets EVALS): GitHub lists it failed, without steps or runner, its reason in its annotation.
+STRATEGY_ERROR = (
+    "Error when evaluating 'strategy' for job 'test-sweep-evals'. .github/workflows/e2e-tests.yml "
+    "(Line: 636, Col: 25): Error parsing fromJson,.github/workflows/e2e-tests.yml (Line: 636, Col: 25): "
+    "Error reading JToken from JsonReader. Path '', line 0, position 0.,.github/workflows/e2e-tests.yml "
+    "(Line: 636, Col: 25): Unexpected value ''"
+)
+
+
+def _unexpanded(gh: FakeGitHub, run_id: int, message: str = STRATEGY_ERROR) -> dict[str, Any]:
+    job_id = run_id * 10 + 9
+    job: dict[str, Any] = {
+        "id": job_id,
+        "run_id": run_id,
+        "name": "eval /",
+        "status": "completed",
+        "conclusion": "failure",
+        "steps": [],
+        "labels": [],
+        "runner_name": None,
+    }
+    gh.annotations[job_id] = [{"annotation_level": "failure", "message": message, "path": ".github"}]
+    return job
+
+
+def _completed(env: ENV, run_id: int, conclusion: str = "failure") -> None:
+    gh = env["gh"]
+    gh.runs[run_id] |= {"status": "completed", "conclusion": conclusion}
+    run = {"id": run_id, "name": gh.runs[run_id]["name"], "status": "completed", "conclusion": conclusion}
+    _deliver(env["factory"], "workflow_run", {"action": "completed", "workflow_run": run})
+
+
+def test_an_eval_job_github_never_created_leaves_the_throughput_to_collect_with_the_reason(env: ENV) -> None:
+    factory, gh = env["factory"], env["gh"]
+    evaluated, run_id = _one_evaluated_point_done(env)
+    with factory() as s:
+        group = s.scalars(select(SweepJob).where(SweepJob.run_id == run_id)).all()
+        gh.run_jobs[run_id] = [_success(run_id, j, "single-node /")["workflow_job"] for j in group]
+    gh.run_jobs[run_id].append(_unexpanded(gh, run_id))
+    dispatched = len(gh.dispatches)
+    _completed(env, run_id)
+    assert evaluated.id in _collects(env)  # its throughput result is collected as usual
+    with factory() as s:
+        job = s.get(SweepJob, evaluated.id)
+        assert job is not None and job.state == JobState.RUNNING and job.attempts == 1
+        reason = job.reason or ""
+    assert reason.startswith("eval not run: e2e-tests.yml's `eval /` job could not evaluate its matrix")
+    assert "never sets `EVALS`" in reason and "not retried" in reason and "/sweep evals=none" in reason
+    assert f"GitHub said: `{STRATEGY_ERROR}`" in reason
+    tick(factory, lambda s: FakeTick(gh))
+    assert _redispatched(gh, run_id, dispatched) == []  # its dispatch is not sent again
+
+
+def _redispatched(gh: FakeGitHub, run_id: int, since: int) -> list[int]:
+    """Runs dispatched after ``since`` with the same command as ``run_id``'s (a retry of it)."""
+    command = next(d["inputs"]["generate-cli-command"] for d in gh.dispatches if d["run_id"] == run_id)
+    return [d["run_id"] for d in gh.dispatches[since:] if d["inputs"]["generate-cli-command"] == command]
+
+
+def _eval_only_run(env: ENV) -> tuple[list[int], int]:
+    factory, gh = env["factory"], env["gh"]
+    with factory() as s:
+        req = request_sweep(
+            s,
+            FakeRequest(gh),
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", evals="only"),
+        )
+        s.commit()
+    tick(factory, lambda s: FakeTick(gh))
+    with factory() as s:
+        jobs = list(s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all())
+    assert jobs and all(j.point.get("eval-only") for j in jobs)
+    run_id = next(int(j.run_id) for j in jobs if j.run_id is not None)
+    return [j.id for j in jobs if j.run_id == run_id], run_id
+
+
+def test_eval_only_points_whose_job_github_never_created_fail_with_the_reason(env: ENV) -> None:
+    factory, gh = env["factory"], env["gh"]
+    ids, run_id = _eval_only_run(env)
+    gh.run_jobs[run_id] = [_unexpanded(gh, run_id)]
+    dispatched = len(gh.dispatches)
+    _completed(env, run_id)
+    with factory() as s:
+        for job_id in ids:
+            job = s.get(SweepJob, job_id)
+            assert job is not None and job.run_id == run_id
+            assert job.state == JobState.FAILED and job.attempts == 1
+            assert (job.reason or "").startswith("eval not run: e2e-tests.yml's `eval /` job")
+    tick(factory, lambda s: FakeTick(gh))
+    repair_jobs(factory, lambda s: FakeRepair(gh))
+    assert _redispatched(gh, run_id, dispatched) == []
+    with factory() as s:
+        assert all((s.get(SweepJob, i) or SweepJob()).state == JobState.FAILED for i in ids)
+
+
+def test_another_failure_of_a_job_without_steps_is_not_taken_for_the_defect(env: ENV) -> None:
+    factory, gh = env["factory"], env["gh"]
+    ids, run_id = _eval_only_run(env)
+    gh.run_jobs[run_id] = [
+        _unexpanded(gh, run_id, "The job was not started because recent account payments failed.")
+    ]
+    _completed(env, run_id)
+    with factory() as s:
+        job = s.get(SweepJob, ids[0])
+        assert job is not None and job.state == JobState.FAILED
+        assert (job.reason or "").startswith("run failure without a job for this point")
+
+
+def test_a_job_github_could_not_evaluate_is_a_workflow_defect_not_retried(env: ENV) -> None:
+    factory, gh = env["factory"], env["gh"]
+    ids, run_id = _eval_only_run(env)
+    with factory() as s:
+        job = s.get(SweepJob, ids[0])
+        assert job is not None
+        failed = _success(run_id, job, "eval /")["workflow_job"] | {"conclusion": "failure"}
+    said = (
+        "Error when evaluating 'with' for job 'test-sweep-evals'. "
+        ".github/workflows/e2e-tests.yml (Line: 640, Col: 23)"
+    )
+    gh.annotations[failed["id"]] = [{"annotation_level": "failure", "message": said, "path": ".github"}]
+    _deliver(factory, "workflow_job", {"action": "completed", "workflow_job": failed})
+    with factory() as s:
+        job = s.get(SweepJob, ids[0])
+        assert job is not None and job.state == JobState.FAILED and job.attempts == 1
+        assert (job.reason or "").startswith(f"workflow defect, not retried (fix the workflow): {said}")

@@ -1,6 +1,11 @@
 """Eval results end to end through the simulator: the bot dispatches e2e-tests.yml, the sim runs it as
 the real file does (throughput jobs with `run-eval: false`, and a separate eval-only job under
-`eval /` or `multi-node eval /` uploading the `eval_` artifact), and the bot collects both.
+`multi-node eval /` uploading the `eval_` artifact), and the bot collects both.
+
+The real file's single-node `eval /` job never expands (get-jobs writes `eval-config=$EVALS` and
+never sets EVALS; sim/getjobs.py): a single-node eval point keeps its throughput result and ends
+saying why it has no eval, an eval-only point fails with that reason, and neither is dispatched
+again. With a fixed workflow (`SeedScenario(evals_assigned=True)`) the `eval /` job runs.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from app.flows import ring
 from app.flows.benchrepo import clear_capacity_cache
 from app.flows.collect import collect_job
 from app.flows.repair import repair_jobs
+from app.flows.reports import render_report
 from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.results import EvalResult, Result
@@ -46,10 +52,12 @@ def _top_level_entry(text: str, key: str) -> str:
     return m.group(0)
 
 
-@pytest.fixture
-def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[World]:
+@pytest.fixture(params=[False], ids=["real-workflow"])
+def world(
+    request: pytest.FixtureRequest, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> Iterator[World]:
     with SimServer(settings=SimSettings(time_scale=0.0002, seed=5)) as sim:
-        SeedScenario(sim.world).load()
+        SeedScenario(sim.world, evals_assigned=request.param).load()
         # the PR branch also carries the repo's real multi-node key (amd-master.yaml at 843c6254)
         current = (sim.world.read_file(BENCH_REPO, MASTER_PATH, RECIPE_BRANCH) or b"").decode()
         entry = _top_level_entry(fixture_text("amd-master.head.yaml"), MULTI_KEY)
@@ -116,24 +124,77 @@ def _run_jobs(world: World) -> list[str]:
         return [world.jobs[j].name for run in world.runs.values() for j in run.jobs]
 
 
-def test_a_single_node_eval_point_is_collected_from_its_eval_only_job(
+def _dispatches(world: World) -> int:
+    with world.lock:
+        return sum(1 for r in world.runs.values() if r.event == "workflow_dispatch")
+
+
+EVAL_JOB = "eval / p50 | minimaxm3 fp4 mi355x vllm TP4    c32 | eval-only"
+THROUGHPUT = [
+    "single-node / p50 | minimaxm3 fp4 mi355x vllm TP4    c32",
+    "single-node / p50 | minimaxm3 fp4 mi355x vllm TP4    c64",
+]
+
+
+def test_a_single_node_eval_point_keeps_its_throughput_and_says_why_it_has_no_eval(
     world: World, db_session: Session
 ) -> None:
     sweep_id = _sweep(db_session, SINGLE_KEY, SweepFilters(seq="8k1k", conc=(32, 64)))
     jobs = _run_and_collect(db_session, world, sweep_id)
     assert {j.state for j in jobs} == {JobState.SUCCEEDED}, [(j.state, j.reason) for j in jobs]
-    names = _run_jobs(world)
-    # the key's default selection (over conc 1..512: the highest and the median) evaluates conc 32:
-    # its throughput job and, beside it, its eval-only job; conc 64 is dispatched --no-evals
+    # the key's default selection (over conc 1..512: the highest and the median) evaluates conc 32;
+    # conc 64 is dispatched --no-evals. GitHub fails `eval /` unexpanded in both runs.
     evaluated = next(j for j in jobs if j.point.get("run-eval"))
     assert evaluated.conc == 32
-    assert sorted(n for n in names if n != "get-jobs") == [
-        "eval / p50 | minimaxm3 fp4 mi355x vllm TP4    c32 | eval-only",
-        "single-node / p50 | minimaxm3 fp4 mi355x vllm TP4    c32",
-        "single-node / p50 | minimaxm3 fp4 mi355x vllm TP4    c64",
-    ]
+    assert sorted(n for n in _run_jobs(world) if n != "get-jobs") == ["eval /", "eval /", *THROUGHPUT]
     results = db_session.scalars(select(Result).where(Result.sweep_id == sweep_id)).all()
-    assert len(results) == 2
+    assert len(results) == 2  # both throughput results, the evaluated point's too
+    assert not db_session.scalars(select(EvalResult).where(EvalResult.sweep_id == sweep_id)).all()
+    reason = evaluated.reason or ""
+    assert reason.startswith(
+        "eval not run: e2e-tests.yml's `eval /` job could not evaluate its matrix, so GitHub created "
+        "none of its jobs; at InferenceX 843c6254 get-jobs writes `eval-config=$EVALS` and never sets "
+        "`EVALS`. A workflow defect, not retried"
+    ), reason
+    assert "not retried" in reason and "/sweep evals=none" in reason
+    assert "GitHub said: `Error when evaluating 'strategy' for job 'test-sweep-evals'." in reason
+    assert next(j for j in jobs if j.conc == 64).reason is None
+    # not dispatched again: one run per conc group, one attempt each
+    assert _dispatches(world) == 2 and {j.attempts for j in jobs} == {1}
+    report = render_report(db_session, sweep_id)
+    assert "> [!WARNING]\n> 1 of 1 eval points: eval not run: e2e-tests.yml's `eval /` job" in report
+
+
+def test_eval_only_points_end_failed_with_the_reason_and_are_not_retried(
+    world: World, db_session: Session
+) -> None:
+    sweep_id = _sweep(db_session, SINGLE_KEY, SweepFilters(seq="8k1k", conc=(32, 64, 512), evals="only"))
+    jobs = _run_and_collect(db_session, world, sweep_id)
+    # evals=only: the selection's eval points alone (512 and the median, 32), each eval-only
+    assert sorted(j.conc for j in jobs) == [32, 512] and all(j.point.get("eval-only") for j in jobs)
+    assert {j.state for j in jobs} == {JobState.FAILED}
+    for job in jobs:
+        assert (job.reason or "").startswith("eval not run: e2e-tests.yml's `eval /` job"), job.reason
+        assert "infrastructure" not in (job.reason or "") and "benchmark" not in (job.reason or "")
+        assert job.attempts == 1
+    assert _dispatches(world) == 2  # one per conc group; nothing re-dispatched
+    assert sorted(n for n in _run_jobs(world) if n != "get-jobs") == ["eval /", "eval /"]
+    repair_jobs(session_factory(), _gw)  # a later repair poll changes nothing
+    tick(session_factory(), _gw)
+    db_session.expire_all()
+    assert _dispatches(world) == 2
+
+
+@pytest.mark.parametrize("world", [True], ids=["evals-assigned"], indirect=True)
+def test_with_a_fixed_workflow_the_eval_is_collected_from_its_eval_only_job(
+    world: World, db_session: Session
+) -> None:
+    sweep_id = _sweep(db_session, SINGLE_KEY, SweepFilters(seq="8k1k", conc=(32, 64)))
+    jobs = _run_and_collect(db_session, world, sweep_id)
+    assert {j.state for j in jobs} == {JobState.SUCCEEDED}, [(j.state, j.reason) for j in jobs]
+    assert sorted(n for n in _run_jobs(world) if n != "get-jobs") == [EVAL_JOB, *THROUGHPUT]
+    evaluated = next(j for j in jobs if j.point.get("run-eval"))
+    assert evaluated.reason is None
     scores = db_session.scalars(select(EvalResult).where(EvalResult.job_id == evaluated.id)).all()
     assert scores and {s.task for s in scores} == {"gsm8k"}
     with world.lock:
@@ -151,7 +212,8 @@ def test_a_multi_node_row_and_its_eval_are_collected(world: World, db_session: S
     assert point.get("run-eval") and point.get("eval-conc") == 128
     names = [n for n in _run_jobs(world) if n != "get-jobs"]
     body = "p50 | qwen3.5 fp8 mi355x-disagg sgl-disagg 1P (TP4) x 1D (TP8)    c8x16x32x64x128"
-    assert names == [f"multi-node / {body}", f"multi-node eval / {body} | eval-only"]
+    # the real file assigns MULTI_EVAL: its multi-node eval runs (only `eval /` fails unexpanded)
+    assert names == [f"multi-node / {body}", f"multi-node eval / {body} | eval-only", "eval /"]
     results = db_session.scalars(select(Result).where(Result.job_id == jobs[0].id)).all()
     assert len(results) == 1
     scores = db_session.scalars(select(EvalResult).where(EvalResult.job_id == jobs[0].id)).all()

@@ -1,0 +1,81 @@
+"""Points whose job GitHub never created: the caller's matrix did not evaluate (a workflow defect).
+
+Read when a run we follow completes without success (``app.flows.runtracking``): the run's failed
+caller jobs that ran no step are asked for their check-run annotations, and GitHub's "Error when
+evaluating 'strategy' for job ..." becomes a ``MatrixDefect`` (``app.core.matrixerrors``, pure).
+A point whose eval job that caller would have run keeps its throughput result and says why it has
+no eval; a point with no job left to run ends failed with the reason. Neither is retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import structlog
+from sqlalchemy.orm import Session
+
+from app.core.matrixerrors import MatrixDefect, defect_of, not_run_reason, unexpanded_candidates
+from app.core.routing import TransientError
+from app.flows.jobfinish import finish_job
+from app.models.sweeps import JobState, SweepJob
+from app.store.audit import record
+from app.store.reports import mark_report_dirty
+
+log = structlog.get_logger(__name__)
+
+BOT = "sweepbot"
+
+
+class AnnotationGateway(Protocol):
+    def list_check_run_annotations(self, repo: str, check_run_id: int) -> list[dict[str, Any]]: ...
+
+
+def run_defects(gw: AnnotationGateway, repo: str, wf_jobs: Sequence[Mapping[str, Any]]) -> list[MatrixDefect]:
+    """The matrix defects of a completed run: one annotation read per failed caller job that ran
+    no step (at InferenceX 843c6254, ``eval /`` in every run)."""
+    out: list[MatrixDefect] = []
+    for wf_job in unexpanded_candidates(wf_jobs):
+        try:
+            notes = gw.list_check_run_annotations(repo, int(wf_job["id"]))
+        except TransientError:
+            raise
+        except Exception as exc:  # unreadable: the points fall back to "no job for this point"
+            log.warning("annotations_unreadable", job=wf_job.get("id"), error=str(exc))
+            continue
+        defect = defect_of(wf_job, notes)
+        if defect is not None:
+            log.warning(
+                "workflow_defect",
+                caller=defect.caller,
+                job=defect.job_id,
+                file=defect.file,
+                run=wf_job.get("run_id"),
+            )
+            out.append(defect)
+    return out
+
+
+def _audit(session: Session, job: SweepJob, defect: MatrixDefect) -> None:
+    record(
+        session,
+        actor=BOT,
+        action="sweep.workflow_defect",
+        target=job.run_name,
+        detail={"job": job.id, "run_id": job.run_id, "caller": defect.caller, "workflow_job": defect.job_id},
+    )
+
+
+def note_eval_not_run(session: Session, job: SweepJob, defect: MatrixDefect) -> None:
+    """A point whose throughput ran but whose eval job was never created: it is collected without
+    its eval (``app.flows.collect`` reads the reason), and says why."""
+    _audit(session, job, defect)
+    job.reason = not_run_reason(defect, eval_job=True)
+    mark_report_dirty(session, job.sweep_id)
+
+
+def end_not_run(session: Session, job: SweepJob, defect: MatrixDefect) -> None:
+    """A point whose only job was never created: failed with the reason, not retried."""
+    _audit(session, job, defect)
+    eval_job = bool((job.point or {}).get("eval-only"))
+    finish_job(session, job.id, JobState.FAILED, reason=not_run_reason(defect, eval_job=eval_job))
