@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from app.core.emptymatrix import unexpanded_callers
 from app.core.recipes import (
     EntryFlags,
     RecipeError,
@@ -198,8 +199,10 @@ def dispatch(
     root = _repo_root(file)
     config_file = _path_in_repo(file, root)
     try:
+        settings = get_settings()
+        wf_path = workflow_file or _checkout_workflow(root, settings.dispatch_workflow)
         planned = plan_dispatches(
-            get_settings(),
+            settings,
             parse_master(text),
             key,
             config_file,
@@ -207,12 +210,14 @@ def dispatch(
             conc=conc_filter,
             head_ref=head_ref,
             head_sha=head_sha or PLACEHOLDER_SHA,
+            # slots leave out the matrix jobs the workflow never expands (app.core.emptymatrix)
+            unexpanded=unexpanded_callers(_read(wf_path)) if wf_path is not None else frozenset(),
         )
     except (RecipeError, SweepError, SettingsError) as exc:
         _fail(str(exc))
     if not planned:
         _fail(f"{key}: the plan has no points")
-    checked = _check_against_workflow(planned, workflow_file or _checkout_workflow(root, planned[0].workflow))
+    checked = _check_against_workflow(planned, wf_path)
     if head_sha is None:
         _show_placeholder(planned, PLACEHOLDER_SHA)
     if as_json:

@@ -14,6 +14,9 @@ get-jobs then splits the rows into e2e-tests.yml's families (`matrix_jobs`): a f
 is a throughput job unless eval-only, plus an `eval /` (`multi-node eval /`) job when it runs an
 eval; an agentic row is one job, its eval job when it runs an eval, else its throughput job.
 
+A matrix job whose rows GitHub cannot evaluate (an output get-jobs never assigns: at 843c6254 the
+`eval /` job; app/core/emptymatrix.py) has none of its jobs created: it holds no runner.
+
 So a dispatch occupies ``len`` of its matrix (``DispatchJobs.slots``), and a job of its run is one
 of ours only at its place among the matrix jobs of the same name (``MatrixRank``): e2e-tests.yml's
 names carry no seq-len, so the 1k1k and 8k1k points of one tp and conc share a name, and a sweep
@@ -22,7 +25,7 @@ filtered to 8k1k still has the 1k1k job in its run, first in matrix order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,20 +61,32 @@ class DispatchJobs:
     ranks: dict[str, MatrixRank] = field(default_factory=dict)
 
 
-def matrix_jobs(rows: Sequence[Mapping[str, Any]]) -> list[MatrixJob]:
-    """e2e-tests.yml's jobs for generated rows, in the file's job order (each family in row order)."""
+# e2e-tests.yml's matrix jobs, in the file's order: (multi-node, agentic) rows, and the `name:`
+# GitHub prefixes their jobs with, for the throughput family and the eval family
+FAMILIES = (
+    (True, False, "multi-node /", "multi-node eval /"),
+    (False, True, "agentic /", "agentic eval /"),
+    (True, True, "multi-node agentic /", "multi-node agentic eval /"),
+    (False, False, "single-node /", "eval /"),
+)
 
-    def family(*, multi: bool, agentic: bool) -> list[Mapping[str, Any]]:
-        return [r for r in rows if is_multinode_point(r) == multi and is_agentic_point(r) == agentic]
 
+def matrix_jobs(rows: Sequence[Mapping[str, Any]], unexpanded: Collection[str] = ()) -> list[MatrixJob]:
+    """e2e-tests.yml's jobs for generated rows, in the file's job order (each family in row order).
+
+    ``unexpanded``: the callers GitHub fails with an empty matrix (app/core/emptymatrix.py): no job
+    of theirs exists, none holds a runner.
+    """
     out: list[MatrixJob] = []
-    for multi, agentic in ((True, False), (False, True), (True, True), (False, False)):
-        members = family(multi=multi, agentic=agentic)
-        if agentic:  # `agentic /` takes the rows without an eval, `agentic eval /` the others
-            out += [MatrixJob(r, False) for r in members if not r.get("run-eval")]
-        else:  # throughput for every row but eval-only ones
-            out += [MatrixJob(r, False) for r in members if not r.get("eval-only")]
-        out += [MatrixJob(r, True) for r in members if r.get("run-eval")]
+    for multi, agentic, throughput, evals in FAMILIES:
+        members = [r for r in rows if is_multinode_point(r) == multi and is_agentic_point(r) == agentic]
+        if throughput not in unexpanded:
+            if agentic:  # `agentic /` takes the rows without an eval, `agentic eval /` the others
+                out += [MatrixJob(r, False) for r in members if not r.get("run-eval")]
+            else:  # throughput for every row but eval-only ones
+                out += [MatrixJob(r, False) for r in members if not r.get("eval-only")]
+        if evals not in unexpanded:
+            out += [MatrixJob(r, True) for r in members if r.get("run-eval")]
     return out
 
 
@@ -98,14 +113,16 @@ def plan_dispatch_jobs(
     planned: Sequence[Mapping[str, Any]],
     fields: Sequence[str],
     sweep_mode: str = "default",
+    unexpanded: Collection[str] = (),
 ) -> DispatchJobs:
-    """Every group's runners (its matrix's jobs) and every planned point's place in its matrix."""
+    """Every group's runners (its matrix's jobs) and every planned point's place in its matrix;
+    ``unexpanded``: the workflow's callers GitHub never expands (``matrix_jobs``)."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for point in planned:
         groups.setdefault(group_key(dict(point), fields), []).append(point)
     out = DispatchJobs()
     for gk, group in groups.items():
-        jobs = matrix_jobs(dispatch_rows(master, key, group, fields, sweep_mode))
+        jobs = matrix_jobs(dispatch_rows(master, key, group, fields, sweep_mode), unexpanded)
         out.slots[gk] = len(jobs)
         for point in group:
             rank = matrix_rank(jobs, point)

@@ -1,4 +1,5 @@
-"""Reading the benchmark repo: its master config files, where a key lives, and runner capacity."""
+"""Reading the benchmark repo: its master config files, where a key lives, runner capacity, and the
+dispatch workflow's matrix jobs GitHub never expands."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Any, Protocol
 
 import structlog
 
+from app.core.emptymatrix import unexpanded_callers
 from app.core.recipes import locate_key, runner_capacity
 from app.core.routing import TransientError
 from app.core.sweepspec import SweepError
+from app.core.workflows import workflow_path
 from app.settings import Settings, get_settings
 
 log = structlog.get_logger(__name__)
@@ -19,6 +22,10 @@ DEFAULT_CAPACITY = 1  # unknown label: one job at a time never oversubscribes a 
 CAPACITY_CACHE_SECONDS = 600.0
 RUNNERS_YAML_PATHS = (".github/configs/runners.yaml", "configs/runners.yaml")
 MASTER_DIRS = (".github/configs", "configs")
+
+
+class FileReader(Protocol):
+    def get_file(self, repo: str, path: str, ref: str | None = None) -> tuple[str, str] | None: ...
 
 
 class RepoFiles(Protocol):
@@ -92,3 +99,20 @@ def label_capacity(
         if label in counts:
             return counts[label], f"runners.yaml of {repo}"
     return DEFAULT_CAPACITY, "default"
+
+
+def unexpanded_callers_at(
+    gw: FileReader, repo: str, ref: str, settings: Settings | None = None
+) -> frozenset[str]:
+    """The dispatch workflow's matrix jobs GitHub never expands, as the file is at ``ref``
+    (app.core.emptymatrix): their jobs hold no runner. None when the file cannot be read (every
+    job is counted: too many slots keep runners idle, too few would oversubscribe them)."""
+    settings = settings or get_settings()
+    try:
+        got = gw.get_file(repo, workflow_path(settings.dispatch_workflow), ref=ref)
+    except TransientError:
+        raise
+    except Exception as exc:  # an unreadable file costs idle runners, never a sweep
+        log.warning("workflow_unreadable", repo=repo, ref=ref, error=str(exc))
+        return frozenset()
+    return unexpanded_callers(got[0]) if got is not None else frozenset()

@@ -8,7 +8,7 @@ command expands to, the ones the filters left out too, and their eval jobs; app/
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,17 +58,19 @@ def plan_dispatches(
     pr: int = 0,
     sweep_id: int = 0,
     evals: str = "default",
+    unexpanded: Collection[str] = (),
 ) -> list[PlannedDispatch]:
     """Every dispatch of a sweep of ``key`` (``config_file`` is its repo path), in release order.
 
     Run names use ``sweep_id`` and the 1-based job number in the repo's order, standing in for
-    the ids the database would give.
+    the ids the database would give. ``unexpanded``: the workflow's matrix jobs GitHub never
+    expands (app.core.emptymatrix), left out of the slots.
     """
     # the points with the repo's default eval marks, as /sweep plans them
     mode = parse_eval_mode(evals)
     points = plan_with_evals(master, key, seq=seq, conc=list(conc) if conc else None, mode=mode)
     fields = group_fields(settings)
-    slots = plan_dispatch_jobs(master, key, points, fields, mode.value).slots
+    slots = plan_dispatch_jobs(master, key, points, fields, mode.value, unexpanded).slots
     positions = point_order(points)
     order = sorted(range(len(points)), key=lambda i: positions[i])
     out: dict[str, PlannedDispatch] = {}

@@ -30,7 +30,7 @@ from app.core.recipes.master import get_entry
 from app.core.recipes.points import Point
 from app.core.recipes.scripts import script_candidates
 from app.core.sweepspec import SweepError, group_fields
-from app.flows.benchrepo import RepoFiles
+from app.flows.benchrepo import RepoFiles, unexpanded_callers_at
 from app.flows.benchrepo import locate as _locate
 from app.flows.benchrepo import master_files as _master_files
 from app.flows.botconfig import BotConfig, NightlyKey
@@ -234,9 +234,10 @@ def _script_text(gw: ScriptReader, repo: str, entry: dict[str, Any], sha: str) -
     return None
 
 
-def _matrix(master: Any, key: str, points: list[Point]) -> DispatchJobs:
+def _matrix(master: Any, key: str, points: list[Point], unexpanded: frozenset[str]) -> DispatchJobs:
     """What the canary's dispatches hold (app.core.dispatchjobs), as a sweep's."""
-    return plan_dispatch_jobs(master, key, [p.to_json() for p in points], group_fields(get_settings()))
+    rows, fields = [p.to_json() for p in points], group_fields(get_settings())
+    return plan_dispatch_jobs(master, key, rows, fields, unexpanded=unexpanded)
 
 
 def launch(
@@ -277,7 +278,7 @@ def launch(
             requested_by=BOT,
             reason=CANARY_REASON,
             priority=CANARY_PRIORITY,
-            matrix=_matrix(master, key, points),
+            matrix=_matrix(master, key, points, unexpanded_callers_at(gw, ctx.repo, sha)),
             supersede=False,
         )
     except SweepError as exc:

@@ -28,7 +28,7 @@ from app.core.sweepspec import (
     pr_heads,
     validate_repo,
 )
-from app.flows.benchrepo import RepoFiles, label_capacity, locate, master_files
+from app.flows.benchrepo import RepoFiles, label_capacity, locate, master_files, unexpanded_callers_at
 from app.flows.labelruns import LabelGateway, sweep_settings, trigger_label_run
 from app.flows.sweepcancel import CancelGateway
 from app.flows.sweepcreate import create_sweep
@@ -98,10 +98,12 @@ def request_sweep(
     # The PR's files live at its head sha (a fork's commits are reachable from the base repo).
     files = master_files(gw, repo, head_sha)
     path = locate(files, config_key)
+    # the dispatch runs the workflow as it is at the dispatched branch (a fork's: the base's)
+    unexpanded = unexpanded_callers_at(gw, repo, base_ref if is_fork else head_sha)
     try:
         master = parse_master(files[path])
         entry = get_entry(master, config_key)
-        rows, matrix = _plan_points(master, config_key, filters)
+        rows, matrix = _plan_points(master, config_key, filters, unexpanded)
     except RecipeError as exc:
         raise SweepError(str(exc)) from exc
     sweep_cfg = sweep_settings(session, repo)
@@ -148,9 +150,10 @@ def _check_request(repo: str, config_key: str, reason: str, filters: SweepFilter
 
 
 def _plan_points(
-    master: dict[str, Any], config_key: str, filters: SweepFilters
+    master: dict[str, Any], config_key: str, filters: SweepFilters, unexpanded: frozenset[str] = frozenset()
 ) -> tuple[list[dict[str, Any]], DispatchJobs]:
-    """The sweep's points (with the repo's eval marks) and what its dispatches' runs hold.
+    """The sweep's points (with the repo's eval marks) and what its dispatches' runs hold
+    (``unexpanded``: the workflow's matrix jobs GitHub never expands).
 
     RecipeError when the master file cannot plan the key; SweepError when the filters match nothing.
     """
@@ -184,7 +187,8 @@ def _plan_points(
     # Slots per dispatch: every job the workflow's command creates for that group (every point of
     # the key at that conc, at every seq-len and tp, and the eval jobs the generator marks on that
     # slice), and each point's place among the run's jobs of its name (app.core.dispatchjobs).
-    return rows, plan_dispatch_jobs(master, config_key, rows, group_fields(get_settings()), mode.value)
+    fields = group_fields(get_settings())
+    return rows, plan_dispatch_jobs(master, config_key, rows, fields, mode.value, unexpanded)
 
 
 def _fingerprint(gw: RepoFiles, repo: str, head_sha: str, entry: Any) -> str:

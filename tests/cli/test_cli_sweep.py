@@ -135,14 +135,15 @@ def test_tick_releases_largest_conc_first_and_status_follows(
 
     assert _create("--conc", "1,2,4,8,16,32,64,128,256,512").exit_code == 0
     res = tick(_factory(), _gw)
-    # nine runners, one slot per dispatch, two for the evaluated points (512, 32: their eval-only
-    # job, e2e-tests.yml's `eval /`, takes a runner of its own): seven dispatches fill them
-    assert res.dispatched_runs == 7
+    # nine runners, one slot per dispatch: the evaluated points' (512, 32) eval-only jobs would be
+    # e2e-tests.yml's `eval /`, which the real file never expands (get-jobs never sets EVALS), so
+    # they hold no runner: nine dispatches fill them
+    assert res.dispatched_runs == 9
     data = json.loads(cli("sweep", "status", "1", "--json").output)
     by_conc = {j["conc"]: j for j in data["jobs"]}
     assert [j["conc"] for j in data["jobs"]] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
-    assert {c for c in by_conc if by_conc[c]["state"] == "queued"} == {1, 2, 4}  # the shortest wait
-    assert all(by_conc[c]["state"] == "dispatched" and by_conc[c]["run_url"] for c in by_conc if c > 4)
+    assert {c for c in by_conc if by_conc[c]["state"] == "queued"} == {1}  # the shortest waits
+    assert all(by_conc[c]["state"] == "dispatched" and by_conc[c]["run_url"] for c in by_conc if c > 1)
 
 
 def test_create_errors_exit_2_with_the_fix(slow_world: Any, db_session: Session, rung: list[Any]) -> None:
@@ -180,15 +181,15 @@ def test_cancel_cancels_queued_jobs_and_running_runs(
     assert _create("--seq", "8k1k").exit_code == 0
     tick(_factory(), _gw)
     wait_for(
-        lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(slow_world)) == 7, "7 running jobs"
+        lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(slow_world)) == 9, "9 running jobs"
     )
     repair_jobs(_factory(), _gw)  # the poll fallback sees the runs in progress
     db_session.expire_all()
     states = sorted(j.state for j in db_session.scalars(select(SweepJob)))
-    # 7 runs for 9 runners, largest conc first: the two evaluated points (512, 32) each also count
-    # their eval-only job (e2e-tests.yml's `eval /`) in their dispatch's slots, so nothing waits on
-    # GitHub: 7 points running, 3 queued (the real file's `eval /` never expands: two runners idle)
-    assert states == ["queued"] * 3 + ["running"] * 7
+    # 9 runs for 9 runners, largest conc first: the evaluated points' (512, 32) eval-only jobs would
+    # be e2e-tests.yml's `eval /`, which the real file never expands, so their dispatches count
+    # none: 9 points running, 1 queued, no runner idle
+    assert states == ["queued"] * 1 + ["running"] * 9
 
     out = cli("sweep", "cancel", "1", "--reason", "wrong image")
     assert out.exit_code == 0, out.output
@@ -198,10 +199,10 @@ def test_cancel_cancels_queued_jobs_and_running_runs(
     wait_for(lambda: not _sim_open_jobs(slow_world), "the sim to stop the cancelled runs", 5)
     with slow_world.lock:
         assert {r.conclusion for r in slow_world.runs.values()} == {"cancelled"}
-        assert len(slow_world.runs) == 7
+        assert len(slow_world.runs) == 9
     audit = db_session.scalars(select(AuditEntry).where(AuditEntry.action == "sweep.cancel")).one()
     assert audit.actor == "cli" and audit.outcome == "ok" and audit.detail is not None
-    assert len(audit.detail["runs_cancelled"]) == 7 and audit.detail["reason"] == "wrong image"
+    assert len(audit.detail["runs_cancelled"]) == 9 and audit.detail["reason"] == "wrong image"
     assert tick(_factory(), _gw).dispatched_runs == 0
     # Cancelling again is a no-op that still answers.
     again = cli("sweep", "cancel", "1")
@@ -227,17 +228,17 @@ def test_queue_shows_busy_free_queued_and_progress(
     assert js.exit_code == 0, js.output
     (label,) = json.loads(js.output)
     assert (label["label"], label["capacity"], label["busy"], label["free"]) == ("mi355x", 9, 9, 0)
-    assert label["queued"] == 13 and not label["paused"]
+    assert label["queued"] == 11 and not label["paused"]
     sweeps = {s["pr"]: s for s in label["sweeps"]}
     assert set(sweeps) == {PR, second.number}
-    # Round-robin: seven dispatches (the two evaluated points of each sweep take a second runner
-    # for their eval job) split 4 / 3 between the two PRs.
-    assert sorted(s["running"] for s in sweeps.values()) == [3, 4]
+    # Round-robin: nine dispatches (the evaluated points' `eval /` jobs never expand in the real
+    # file: no runner of their own) split 5 / 4 between the two PRs.
+    assert sorted(s["running"] for s in sweeps.values()) == [4, 5]
     assert all(s["total"] == 10 and s["done"] == 0 for s in sweeps.values())
 
     text = cli("queue")
     assert text.exit_code == 0, text.output
-    assert "mi355x: 9 busy / 0 free / 13 queued (capacity 9" in text.output
+    assert "mi355x: 9 busy / 0 free / 11 queued (capacity 9" in text.output
     assert f"{BENCH_REPO}#{PR}" in text.output and f"#{second.number}" in text.output
     assert text.output.count("0/10") == 2
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from app.core.dispatchjobs import matrix_jobs, plan_dispatch_jobs
+from app.core.emptymatrix import unexpanded_callers
 from app.core.recipes import expand_points, parse_master, plannable_keys
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.evals import EvalMode, plan_with_evals
@@ -26,12 +27,15 @@ from app.core.sweepspec import (
     row_concs,
 )
 from app.settings import Settings
+from sim.getjobs import assign_evals, matrix_failures
 from sim.runs import e2e_jobs, job_name, point_dict
 from tests.recipe_helpers import fixture_text
 
 MASTERS = ("amd-master.head.yaml", "amd-master.f8f9b66.yaml", "nvidia-master.tail.head.yaml")
 PATH = "configs/master.yaml"
 FIELDS = ("conc",)
+E2E = fixture_text("workflows/e2e-tests.yml")
+SIM_UNEXPANDED = {f.caller for f in matrix_failures(E2E, ".github/workflows/e2e-tests.yml")}
 SETTINGS = Settings()  # the default dispatch template (made once: building one reads the environment)
 
 
@@ -111,9 +115,13 @@ def _check(
     groups: dict[str, list[dict[str, Any]]] = {}
     for point in planned:
         groups.setdefault(group_key(point, FIELDS), []).append(point)
+    as_is = plan_dispatch_jobs(master, key, planned, FIELDS, mode.value, unexpanded_callers(E2E))
     for gk, group in groups.items():
         run = SimpleNamespace(repo="o/r", head_sha="0" * 40, inputs=_command(key, group, mode))
-        real = e2e_jobs(_Files(text), run)  # type: ignore[arg-type]  # only read_file and inputs
+        # the real file at 843c6254: GitHub never expands `eval /` (sim.getjobs reads why)
+        broken = e2e_jobs(_Files(text), run, SIM_UNEXPANDED)  # type: ignore[arg-type]
+        assert as_is.slots[gk] == len(broken), (gk, mode)
+        real = e2e_jobs(_Files(text), run)  # type: ignore[arg-type]  # a fixed file: every family runs
         assert got.slots[gk] == len(real), (gk, mode)
         by_conc: dict[int, list[tuple[JobName, dict[str, Any]]]] = {}
         for name, r in real:
@@ -185,3 +193,16 @@ def test_a_rows_job_name_is_the_one_the_templates_give_it(fixture: str) -> None:
                 assert dataclasses.replace(parsed, caller="", priority=0) == point_job_name(
                     row, eval_job=eval_job
                 )
+
+
+def test_the_callers_github_never_expands_are_read_from_the_file() -> None:
+    """The real e2e-tests.yml (843c6254) never assigns EVALS: `eval /` alone; the sim, which reads
+    the file its own way (sim.getjobs), agrees, and a file that assigns it expands everything."""
+    assert unexpanded_callers(E2E) == {"eval /"} == SIM_UNEXPANDED
+    assert unexpanded_callers(assign_evals(E2E)) == frozenset()
+    guarded = E2E.replace(
+        "if: ${{ needs.get-jobs.outputs.eval-config != '[]' }}",
+        "if: ${{ needs.get-jobs.outputs.eval-config != '' }}",
+    )
+    assert guarded != E2E and unexpanded_callers(guarded) == frozenset()  # skipped, not failed
+    assert unexpanded_callers("not: [a workflow") == frozenset()

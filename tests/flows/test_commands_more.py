@@ -226,13 +226,13 @@ def test_sweep_cancel_cancels_queued_jobs_and_running_runs(sim: dict[str, Any], 
     world = sim["world"]
     assert _comment(db_session, world, MAINTAINER, "/sweep seq=8k1k").results == [("/sweep", "ok")]
     tick(_factory(), _gw)
-    wait_for(lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(world)) == 7, "seven running jobs")
+    wait_for(lambda: sum(j.status == "in_progress" for j in _sim_open_jobs(world)) == 9, "nine running jobs")
     repair_jobs(_factory(), _gw)
-    # by conc: the two evaluated points' eval-only jobs (e2e-tests.yml's `eval /`) are counted as
-    # taking two of the 9 runners (app.core.sweepspec.dispatch_slots), so 7 runs go out and the
-    # three lowest concs wait in the bot's queue, not in GitHub's. (The real file's `eval /` matrix
-    # never expands, so those two runners stay idle: tests/sim/test_eval_matrix.py.)
-    states = ["queued"] * 3 + ["running"] * 7
+    # by conc: the two evaluated points' eval-only jobs would be e2e-tests.yml's `eval /`, whose
+    # matrix the real file never expands (tests/sim/test_eval_matrix.py), so their dispatches count
+    # no runner for them (app.core.dispatchjobs): 9 runs fill the 9 runners and the lowest conc
+    # waits in the bot's queue, not in GitHub's
+    states = ["queued"] * 1 + ["running"] * 9
     assert _job_states(db_session) == states
 
     refused = _comment(db_session, world, OUTSIDER, "/sweep cancel")
@@ -247,7 +247,7 @@ def test_sweep_cancel_cancels_queued_jobs_and_running_runs(sim: dict[str, Any], 
     assert set(_job_states(db_session)) == {"cancelled"}
     wait_for(lambda: not _sim_open_jobs(world), "the sim to stop the cancelled runs", 5)
     with world.lock:
-        assert len(world.runs) == 7 and {r.conclusion for r in world.runs.values()} == {"cancelled"}
+        assert len(world.runs) == 9 and {r.conclusion for r in world.runs.values()} == {"cancelled"}
     assert tick(_factory(), _gw).dispatched_runs == 0
     again = _comment(db_session, world, MAINTAINER, "/sweep cancel")
     assert "No open sweep on this PR: nothing to cancel." in (again.reply or "")

@@ -23,6 +23,7 @@ from app.flows.runtracking import on_workflow_job, on_workflow_run
 from app.flows.tick import tick
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState
+from sim.getjobs import assign_evals, matrix_failures
 from sim.runs import e2e_jobs
 from tests.flows.test_scheduler import _ctx, _jobs, _request, env
 from tests.sweep_fakes import REPO, FakeGitHub, FakeRunTracking, FakeTick
@@ -41,23 +42,35 @@ class _Files:
         return None if text is None else text.encode()
 
 
+WORKFLOW = ".github/workflows/e2e-tests.yml"
+
+
 def _run_jobs(gh: FakeGitHub, dispatch: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The jobs e2e-tests.yml runs for one of the bot's dispatches."""
+    """The jobs e2e-tests.yml runs for one of the bot's dispatches (none of a matrix job GitHub
+    cannot expand: at 843c6254 `eval /`, sim.getjobs)."""
     run = SimpleNamespace(repo=REPO, head_sha=gh.head_sha, inputs=dispatch["inputs"])
-    return e2e_jobs(_Files(gh), run)  # type: ignore[arg-type]  # only read_file and inputs are read
+    unexpanded = {f.caller for f in matrix_failures(gh.files[WORKFLOW], WORKFLOW)}
+    return e2e_jobs(_Files(gh), run, unexpanded)  # type: ignore[arg-type]  # only read_file, inputs
 
 
+@pytest.mark.parametrize("fixed", [False, True], ids=["e2e-tests.yml at 843c6254", "EVALS assigned"])
 @pytest.mark.parametrize(
     "filters",
     [SweepFilters(), SweepFilters(tp=4), SweepFilters(seq="8k1k", conc=(16, 32, 128))],
     ids=["whole-key", "tp=4", "8k1k-some-concs"],
 )
-def test_a_dispatch_counts_every_job_its_run_has(env: dict[str, Any], filters: SweepFilters) -> None:
+def test_a_dispatch_counts_every_job_its_run_has(
+    env: dict[str, Any], filters: SweepFilters, fixed: bool
+) -> None:
+    """At 843c6254 GitHub never creates the `eval /` jobs (get-jobs never assigns EVALS): they hold
+    no runner; with a workflow that assigns it, every eval job does."""
     from app.settings import reset_settings_cache
 
     env["mp"].setenv("SWEEPBOT_RUNNER_CAPACITY", "mi355x=1000")
     reset_settings_cache()
     gh = FakeGitHub()
+    if fixed:
+        gh.files[WORKFLOW] = assign_evals(gh.files[WORKFLOW])
     req = _request(env["factory"], gh, filters=filters)
     tick(env["factory"], lambda s: FakeTick(gh))
     assert gh.dispatches

@@ -158,10 +158,12 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
     req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
     res = tick(env["factory"], lambda s: FakeTick(gh))
     assert res.dispatched_runs >= 1 and _inflight(env["factory"]) <= 11
-    # largest conc first: conc 512 and 256 (5 points each over both seq-lens) fill the 11 runners:
-    # 512 holds an eval point of the default selection, whose eval job takes a sixth runner; 256
-    # none (so the generator is told not to spend an eval job). The command is the repo CLI's
-    # test-config for the key's own master file.
+    # largest conc first: conc 512 and 256 (5 points each over both seq-lens) take 10 of the 11
+    # runners, and no later group fits the last one: 512 holds an eval point of the default
+    # selection, but its eval job would be `eval /`'s, which GitHub never expands in the real
+    # e2e-tests.yml (get-jobs never sets EVALS), so it holds no runner; 256 has none (so the
+    # generator is told not to spend an eval job). The command is the repo CLI's test-config for
+    # the key's own master file.
     cmd = f"test-config --config-files .github/configs/amd-master.yaml --config-keys {KEY} --conc"
     assert [d["inputs"]["generate-cli-command"] for d in gh.dispatches] == [
         f"{cmd} 512",
@@ -170,7 +172,7 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
     assert gh.dispatches[0]["ref"] == "recipe-branch" and gh.dispatches[0]["inputs"]["ref"] == "a" * 40
     with env["factory"]() as s:
         slots = {j.conc: j.slots for j in _jobs(env["factory"], req.sweep.id) if j.conc in (256, 512)}
-    assert slots == {512: 6, 256: 5} and _inflight(env["factory"]) == 11
+    assert slots == {512: 5, 256: 5} and _inflight(env["factory"]) == 10
     assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
     with env["factory"]() as s:
         for job in _jobs(env["factory"], req.sweep.id):
