@@ -60,6 +60,8 @@ class FakeGitHub:
         self.runs: dict[int, dict[str, Any]] = {}
         self.run_jobs: dict[int, list[dict[str, Any]]] = {}
         self.annotations: dict[int, list[dict[str, Any]]] = {}
+        self.job_lists: list[int] = []  # list_run_jobs calls, by run id
+        self.annotation_reads: list[int] = []  # list_check_run_annotations calls, by check run id
         self.dispatches: list[dict[str, Any]] = []
         self.cancelled: list[int] = []  # cancels that took
         self.cancel_posts: list[int] = []  # every cancel asked for (POST .../cancel), taken or not
@@ -197,9 +199,11 @@ class FakeRunTracking(FakeCancel):
     """runtracking's TrackingGateway: a run's jobs (``gh.run_jobs``), a job's annotations."""
 
     def list_run_jobs(self, repo: str, run_id: int) -> list[dict[str, Any]]:
+        self.gh.job_lists.append(run_id)
         return list(self.gh.run_jobs.get(run_id, []))
 
     def list_check_run_annotations(self, repo: str, check_run_id: int) -> list[dict[str, Any]]:
+        self.gh.annotation_reads.append(check_run_id)
         return list(self.gh.annotations.get(check_run_id, []))
 
 

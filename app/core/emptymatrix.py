@@ -33,8 +33,9 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _empty_outputs(get_jobs: Mapping[str, Any]) -> set[str]:
-    """get-jobs' outputs written from a variable nothing assigns (the empty string)."""
+def _empty_outputs(get_jobs: Mapping[str, Any]) -> dict[str, str]:
+    """get-jobs' outputs written from a variable nothing assigns (the empty string), with that
+    variable."""
     job_env = set(_mapping(get_jobs.get("env")))
     written: dict[tuple[str, str], str] = {}  # (step id, step output) -> the variable echoed
     assigned: dict[str, set[str]] = {}  # step id -> the variables its env or script sets
@@ -49,12 +50,12 @@ def _empty_outputs(get_jobs: Mapping[str, Any]) -> set[str]:
             if re.search(_ASSIGNS.format(var=re.escape(var)), script):
                 names.add(var)
         assigned[step_id] = names
-    empty = set()
+    empty: dict[str, str] = {}
     for output, value in _mapping(get_jobs.get("outputs")).items():
         m = _STEP_OUTPUT.match(str(value).strip())
         var = written.get((m.group(1), m.group(2))) if m else None
         if m and var is not None and var not in assigned.get(m.group(1), set()):
-            empty.add(str(output))
+            empty[str(output)] = var
     return empty
 
 
@@ -66,23 +67,31 @@ def _runs_when_empty(job: Mapping[str, Any], output: str) -> bool:
     return not cond or m is None or m.group(1) != output or m.group(2) != ""
 
 
-def unexpanded_callers(text: str) -> frozenset[str]:
-    """The names (``name:``, the prefix GitHub gives their jobs: ``eval /``) of the workflow's
-    matrix jobs that get an empty matrix; none when the text is no workflow this reader knows."""
+def unexpanded_jobs(text: str) -> dict[str, dict[str, str]]:
+    """The workflow's matrix jobs that get an empty matrix, by name (``name:``, the prefix GitHub
+    gives their jobs: ``eval /``): each one's job id, and the get-jobs output and the variable it is
+    written from (``{"job": "test-sweep-evals", "output": "eval-config", "variable": "EVALS"}``);
+    none when the text is no workflow this reader knows. JSON, so a sweep stores it as it is."""
     try:
         doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
-        return frozenset()
+        return {}
     jobs = _mapping(_mapping(doc).get("jobs"))
     get_jobs = _mapping(jobs.get(GET_JOBS))
     if not get_jobs:
-        return frozenset()
+        return {}
     empty = _empty_outputs(get_jobs)
-    out = set()
+    out = {}
     for job_id, job in jobs.items():
         job = _mapping(job)
         config = _mapping(_mapping(job.get("strategy")).get("matrix")).get("config")
         m = _FROM_OUTPUT.match(str(config or "").strip())
         if m and m.group(1) in empty and _runs_when_empty(job, m.group(1)):
-            out.add(str(job.get("name") or job_id))
-    return frozenset(out)
+            found = {"job": str(job_id), "output": m.group(1), "variable": empty[m.group(1)]}
+            out[str(job.get("name") or job_id)] = found
+    return out
+
+
+def unexpanded_callers(text: str) -> frozenset[str]:
+    """The names of the workflow's matrix jobs that get an empty matrix (``unexpanded_jobs``)."""
+    return frozenset(unexpanded_jobs(text))

@@ -54,7 +54,22 @@ class MatrixDefect:
     job_id: str  # the workflow's job id, e.g. "test-sweep-evals"
     section: str  # what did not evaluate, e.g. "strategy"
     file: str  # the workflow file as GitHub names it ("" when it does not)
-    said: str  # GitHub's annotation
+    said: str  # GitHub's annotation, or what the file analysis found (``read_at``)
+    read_at: str = ""  # the ref whose workflow file showed it when the sweep was planned (no annotation read)
+
+
+def predicted_defects(prediction: Mapping[str, Any] | None) -> list[MatrixDefect]:
+    """The defects a sweep's stored prediction names (``Sweep.unexpanded``: the workflow file at
+    the dispatched ref, read by app.core.emptymatrix.unexpanded_jobs when the sweep was planned)."""
+    if not isinstance(prediction, Mapping):
+        return []
+    file, ref = str(prediction.get("file") or ""), str(prediction.get("ref") or "")
+    out = []
+    for caller, found in dict(prediction.get("callers") or {}).items():
+        output, var = str(found.get("output") or ""), str(found.get("variable") or "")
+        said = f"get-jobs writes `{output}=${var}` and never sets `{var}`, so its matrix value is empty"
+        out.append(MatrixDefect(str(caller), str(found.get("job") or ""), "strategy", file, said, ref or "?"))
+    return out
 
 
 def unexpanded_candidates(wf_jobs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -122,18 +137,27 @@ def covering(
 
 def not_run_reason(defect: MatrixDefect, *, eval_job: bool) -> str:
     """What a point whose job was never created ends with: what was wrong, how to fix it, and
-    GitHub's annotation (rendered inert: it is text from GitHub)."""
+    GitHub's annotation (rendered inert: it is text from GitHub) or, for a defect the workflow file
+    showed (``read_at``), where it was read."""
     name = defect.file.rsplit("/", 1)[-1]
     where = f"{name}'s" if name else "the workflow's"
     what = "matrix" if defect.section == "strategy" else f"`{defect.section}`"
     known = KNOWN_CAUSES.get((name, defect.job_id))
     empty = "Unexpected value ''" in defect.said
     cause = f"; {known}" if known and empty else "; its matrix value was empty" if empty else ""
+    if defect.read_at:
+        cause = f"; {defect.said}"  # our own words: names the file's regexes matched (\w, -)
     fix = "fix the workflow or sweep without evals (`/sweep evals=none`)" if eval_job else "fix the workflow"
+    said = (
+        f"Read from {defect.file or 'the workflow file'} at {code(defect.read_at[:12], 40)} when the "
+        "sweep was planned (no job of it appeared in the run; GitHub's annotation was not read)."
+        if defect.read_at
+        else f"GitHub said: {code(defect.said, MAX_SAID)}"
+    )
     return (
         f"{EVAL_NOT_RUN if eval_job else NOT_RUN}{where} `{defect.caller}` job could not evaluate its "
         f"{what}, so GitHub created none of its jobs{cause}. A workflow defect, not retried (every run "
-        f"fails the same way): {fix}. GitHub said: {code(defect.said, MAX_SAID)}"
+        f"fails the same way): {fix}. {said}"
     )
 
 

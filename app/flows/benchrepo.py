@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from app.core.emptymatrix import unexpanded_callers
+from app.core.emptymatrix import unexpanded_jobs
 from app.core.recipes import locate_key, runner_capacity
 from app.core.routing import TransientError
 from app.core.sweepspec import SweepError
@@ -101,18 +101,29 @@ def label_capacity(
     return DEFAULT_CAPACITY, "default"
 
 
-def unexpanded_callers_at(
+def workflow_prediction_at(
     gw: FileReader, repo: str, ref: str, settings: Settings | None = None
-) -> frozenset[str]:
-    """The dispatch workflow's matrix jobs GitHub never expands, as the file is at ``ref``
-    (app.core.emptymatrix): their jobs hold no runner. None when the file cannot be read (every
-    job is counted: too many slots keep runners idle, too few would oversubscribe them)."""
+) -> dict[str, Any] | None:
+    """What the dispatch workflow's file at ``ref`` says of its matrix jobs GitHub never expands
+    (app.core.emptymatrix.unexpanded_jobs): ``{"ref", "file", "callers": {name: {...}}}``, stored on
+    the sweep so a run's never-created jobs are concluded without reading GitHub
+    (app.flows.unexpanded). None when the file cannot be read (nothing is predicted)."""
     settings = settings or get_settings()
+    path = workflow_path(settings.dispatch_workflow)
     try:
-        got = gw.get_file(repo, workflow_path(settings.dispatch_workflow), ref=ref)
+        got = gw.get_file(repo, path, ref=ref)
     except TransientError:
         raise
     except Exception as exc:  # an unreadable file costs idle runners, never a sweep
         log.warning("workflow_unreadable", repo=repo, ref=ref, error=str(exc))
-        return frozenset()
-    return unexpanded_callers(got[0]) if got is not None else frozenset()
+        return None
+    if got is None:
+        return None
+    return {"ref": ref, "file": path, "callers": unexpanded_jobs(got[0])}
+
+
+def callers_of(prediction: dict[str, Any] | None) -> frozenset[str]:
+    """The callers a prediction (``workflow_prediction_at``) names: their jobs hold no runner (a
+    dispatch's slots leave them out; an unread file predicts none: too many slots keep runners
+    idle, too few would oversubscribe them)."""
+    return frozenset((prediction or {}).get("callers") or {})

@@ -30,7 +30,7 @@ from app.core.recipes.master import get_entry
 from app.core.recipes.points import Point
 from app.core.recipes.scripts import script_candidates
 from app.core.sweepspec import SweepError, group_fields
-from app.flows.benchrepo import RepoFiles, unexpanded_callers_at
+from app.flows.benchrepo import RepoFiles, callers_of, workflow_prediction_at
 from app.flows.benchrepo import locate as _locate
 from app.flows.benchrepo import master_files as _master_files
 from app.flows.botconfig import BotConfig, NightlyKey
@@ -259,6 +259,7 @@ def launch(
         row.reason = f"conc {ctx.key.conc} matches none of {key}'s points: fix watch-nightlies in {ctx.repo}"
         return
     sha = _canary_branch(gw, ctx, row, branch, text)
+    prediction = workflow_prediction_at(gw, ctx.repo, sha)
     try:
         sweep, _created, _ = create_sweep(
             session,
@@ -278,8 +279,9 @@ def launch(
             requested_by=BOT,
             reason=CANARY_REASON,
             priority=CANARY_PRIORITY,
-            matrix=_matrix(master, key, points, unexpanded_callers_at(gw, ctx.repo, sha)),
+            matrix=_matrix(master, key, points, callers_of(prediction)),
             supersede=False,
+            unexpanded=prediction,
         )
     except SweepError as exc:
         row.state, row.reason, row.updated_at = CanaryState.FAILED, str(exc), now()

@@ -26,7 +26,7 @@ from app.flows.jobfinish import finish_job
 from app.flows.labelruns import adopt_label_run, drop_label_run, label_sweeps_for_run
 from app.flows.ring import collect_later, tick_later
 from app.flows.sweepcancel import CancelGateway, cancel_runs
-from app.flows.unexpanded import end_not_run, note_eval_not_run, run_defects
+from app.flows.unexpanded import end_not_run, foreseen, note_eval_not_run, run_defects
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
@@ -363,13 +363,25 @@ def _run_completed(
     """A completed run: success frees the runners and collects; otherwise each job's own outcome.
 
     A run that did not succeed is read (its jobs; the annotations of a caller job GitHub failed
-    unexpanded, ``app.flows.unexpanded``) only when a job of ours still waits on it: at InferenceX
-    843c6254 every run fails (its `eval /` matrix never evaluates) though its benchmarks succeed.
+    unexpanded, ``app.flows.unexpanded``) only when a job of ours still waits on it and the sweep's
+    prediction does not explain why: at InferenceX 843c6254 every run fails (its `eval /` matrix
+    never evaluates) though its benchmarks succeed, as the workflow file said (``foreseen``).
     """
     run_id, conclusion, now = int(run["id"]), run.get("conclusion"), utcnow()
     by_job: dict[int, dict[str, Any]] = {}
     defects: list[MatrixDefect] = []
     waiting = [j for j in live if not _collecting(j)]
+    unread = conclusion != "success" and wf_jobs is None and waiting
+    explained = foreseen(session, run_id, [(j, _on_eval(j)) for j in waiting]) if unread else None
+    if explained is not None:
+        for job, defect in explained:  # no GitHub call: the file said so when the sweep was planned
+            if _on_eval(job):
+                note_eval_not_run(session, job, defect)
+                after_commit.append(collect_later(job.id))
+            else:
+                end_not_run(session, job, defect)
+        after_commit.append(tick_later)
+        return True
     if conclusion != "success" and gw is not None and waiting:
         repo = sweep_repo(session, live[0])
         if wf_jobs is None:
@@ -470,6 +482,11 @@ def _collecting(job: SweepJob) -> bool:
     """Its own workflow job succeeded and nothing else of the run is waited for: collection is
     queued (``apply_workflow_job``), whatever the run concluded."""
     return job.run_conclusion == "success" and job.state == JobState.RUNNING and not waits_for_run(job)
+
+
+def _on_eval(job: SweepJob) -> bool:
+    """Its throughput succeeded and it waits on its run for its eval job only."""
+    return waits_for_run(job) and job.run_conclusion == "success" and job.state == JobState.RUNNING
 
 
 def _missing_job(

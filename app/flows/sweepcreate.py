@@ -54,24 +54,23 @@ def create_sweep(
     priority: int = PRIORITIES["normal"],
     matrix: DispatchJobs | None = None,
     supersede: bool = True,
+    unexpanded: dict[str, Any] | None = None,
 ) -> tuple[Sweep, bool, list[int]]:
     """Store a sweep with one job per point; returns (sweep, created, ids of sweeps it superseded).
 
     An open sweep for the same PR, key, head sha, image and points is returned as is (replays of a
     command or a bump converge). Older open sweeps of the same PR and key are superseded, unless
     ``supersede`` is False (canaries: one sweep per nightly, several may be open at once).
-
     ``mode`` ``label``: the repo's own run-sweep.yml runs the points, so the jobs start out
     ``dispatched`` (holding their runner slots, never released by a tick) with no run, until the
     repo's run is found (``find_label_run``). ``matrix``: what each dispatch's run holds (its
-    runners, each point's place among the run's jobs of its name; app.core.dispatchjobs).
-    """
+    runners, each point's place among the run's jobs of its name; app.core.dispatchjobs);
+    ``unexpanded``: what it never holds (benchrepo.workflow_prediction_at; dispatch mode only)."""
     if not points:
         raise SweepError(f"{config_key}: the plan has no points")
     fields = group_fields(get_settings())
     digest = sweep_digest(points)
-    # Two identical requests at once (a command and a bump, two workers) must not both find no
-    # open sweep and both create one.
+    # two identical requests at once (a command and a bump, two workers) must not both create one
     transaction_lock(session, f"sweep:{repo}#{pr_number}:{config_key}")
     existing = open_sweeps(session, repo=repo, pr_number=pr_number, config_key=config_key)
     for old in existing:
@@ -96,6 +95,7 @@ def create_sweep(
         fingerprint=fingerprint,
         points_digest=digest,
         filters={**(filters or SweepFilters()).to_json(), "mode": mode},
+        unexpanded=unexpanded if mode == "dispatch" else None,
         requested_by=requested_by,
         reason=reason,
         priority=priority,

@@ -28,7 +28,14 @@ from app.core.sweepspec import (
     pr_heads,
     validate_repo,
 )
-from app.flows.benchrepo import RepoFiles, label_capacity, locate, master_files, unexpanded_callers_at
+from app.flows.benchrepo import (
+    RepoFiles,
+    callers_of,
+    label_capacity,
+    locate,
+    master_files,
+    workflow_prediction_at,
+)
 from app.flows.labelruns import LabelGateway, sweep_settings, trigger_label_run
 from app.flows.sweepcancel import CancelGateway
 from app.flows.sweepcreate import create_sweep
@@ -99,11 +106,11 @@ def request_sweep(
     files = master_files(gw, repo, head_sha)
     path = locate(files, config_key)
     # the dispatch runs the workflow as it is at the dispatched branch (a fork's: the base's)
-    unexpanded = unexpanded_callers_at(gw, repo, base_ref if is_fork else head_sha)
+    prediction = workflow_prediction_at(gw, repo, base_ref if is_fork else head_sha)
     try:
         master = parse_master(files[path])
         entry = get_entry(master, config_key)
-        rows, matrix = _plan_points(master, config_key, filters, unexpanded)
+        rows, matrix = _plan_points(master, config_key, filters, callers_of(prediction))
     except RecipeError as exc:
         raise SweepError(str(exc)) from exc
     sweep_cfg = sweep_settings(session, repo)
@@ -130,6 +137,7 @@ def request_sweep(
         filters=filters,
         priority=prio,
         matrix=matrix,
+        unexpanded=prediction,
     )
     if sweep_cfg.mode == "label":  # also for a replay: the trigger is idempotent (labelruns)
         trigger_label_run(session, gw, sweep, pr, sweep_cfg.label)

@@ -1,10 +1,16 @@
 """Points whose job GitHub never created: the caller's matrix did not evaluate (a workflow defect).
 
-Read when a run we follow completes without success (``app.flows.runtracking``): the run's failed
-caller jobs that ran no step are asked for their check-run annotations, and GitHub's "Error when
-evaluating 'strategy' for job ..." becomes a ``MatrixDefect`` (``app.core.matrixerrors``, pure).
-A point whose eval job that caller would have run keeps its throughput result and says why it has
-no eval; a point with no job left to run ends failed with the reason. Neither is retried.
+Concluded when a run we follow completes without success (``app.flows.runtracking``), in one of
+two ways. Foreseen (``foreseen``): the sweep stored what the dispatch workflow's file said when it
+was planned (``Sweep.unexpanded``: at InferenceX 843c6254 `eval /` never expands), every point
+still waiting on the run waits on a job of such a caller, and the run's workflow_job events showed
+no job of it (``DispatchRun.callers_seen``): the defect is built from the file, with no GitHub call.
+Otherwise (a defect nobody foresaw, a sweep or run stored before the prediction, a label sweep):
+the run's failed caller jobs that ran no step are asked for their check-run annotations, and
+GitHub's "Error when evaluating 'strategy' for job ..." becomes a ``MatrixDefect``
+(``app.core.matrixerrors``, pure). A point whose eval job that caller would have run keeps its
+throughput result and says why it has no eval; a point with no job left to run ends failed with the
+reason. Neither is retried.
 """
 
 from __future__ import annotations
@@ -15,11 +21,19 @@ from typing import Any, Protocol
 import structlog
 from sqlalchemy.orm import Session
 
-from app.core.matrixerrors import MatrixDefect, defect_of, not_run_reason, unexpanded_candidates
+from app.core.matrixerrors import (
+    MatrixDefect,
+    covering,
+    defect_of,
+    not_run_reason,
+    predicted_defects,
+    unexpanded_candidates,
+)
 from app.core.routing import TransientError
 from app.flows.jobfinish import finish_job
-from app.models.sweeps import JobState, SweepJob
+from app.models.sweeps import JobState, Sweep, SweepJob
 from app.store.audit import record
+from app.store.dispatchruns import callers_seen
 from app.store.reports import mark_report_dirty
 
 log = structlog.get_logger(__name__)
@@ -53,6 +67,31 @@ def run_defects(gw: AnnotationGateway, repo: str, wf_jobs: Sequence[Mapping[str,
                 run=wf_job.get("run_id"),
             )
             out.append(defect)
+    return out
+
+
+def foreseen(
+    session: Session, run_id: int, waiting: Sequence[tuple[SweepJob, bool]]
+) -> list[tuple[SweepJob, MatrixDefect]] | None:
+    """Each waiting job with the foreseen defect that explains it, or None when one is not
+    explained (the run is then read). ``waiting``: the jobs still waiting on the completed run,
+    each with whether its throughput succeeded and it waits on its eval job (else on its own job,
+    which never came)."""
+    seen = callers_seen(session, run_id)
+    if seen is None or not waiting or len({job.sweep_id for job, _ in waiting}) != 1:
+        return None
+    sweep = session.get(Sweep, waiting[0][0].sweep_id)
+    defects = [d for d in predicted_defects(sweep.unexpanded if sweep else None) if d.caller not in seen]
+    out = []
+    for job, on_eval in waiting:
+        if not on_eval and job.run_conclusion is not None:
+            return None  # its own job was heard of: not one GitHub never created
+        eval_job = on_eval or bool((job.point or {}).get("eval-only"))
+        defect = covering(defects, job.point, eval_job=eval_job)
+        if defect is None:
+            return None
+        out.append((job, defect))
+    log.info("workflow_defect_foreseen", run=run_id, callers=sorted({d.caller for _, d in out}))
     return out
 
 

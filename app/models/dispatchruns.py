@@ -26,6 +26,9 @@ class DispatchRun(Base):
     slots: Mapped[int] = mapped_column(Integer)  # jobs on the label its command was planned to expand to
     jobs_seen: Mapped[list[int]] = mapped_column(JSON, default=list)  # GitHub job ids on the label
     jobs_done: Mapped[list[int]] = mapped_column(JSON, default=list)  # of them, completed
+    # the callers (``eval /``) whose benchmark jobs were seen in the run; None: a run followed before
+    # they were noted (app.flows.unexpanded does not conclude from a prediction then)
+    callers_seen: Mapped[list[str] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     completed_why: Mapped[str | None] = mapped_column(String(200))

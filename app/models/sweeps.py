@@ -73,6 +73,9 @@ class Sweep(Base):
     fingerprint: Mapped[str] = mapped_column(String(128))
     points_digest: Mapped[str] = mapped_column(String(64))  # sha256 of the sorted result names
     filters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # the dispatch workflow's matrix jobs GitHub never expands, read from the file at the dispatched
+    # ref when the sweep was planned (app.flows.benchrepo.workflow_prediction_at); None: not read
+    unexpanded: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     requested_by: Mapped[str] = mapped_column(String(200))
     reason: Mapped[str] = mapped_column(String(16))  # command | bump | api | canary
     priority: Mapped[int] = mapped_column(Integer, default=PRIORITIES["normal"])

@@ -40,6 +40,7 @@ def note_run(session: Session, *, run_id: int, repo: str, label: str, run_name: 
             slots=max(1, slots),
             jobs_seen=[],
             jobs_done=[],
+            callers_seen=[],
         )
     )
     session.flush()
@@ -60,18 +61,22 @@ def follow_run(session: Session, jobs: Sequence[SweepJob], run_id: int, repo: st
 
 def fold_run_job(session: Session, wf_job: dict[str, Any]) -> bool:
     """A ``workflow_job`` (webhook or REST shape) of a run we follow, ours or a sibling: note it on
-    the run (seen; completed); True when that changed the run's count."""
+    the run (seen; completed; its caller, ``eval /``, for a benchmark job); True when that changed
+    the run's count."""
     run_id, job_id = wf_job.get("run_id"), wf_job.get("id")
     if run_id is None or job_id is None:
         return False
     run = session.get(DispatchRun, int(run_id), with_for_update=True)
     if run is None or run.completed_at is not None:
         return False
+    parsed = parse_job_name(str(wf_job.get("name") or ""))
+    if parsed is not None and run.callers_seen is not None and parsed.caller not in run.callers_seen:
+        run.callers_seen = [*run.callers_seen, parsed.caller]  # app.flows.unexpanded reads it
     labels = wf_job.get("labels")
     on_label = (
         run.runner_label in labels
         if isinstance(labels, list)
-        else parse_job_name(str(wf_job.get("name") or "")) is not None  # no labels given: a benchmark job
+        else parsed is not None  # no labels given: a benchmark job
     )
     if not on_label:
         return False  # get-jobs, collect-results ... run on hosted runners
@@ -127,6 +132,13 @@ def run_slots(run: DispatchRun, ours_done: int = 0) -> RunSlots:
         completed=run.completed_at is not None,
         ours_done=ours_done,
     )
+
+
+def callers_seen(session: Session, run_id: int | None) -> frozenset[str] | None:
+    """The callers whose benchmark jobs a followed run showed (``fold_run_job``); None when the
+    run is not followed, or was before they were noted."""
+    run = session.get(DispatchRun, run_id) if run_id is not None else None
+    return frozenset(run.callers_seen) if run is not None and run.callers_seen is not None else None
 
 
 def close_stale(session: Session, older_than: datetime) -> list[int]:

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.core.emptymatrix import unexpanded_jobs
 from app.core.matrixerrors import (
     caller_of,
     covering,
     defect_of,
     eval_not_run,
     not_run_reason,
+    predicted_defects,
     unexpanded_candidates,
 )
 from app.core.runmatch import classify_failure
+from tests.conftest import FIXTURES
 
 E2E = ".github/workflows/e2e-tests.yml (Line: 636, Col: 25)"
 EMPTY = (
@@ -119,6 +122,28 @@ def test_the_reason_says_what_was_wrong_how_to_fix_it_and_quotes_github_inert() 
     said = quoted.split("GitHub said: ", 1)[1]
     assert said.startswith("``") and said.endswith("``") and "@\u2060maint" in said
     assert eval_not_run(None) is False and eval_not_run("benchmark failure: ...") is False
+
+
+def test_a_defect_the_workflow_file_shows_is_built_without_githubs_annotation() -> None:
+    """At 843c6254 the file says it (get-jobs' `eval-config=$EVALS`, EVALS never set): the reason
+    says what and where it was read, and covers the points `eval /` would have run."""
+    text = (FIXTURES / "inferencex" / "workflows" / "e2e-tests.yml").read_text()
+    found = unexpanded_jobs(text)
+    assert found == {"eval /": {"job": "test-sweep-evals", "output": "eval-config", "variable": "EVALS"}}
+    ref = "843c6254" + "0" * 32
+    defects = predicted_defects({"ref": ref, "file": ".github/workflows/e2e-tests.yml", "callers": found})
+    assert [(d.caller, d.job_id, d.read_at) for d in defects] == [("eval /", "test-sweep-evals", ref)]
+    reason = not_run_reason(defects[0], eval_job=True)
+    assert reason.startswith(
+        "eval not run: e2e-tests.yml's `eval /` job could not evaluate its matrix, so GitHub created none "
+        "of its jobs; get-jobs writes `eval-config=$EVALS` and never sets `EVALS`"
+    )
+    assert "/sweep evals=none" in reason and "GitHub said" not in reason and eval_not_run(reason)
+    assert "Read from .github/workflows/e2e-tests.yml at `843c62540000` when the sweep was planned" in reason
+    assert covering(defects, {"isl": 8192, "osl": 1024, "run-eval": True}, eval_job=True) is defects[0]
+    assert predicted_defects(None) == [] and predicted_defects({"ref": ref, "callers": {}}) == []
+    fixed = text.replace('echo "eval-config=$EVALS"', 'echo "eval-config=$SINGLE"')
+    assert unexpanded_jobs(fixed) == {}
 
 
 def test_classify_failure_calls_an_evaluation_error_a_workflow_defect() -> None:

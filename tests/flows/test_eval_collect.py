@@ -26,7 +26,7 @@ from app.flows.repair import repair_jobs
 from app.flows.runtracking import TrackingGateway, on_workflow_job, on_workflow_run
 from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
-from app.models.sweeps import JobState, SweepJob
+from app.models.sweeps import JobState, Sweep, SweepJob
 from tests.sweep_fakes import (
     KEY,
     REPO,
@@ -184,6 +184,7 @@ def test_a_lost_runner_under_its_eval_job_retries_the_point(env: ENV) -> None:
         }
     ]
     gh.run_jobs[run_id] = [throughput, lost]
+    _deliver(factory, "workflow_job", {"action": "completed", "workflow_job": lost})  # GitHub sends it
     run = {"id": run_id, "name": gh.runs[run_id]["name"], "status": "completed", "conclusion": "failure"}
     _deliver(factory, "workflow_run", {"action": "completed", "workflow_run": run})
     with factory() as s:
@@ -228,13 +229,27 @@ def _completed(env: ENV, run_id: int, conclusion: str = "failure") -> None:
     _deliver(env["factory"], "workflow_run", {"action": "completed", "workflow_run": run})
 
 
-def test_an_eval_job_github_never_created_leaves_the_throughput_to_collect_with_the_reason(env: ENV) -> None:
+def _fixed_workflow(gh: FakeGitHub) -> None:
+    """e2e-tests.yml with `eval-config` written from a variable the script sets: nothing predicted."""
+    path = ".github/workflows/e2e-tests.yml"
+    gh.files[path] = gh.files[path].replace('echo "eval-config=$EVALS"', 'echo "eval-config=$SINGLE"')
+
+
+def _run_without_eval_jobs(env: ENV) -> tuple[SweepJob, int]:
+    """An evaluated point whose throughput succeeded, its run listing no `eval /` job but the
+    caller GitHub failed unexpanded (with its annotation)."""
     factory, gh = env["factory"], env["gh"]
     evaluated, run_id = _one_evaluated_point_done(env)
     with factory() as s:
         group = s.scalars(select(SweepJob).where(SweepJob.run_id == run_id)).all()
         gh.run_jobs[run_id] = [_success(run_id, j, "single-node /")["workflow_job"] for j in group]
     gh.run_jobs[run_id].append(_unexpanded(gh, run_id))
+    return evaluated, run_id
+
+
+def _eval_not_run(env: ENV, evaluated: SweepJob, run_id: int) -> str:
+    """The run completes: the point is collected for its throughput, not redispatched; its reason."""
+    factory, gh = env["factory"], env["gh"]
     dispatched = len(gh.dispatches)
     _completed(env, run_id)
     assert evaluated.id in _collects(env)  # its throughput result is collected as usual
@@ -244,9 +259,45 @@ def test_an_eval_job_github_never_created_leaves_the_throughput_to_collect_with_
         reason = job.reason or ""
     assert reason.startswith("eval not run: e2e-tests.yml's `eval /` job could not evaluate its matrix")
     assert "never sets `EVALS`" in reason and "not retried" in reason and "/sweep evals=none" in reason
-    assert f"GitHub said: `{STRATEGY_ERROR}`" in reason
     tick(factory, lambda s: FakeTick(gh))
     assert _redispatched(gh, run_id, dispatched) == []  # its dispatch is not sent again
+    return reason
+
+
+def test_an_eval_job_the_workflow_file_foresaw_is_concluded_without_reading_github(env: ENV) -> None:
+    """At 843c6254 the sweep's plan read e2e-tests.yml (`eval-config=$EVALS`, EVALS never set):
+    the run's completion concludes its eval points with neither the job list nor an annotation."""
+    gh = env["gh"]
+    evaluated, run_id = _run_without_eval_jobs(env)
+    with env["factory"]() as s:
+        sweep = s.get(Sweep, evaluated.sweep_id)
+        assert sweep is not None and sweep.unexpanded is not None
+        assert sweep.unexpanded["callers"]["eval /"]["job"] == "test-sweep-evals"
+    gh.job_lists.clear()
+    reason = _eval_not_run(env, evaluated, run_id)
+    assert gh.job_lists == [] and gh.annotation_reads == []
+    assert "Read from .github/workflows/e2e-tests.yml at `aaaaaaaaaaaa` when the sweep was planned" in reason
+    assert "GitHub said" not in reason
+
+
+@pytest.mark.parametrize("why", ["fixed workflow", "stored before the prediction"])
+def test_an_eval_job_nobody_foresaw_is_read_from_its_annotation(env: ENV, why: str) -> None:
+    """The file at the ref predicted nothing (or the sweep predates the prediction), yet GitHub
+    failed `eval /` unexpanded: the run's jobs and the caller's annotation are read, as before."""
+    factory, gh = env["factory"], env["gh"]
+    if why == "fixed workflow":
+        _fixed_workflow(gh)
+    evaluated, run_id = _run_without_eval_jobs(env)
+    if why != "fixed workflow":
+        with factory() as s:
+            sweep = s.get(Sweep, evaluated.sweep_id)
+            assert sweep is not None
+            sweep.unexpanded = None
+            s.commit()
+    gh.job_lists.clear()
+    reason = _eval_not_run(env, evaluated, run_id)
+    assert gh.job_lists == [run_id] and gh.annotation_reads == [run_id * 10 + 9]
+    assert f"GitHub said: `{STRATEGY_ERROR}`" in reason
 
 
 def _redispatched(gh: FakeGitHub, run_id: int, since: int) -> list[int]:
@@ -283,6 +334,7 @@ def test_eval_only_points_whose_job_github_never_created_fail_with_the_reason(en
     gh.run_jobs[run_id] = [_unexpanded(gh, run_id)]
     dispatched = len(gh.dispatches)
     _completed(env, run_id)
+    assert gh.job_lists == [] and gh.annotation_reads == []  # foreseen: the file said so at planning
     with factory() as s:
         for job_id in ids:
             job = s.get(SweepJob, job_id)
@@ -298,6 +350,7 @@ def test_eval_only_points_whose_job_github_never_created_fail_with_the_reason(en
 
 def test_another_failure_of_a_job_without_steps_is_not_taken_for_the_defect(env: ENV) -> None:
     factory, gh = env["factory"], env["gh"]
+    _fixed_workflow(gh)  # not foreseen: the annotation is read, and says something else
     ids, run_id = _eval_only_run(env)
     gh.run_jobs[run_id] = [
         _unexpanded(gh, run_id, "The job was not started because recent account payments failed.")
