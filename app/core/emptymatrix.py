@@ -46,7 +46,7 @@ def _empty_outputs(get_jobs: Mapping[str, Any]) -> set[str]:
         names = job_env | set(_mapping(step.get("env")))
         for output, var in _ECHO.findall(script):
             written[(step_id, output)] = var
-            if re.search(_ASSIGNS.format(var=re.escape(var)), script):
+            if assigns(var, script):
                 names.add(var)
         assigned[step_id] = names
     empty = set()
@@ -66,23 +66,34 @@ def _runs_when_empty(job: Mapping[str, Any], output: str) -> bool:
     return not cond or m is None or m.group(1) != output or m.group(2) != ""
 
 
-def unexpanded_callers(text: str) -> frozenset[str]:
-    """The names (``name:``, the prefix GitHub gives their jobs: ``eval /``) of the workflow's
-    matrix jobs that get an empty matrix; none when the text is no workflow this reader knows."""
+def assigns(var: str, script: str) -> bool:
+    """Whether the shell ``script`` assigns ``var`` anywhere (``VAR=``, ``export VAR=``, ...)."""
+    return re.search(_ASSIGNS.format(var=re.escape(var)), script) is not None
+
+
+def unexpanded_jobs(text: str) -> dict[str, str]:
+    """Job id -> name (``name:``, the prefix GitHub gives their jobs: ``eval /``; the id when it has
+    none) of the workflow's matrix jobs that get an empty matrix, in the file's order; none when the
+    text is no workflow this reader knows. The simulator plays these jobs from the same reading."""
     try:
         doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
-        return frozenset()
+        return {}
     jobs = _mapping(_mapping(doc).get("jobs"))
     get_jobs = _mapping(jobs.get(GET_JOBS))
     if not get_jobs:
-        return frozenset()
+        return {}
     empty = _empty_outputs(get_jobs)
-    out = set()
+    out: dict[str, str] = {}
     for job_id, job in jobs.items():
         job = _mapping(job)
         config = _mapping(_mapping(job.get("strategy")).get("matrix")).get("config")
         m = _FROM_OUTPUT.match(str(config or "").strip())
         if m and m.group(1) in empty and _runs_when_empty(job, m.group(1)):
-            out.add(str(job.get("name") or job_id))
-    return frozenset(out)
+            out[str(job_id)] = str(job.get("name") or job_id)
+    return out
+
+
+def unexpanded_callers(text: str) -> frozenset[str]:
+    """The names of the workflow's matrix jobs that get an empty matrix (``unexpanded_jobs``)."""
+    return frozenset(unexpanded_jobs(text).values())
