@@ -30,12 +30,7 @@ from typing import Any
 
 import yaml
 
-GET_JOBS = "get-jobs"
-_FROM_OUTPUT = re.compile(r"^\$\{\{\s*fromJson\(\s*needs\.get-jobs\.outputs\.([\w-]+)\s*\)\s*\}\}$", re.I)
-_JOB_OUTPUT = re.compile(r"^\$\{\{\s*steps\.([\w-]+)\.outputs\.([\w-]+)\s*\}\}$")
-_ECHO = re.compile(r"""echo\s+["']?([\w-]+)=\$\{?(\w+)\}?["']?""")
-_ASSIGN = r"(?m)^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?{var}="
-_NOT_EQUAL = re.compile(r"^(?:\$\{\{)?\s*needs\.get-jobs\.outputs\.([\w-]+)\s*!=\s*'([^']*)'\s*(?:\}\})?$")
+from app.core.emptymatrix import assigns, unexpanded_jobs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,51 +49,6 @@ def _get(node: Any, key: str) -> Any:
     return next((v for k, v in node.value if getattr(k, "value", None) == key), None)
 
 
-def _scalar(node: Any) -> str:
-    return str(node.value) if isinstance(node, yaml.ScalarNode) else ""
-
-
-def _env_names(*nodes: Any) -> set[str]:
-    return {str(k.value) for node in nodes if isinstance(node, yaml.MappingNode) for k, _ in node.value}
-
-
-def _empty_outputs(get_jobs: Any) -> set[str]:
-    """get-jobs' outputs that are the empty string: written from a variable nothing assigns."""
-    job_env = _get(get_jobs, "env")
-    written: dict[tuple[str, str], str] = {}  # (step id, step output) -> the variable written
-    assigned: dict[str, set[str]] = {}  # step id -> variables its script or env sets
-    steps = _get(get_jobs, "steps")
-    for step in steps.value if isinstance(steps, yaml.SequenceNode) else []:
-        step_id, script = _scalar(_get(step, "id")), _scalar(_get(step, "run"))
-        if not step_id or not script:
-            continue
-        names = _env_names(job_env, _get(step, "env"))
-        for output, var in _ECHO.findall(script):
-            written[(step_id, output)] = var
-            if re.search(_ASSIGN.format(var=re.escape(var)), script):
-                names.add(var)
-        assigned[step_id] = names
-    empty: set[str] = set()
-    outputs = _get(get_jobs, "outputs")
-    for key, value in outputs.value if isinstance(outputs, yaml.MappingNode) else []:
-        m = _JOB_OUTPUT.match(_scalar(value).strip())
-        var = written.get((m.group(1), m.group(2))) if m else None
-        if m and var is not None and var not in assigned.get(m.group(1), set()):
-            empty.add(str(key.value))
-    return empty
-
-
-def _runs_on_empty(job: Any, output: str) -> bool:
-    """Whether the job's `if:` lets it run when ``output`` is the empty string."""
-    cond = _scalar(_get(job, "if")).strip()
-    if not cond:
-        return True
-    m = _NOT_EQUAL.match(cond)
-    if m is None or m.group(1) != output:
-        return True  # a condition this reader does not evaluate: the job is taken to run
-    return m.group(2) != ""
-
-
 def strategy_error(job_id: str, path: str, line: int, col: int) -> str:
     """GitHub's annotation for a job whose `strategy.matrix` is ``fromJson('')``."""
     at = f"{path} (Line: {line}, Col: {col})"
@@ -110,24 +60,22 @@ def strategy_error(job_id: str, path: str, line: int, col: int) -> str:
 
 @functools.lru_cache(maxsize=32)
 def matrix_failures(text: str, path: str) -> tuple[MatrixFailure, ...]:
-    """The matrix jobs of the workflow at ``path`` that cannot evaluate, in the file's order."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    root = yaml.compose(text, Loader=loader)
-    jobs = _get(root, "jobs")
-    get_jobs = _get(jobs, GET_JOBS)
-    if get_jobs is None:
+    """The matrix jobs of the workflow at ``path`` that cannot evaluate, in the file's order: which
+    ones is the file's own reading (``app.core.emptymatrix``, shared with the bot's slot count); the
+    node tree gives where each matrix expression starts, as GitHub's annotation names it."""
+    failing = unexpanded_jobs(text)
+    if not failing:
         return ()
-    empty = _empty_outputs(get_jobs)
+    root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    jobs = _get(root, "jobs")
     out: list[MatrixFailure] = []
-    for key, job in jobs.value:
-        config = _get(_get(_get(job, "strategy"), "matrix"), "config")
-        m = _FROM_OUTPUT.match(_scalar(config).strip())
-        if m is None or m.group(1) not in empty or not _runs_on_empty(job, m.group(1)):
-            continue
-        line, col = config.start_mark.line + 1, config.start_mark.column + 1
+    for key, job in jobs.value if isinstance(jobs, yaml.MappingNode) else []:
         job_id = str(key.value)
-        name = _scalar(_get(job, "name")) or job_id
-        out.append(MatrixFailure(job_id, name, strategy_error(job_id, path, line, col)))
+        if job_id not in failing:
+            continue
+        config = _get(_get(_get(job, "strategy"), "matrix"), "config")
+        line, col = config.start_mark.line + 1, config.start_mark.column + 1
+        out.append(MatrixFailure(job_id, failing[job_id], strategy_error(job_id, path, line, col)))
     return tuple(out)
 
 
@@ -141,7 +89,7 @@ def assign_evals(text: str) -> str:
     """e2e-tests.yml with get-jobs assigning ``EVALS`` (the single-node eval rows, as its
     ``MULTI_EVAL`` line assigns the multi-node ones): a fixed workflow, whose `eval /` job runs."""
     anchor = re.search(r"(?m)^([ \t]*)MULTI_EVAL=", text)
-    if anchor is None or re.search(_ASSIGN.format(var="EVALS"), text):
+    if anchor is None or assigns("EVALS", text):
         return text
     line = (
         f'{anchor.group(1)}EVALS=$(echo "$CONFIG_JSON" | python3 -c "import sys,json; '

@@ -47,7 +47,7 @@ def _empty_outputs(get_jobs: Mapping[str, Any]) -> dict[str, str]:
         names = job_env | set(_mapping(step.get("env")))
         for output, var in _ECHO.findall(script):
             written[(step_id, output)] = var
-            if re.search(_ASSIGNS.format(var=re.escape(var)), script):
+            if assigns(var, script):
                 names.add(var)
         assigned[step_id] = names
     empty: dict[str, str] = {}
@@ -67,11 +67,17 @@ def _runs_when_empty(job: Mapping[str, Any], output: str) -> bool:
     return not cond or m is None or m.group(1) != output or m.group(2) != ""
 
 
-def unexpanded_jobs(text: str) -> dict[str, dict[str, str]]:
-    """The workflow's matrix jobs that get an empty matrix, by name (``name:``, the prefix GitHub
-    gives their jobs: ``eval /``): each one's job id, and the get-jobs output and the variable it is
-    written from (``{"job": "test-sweep-evals", "output": "eval-config", "variable": "EVALS"}``);
-    none when the text is no workflow this reader knows. JSON, so a sweep stores it as it is."""
+def assigns(var: str, script: str) -> bool:
+    """Whether the shell ``script`` assigns ``var`` anywhere (``VAR=``, ``export VAR=``, ...)."""
+    return re.search(_ASSIGNS.format(var=re.escape(var)), script) is not None
+
+
+def unexpanded_findings(text: str) -> dict[str, dict[str, str]]:
+    """Job id -> what was found, of the workflow's matrix jobs that get an empty matrix, in the
+    file's order: the job's name (``name:``, the prefix GitHub gives its jobs: ``eval /``; the id
+    when it has none), and the get-jobs output and the variable it is written from
+    (``{"name": "eval /", "output": "eval-config", "variable": "EVALS"}``); none when the text is
+    no workflow this reader knows. JSON: a sweep stores it (app.flows.benchrepo)."""
     try:
         doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
@@ -81,17 +87,23 @@ def unexpanded_jobs(text: str) -> dict[str, dict[str, str]]:
     if not get_jobs:
         return {}
     empty = _empty_outputs(get_jobs)
-    out = {}
+    out: dict[str, dict[str, str]] = {}
     for job_id, job in jobs.items():
         job = _mapping(job)
         config = _mapping(_mapping(job.get("strategy")).get("matrix")).get("config")
         m = _FROM_OUTPUT.match(str(config or "").strip())
         if m and m.group(1) in empty and _runs_when_empty(job, m.group(1)):
-            found = {"job": str(job_id), "output": m.group(1), "variable": empty[m.group(1)]}
-            out[str(job.get("name") or job_id)] = found
+            name = str(job.get("name") or job_id)
+            out[str(job_id)] = {"name": name, "output": m.group(1), "variable": empty[m.group(1)]}
     return out
+
+
+def unexpanded_jobs(text: str) -> dict[str, str]:
+    """Job id -> name of the workflow's matrix jobs that get an empty matrix, in the file's order
+    (``unexpanded_findings``). The simulator plays these jobs from the same reading."""
+    return {job_id: found["name"] for job_id, found in unexpanded_findings(text).items()}
 
 
 def unexpanded_callers(text: str) -> frozenset[str]:
     """The names of the workflow's matrix jobs that get an empty matrix (``unexpanded_jobs``)."""
-    return frozenset(unexpanded_jobs(text))
+    return frozenset(unexpanded_jobs(text).values())

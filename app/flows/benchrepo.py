@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from app.core.emptymatrix import unexpanded_jobs
+from app.core.emptymatrix import unexpanded_findings
 from app.core.recipes import locate_key, runner_capacity
 from app.core.routing import TransientError
 from app.core.sweepspec import SweepError
@@ -119,7 +119,11 @@ def workflow_prediction_at(
         return None
     if got is None:
         return None
-    return {"ref": ref, "file": path, "callers": unexpanded_jobs(got[0])}
+    callers = {
+        found["name"]: {"job": job_id, "output": found["output"], "variable": found["variable"]}
+        for job_id, found in unexpanded_findings(got[0]).items()
+    }
+    return {"ref": ref, "file": path, "callers": callers}
 
 
 def callers_of(prediction: dict[str, Any] | None) -> frozenset[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.emptymatrix import unexpanded_jobs
+from app.core.emptymatrix import unexpanded_findings
 from app.core.matrixerrors import (
     caller_of,
     covering,
@@ -128,8 +128,10 @@ def test_a_defect_the_workflow_file_shows_is_built_without_githubs_annotation() 
     """At 843c6254 the file says it (get-jobs' `eval-config=$EVALS`, EVALS never set): the reason
     says what and where it was read, and covers the points `eval /` would have run."""
     text = (FIXTURES / "inferencex" / "workflows" / "e2e-tests.yml").read_text()
-    found = unexpanded_jobs(text)
-    assert found == {"eval /": {"job": "test-sweep-evals", "output": "eval-config", "variable": "EVALS"}}
+    assert unexpanded_findings(text) == {
+        "test-sweep-evals": {"name": "eval /", "output": "eval-config", "variable": "EVALS"}
+    }
+    found = {"eval /": {"job": "test-sweep-evals", "output": "eval-config", "variable": "EVALS"}}
     ref = "843c6254" + "0" * 32
     defects = predicted_defects({"ref": ref, "file": ".github/workflows/e2e-tests.yml", "callers": found})
     assert [(d.caller, d.job_id, d.read_at) for d in defects] == [("eval /", "test-sweep-evals", ref)]
@@ -143,7 +145,7 @@ def test_a_defect_the_workflow_file_shows_is_built_without_githubs_annotation() 
     assert covering(defects, {"isl": 8192, "osl": 1024, "run-eval": True}, eval_job=True) is defects[0]
     assert predicted_defects(None) == [] and predicted_defects({"ref": ref, "callers": {}}) == []
     fixed = text.replace('echo "eval-config=$EVALS"', 'echo "eval-config=$SINGLE"')
-    assert unexpanded_jobs(fixed) == {}
+    assert unexpanded_findings(fixed) == {}
 
 
 def test_classify_failure_calls_an_evaluation_error_a_workflow_defect() -> None:
