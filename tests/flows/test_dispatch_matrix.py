@@ -10,22 +10,20 @@ sim runs the file that way (``sim.runs.e2e_jobs``); it is the oracle here.
 
 from __future__ import annotations
 
-import contextlib
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from app.core.routing import HandlerContext, HandlerSkipped
+from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
-from app.flows.runtracking import on_workflow_job, on_workflow_run
 from app.flows.tick import tick
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState
 from sim.getjobs import assign_evals, matrix_failures
 from sim.runs import e2e_jobs
-from tests.flows.test_scheduler import _ctx, _jobs, _request, env
+from tests.flows.test_scheduler import _jobs, _request, deliver, env
 from tests.sweep_fakes import REPO, FakeGitHub, FakeRunTracking, FakeTick
 
 __all__ = ["env"]
@@ -118,17 +116,6 @@ def _finished(gh: FakeGitHub, wf: dict[str, Any], conclusion: str) -> dict[str, 
     return {**wf, "status": "completed", "conclusion": conclusion, "steps": steps}
 
 
-def _deliver(env: dict[str, Any], event: str, payload: dict[str, Any]) -> None:
-    with env["factory"]() as s:
-        handler = on_workflow_job if event == "workflow_job" else on_workflow_run
-        ctx = _ctx(s, event, payload)
-        with contextlib.suppress(HandlerSkipped):
-            handler(ctx)
-        s.commit()
-    for callback in ctx.after_commit:
-        callback()
-
-
 def test_the_points_a_sweep_filtered_out_are_not_taken_for_its_own(env: dict[str, Any]) -> None:
     """An 8k1k sweep's run at conc 1 also runs the key's 1k1k points, first in matrix order and
     under the same names: their outcomes are not our points' (by webhook or by the completed run)."""
@@ -148,18 +135,22 @@ def test_the_points_a_sweep_filtered_out_are_not_taken_for_its_own(env: dict[str
     # the filtered-out 1k1k twin of a point fails first: not ours
     first, second, third = sorted(jobs.values(), key=lambda j: j.id)
     twin = next(w for w in extras if w["name"] == own[first.result_name]["name"])
-    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": _finished(gh, twin, "failure")})
+    deliver(
+        env["factory"],
+        "workflow_job",
+        {"action": "completed", "workflow_job": _finished(gh, twin, "failure")},
+    )
     after = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
     assert after[first.id].state == JobState.DISPATCHED and after[first.id].run_conclusion is None
     # its own job succeeds: that is ours
     mine = _finished(gh, own[first.result_name], "success")
-    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": mine})
+    deliver(env["factory"], "workflow_job", {"action": "completed", "workflow_job": mine})
     after = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
     assert (after[first.id].state, after[first.id].run_conclusion) == (JobState.RUNNING, "success")
     # the run completes, its other events lost: the 1k1k twins failed, our 8k1k points succeeded
     gh.run_jobs[run_id] = [_finished(gh, w, "failure" if w in extras else "success") for w in listed]
     gh.runs[run_id].update(status="completed", conclusion="failure")
-    _deliver(env, "workflow_run", {"action": "completed", "workflow_run": dict(gh.runs[run_id])})
+    deliver(env["factory"], "workflow_run", {"action": "completed", "workflow_run": dict(gh.runs[run_id])})
     after = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
     for job in (second, third):
         assert (after[job.id].state, after[job.id].run_conclusion) == (JobState.RUNNING, "success"), job.id

@@ -9,24 +9,23 @@ job ended later. The run completes only when both jobs have.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from app.core.recipes import expand_points, parse_master
-from app.core.routing import Event, HandlerContext, HandlerSkipped
+from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
 from app.flows import ring
 from app.flows.benchrepo import clear_capacity_cache
 from app.flows.repair import repair_jobs
-from app.flows.runtracking import TrackingGateway, on_workflow_job, on_workflow_run
 from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.sweeps import JobState, Sweep, SweepJob
+from tests.flows.test_scheduler import deliver
 from tests.sweep_fakes import (
     KEY,
     REPO,
@@ -54,19 +53,6 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[ENV]:
     gh = FakeGitHub()
     settings_env.setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
     yield {"factory": session_factory(), "enqueued": enqueued, "gh": gh}
-
-
-def _deliver(factory: sessionmaker[Session], event: str, payload: dict[str, Any]) -> None:
-    handler = on_workflow_job if event == "workflow_job" else on_workflow_run
-    with factory() as s:
-        ctx: HandlerContext[Session, TrackingGateway] = HandlerContext(
-            session=s, event=Event("d", event, payload.get("action"), payload)
-        )
-        with contextlib.suppress(HandlerSkipped):  # the `eval /` job itself is nobody's job
-            handler(ctx)
-        s.commit()
-    for cb in ctx.after_commit:
-        cb()
 
 
 def _success(run_id: int, job: SweepJob, caller: str) -> dict[str, Any]:
@@ -140,7 +126,7 @@ def _one_evaluated_point_done(env: ENV) -> tuple[SweepJob, int]:
     gh.runs[run_id] |= {"status": "in_progress"}
     gh.run_jobs[run_id] = _listed(run_id, [j for j in jobs if j.conc == evaluated.conc])
     for job in (evaluated, plain):
-        _deliver(factory, "workflow_job", _success(run_id, job, "single-node /"))
+        deliver(factory, "workflow_job", _success(run_id, job, "single-node /"))
     assert plain.id in _collects(env) and evaluated.id not in _collects(env)
     with factory() as s:
         waiting = s.get(SweepJob, evaluated.id)
@@ -155,9 +141,9 @@ def test_an_evaluated_point_is_collected_once_its_run_completes(env: ENV) -> Non
     evaluated, run_id = _one_evaluated_point_done(env)
     repair_jobs(factory, lambda s: FakeRepair(gh))  # the repair poll does not collect it early either
     assert evaluated.id not in _collects(env)
-    _deliver(factory, "workflow_job", _success(run_id, evaluated, "eval /"))
+    deliver(factory, "workflow_job", _success(run_id, evaluated, "eval /"))
     run = {"id": run_id, "name": gh.runs[run_id]["name"], "status": "completed", "conclusion": "success"}
-    _deliver(factory, "workflow_run", {"action": "completed", "workflow_run": run})
+    deliver(factory, "workflow_run", {"action": "completed", "workflow_run": run})
     assert evaluated.id in _collects(env)
 
 
@@ -184,9 +170,9 @@ def test_a_lost_runner_under_its_eval_job_retries_the_point(env: ENV) -> None:
         }
     ]
     gh.run_jobs[run_id] = [throughput, lost]
-    _deliver(factory, "workflow_job", {"action": "completed", "workflow_job": lost})  # GitHub sends it
+    deliver(factory, "workflow_job", {"action": "completed", "workflow_job": lost})  # GitHub sends it
     run = {"id": run_id, "name": gh.runs[run_id]["name"], "status": "completed", "conclusion": "failure"}
-    _deliver(factory, "workflow_run", {"action": "completed", "workflow_run": run})
+    deliver(factory, "workflow_run", {"action": "completed", "workflow_run": run})
     with factory() as s:
         job = s.get(SweepJob, evaluated.id)
         assert job is not None and job.state == JobState.QUEUED  # retried, not failed for "no eval_ artifact"
@@ -226,7 +212,7 @@ def _completed(env: ENV, run_id: int, conclusion: str = "failure") -> None:
     gh = env["gh"]
     gh.runs[run_id] |= {"status": "completed", "conclusion": conclusion}
     run = {"id": run_id, "name": gh.runs[run_id]["name"], "status": "completed", "conclusion": conclusion}
-    _deliver(env["factory"], "workflow_run", {"action": "completed", "workflow_run": run})
+    deliver(env["factory"], "workflow_run", {"action": "completed", "workflow_run": run})
 
 
 def _fixed_workflow(gh: FakeGitHub) -> None:
@@ -374,7 +360,7 @@ def test_a_job_github_could_not_evaluate_is_a_workflow_defect_not_retried(env: E
         ".github/workflows/e2e-tests.yml (Line: 640, Col: 23)"
     )
     gh.annotations[failed["id"]] = [{"annotation_level": "failure", "message": said, "path": ".github"}]
-    _deliver(factory, "workflow_job", {"action": "completed", "workflow_job": failed})
+    deliver(factory, "workflow_job", {"action": "completed", "workflow_job": failed})
     with factory() as s:
         job = s.get(SweepJob, ids[0])
         assert job is not None and job.state == JobState.FAILED and job.attempts == 1

@@ -11,7 +11,6 @@ jobs and not asked again, which would only spend one refused POST per event unti
 
 from __future__ import annotations
 
-import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,31 +18,19 @@ import pytest
 from sqlalchemy import select
 
 from app.adapters.github.errors import Forbidden
-from app.core.routing import HandlerContext, HandlerSkipped, TransientError
+from app.core.routing import HandlerContext, TransientError
 from app.core.sweepspec import SweepFilters
 from app.flows import operator
 from app.flows.repair import repair_jobs
-from app.flows.runtracking import on_workflow_job, on_workflow_run
 from app.flows.sweepcancel import cancel_sweep
 from app.flows.tick import tick
 from app.models import AuditEntry
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState, SweepJob
-from tests.flows.test_scheduler import _ctx, _jobs, _listed, _request, _wf_job, env
+from tests.flows.test_scheduler import _jobs, _listed, _request, _wf_job, deliver, env
 from tests.sweep_fakes import REPO, FakeCancel, FakeGitHub, FakeRepair, FakeRunTracking, FakeTick
 
 __all__ = ["env"]
-
-
-def _deliver(env: dict[str, Any], event: str, payload: dict[str, Any]) -> None:
-    with env["factory"]() as s:
-        handler = on_workflow_job if event == "workflow_job" else on_workflow_run
-        ctx = _ctx(s, event, payload)
-        with contextlib.suppress(HandlerSkipped):
-            handler(ctx)
-        s.commit()
-    for callback in ctx.after_commit:
-        callback()
 
 
 def test_a_run_cancelled_on_github_is_cancelled_not_failed_nor_retried(env: dict[str, Any]) -> None:
@@ -60,10 +47,10 @@ def test_a_run_cancelled_on_github_is_cancelled_not_failed_nor_retried(env: dict
     ]
     wf_queued = _wf_job(gh, run_id, queued, "cancelled")  # never started: no annotation
     gh.run_jobs[run_id] = _listed(gh, run_id, jobs, [wf_running, wf_queued])
-    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": wf_running})
-    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": wf_queued})
+    deliver(env["factory"], "workflow_job", {"action": "completed", "workflow_job": wf_running})
+    deliver(env["factory"], "workflow_job", {"action": "completed", "workflow_job": wf_queued})
     gh.runs[run_id].update(status="completed", conclusion="cancelled")
-    _deliver(env, "workflow_run", {"action": "completed", "workflow_run": gh.runs[run_id]})
+    deliver(env["factory"], "workflow_run", {"action": "completed", "workflow_run": gh.runs[run_id]})
     by_id = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
     assert {by_id[j.id].state for j in by_id.values()} == {JobState.CANCELLED}
     assert all("cancelled on GitHub" in (j.reason or "") for j in by_id.values())
@@ -84,12 +71,12 @@ def test_the_bots_own_cancel_is_not_retried(env: dict[str, Any]) -> None:
         s.commit()
     assert gh.cancelled == [run_id]
     for job in jobs:
-        _deliver(
-            env,
+        deliver(
+            env["factory"],
             "workflow_job",
             {"action": "completed", "workflow_job": _wf_job(gh, run_id, job, "cancelled")},
         )
-    _deliver(env, "workflow_run", {"action": "completed", "workflow_run": gh.runs[run_id]})
+    deliver(env["factory"], "workflow_run", {"action": "completed", "workflow_run": gh.runs[run_id]})
     after = _jobs(env["factory"], req.sweep.id)
     assert {j.state for j in after} == {JobState.CANCELLED}
     assert all("not needed" in (j.reason or "") for j in after)
@@ -103,7 +90,7 @@ def _running_sweep(env: dict[str, Any], gh: FakeGitHub, tp: int | None = None) -
     tick(env["factory"], lambda s: FakeTick(gh))
     run_id = gh.dispatches[0]["run_id"]
     gh.runs[run_id]["status"] = "in_progress"
-    _deliver(env, "workflow_run", {"action": "in_progress", "workflow_run": dict(gh.runs[run_id])})
+    deliver(env["factory"], "workflow_run", {"action": "in_progress", "workflow_run": dict(gh.runs[run_id])})
     assert {j.state for j in _jobs(env["factory"], req.sweep.id)} == {JobState.RUNNING}
     return req.sweep.id, run_id
 
@@ -142,7 +129,9 @@ def _events_while_it_runs(env: dict[str, Any], gh: FakeGitHub, run_id: int, time
     """The run goes on: its workflow_run events arrive (webhooks, redeliveries) and the repair
     poll runs, as many times."""
     for _ in range(times):
-        _deliver(env, "workflow_run", {"action": "in_progress", "workflow_run": dict(gh.runs[run_id])})
+        deliver(
+            env["factory"], "workflow_run", {"action": "in_progress", "workflow_run": dict(gh.runs[run_id])}
+        )
         repair_jobs(env["factory"], lambda s: FakeRepair(gh))
 
 
@@ -163,7 +152,7 @@ def test_a_cancel_github_refuses_is_not_asked_again(env: dict[str, Any], how: st
     assert all("Must have admin rights" in (j.run_cancel_refused or "") for j in jobs)
     # The run ends on its own: its runners are free, the jobs stay cancelled.
     gh.runs[run_id].update(status="completed", conclusion="success")
-    _deliver(env, "workflow_run", {"action": "completed", "workflow_run": dict(gh.runs[run_id])})
+    deliver(env["factory"], "workflow_run", {"action": "completed", "workflow_run": dict(gh.runs[run_id])})
     with env["factory"]() as s:
         row = s.get(DispatchRun, run_id)
         assert row is not None and row.completed_at is not None

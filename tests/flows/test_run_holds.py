@@ -9,32 +9,19 @@ auto (the default) lets a group out once one of its jobs can start, 0 never more
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
-from app.core.routing import HandlerContext, HandlerSkipped
+from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
 from app.flows.jobfinish import finish_job
 from app.flows.repair import repair_jobs
-from app.flows.runtracking import on_workflow_job, on_workflow_run
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
 from app.store.jobs import inflight_slots, requeue
-from tests.flows.test_scheduler import _ctx, _jobs, _request, _wf_job, env
+from tests.flows.test_scheduler import _jobs, _request, _wf_job, deliver, env
 from tests.sweep_fakes import FakeGitHub, FakeRepair, FakeRunTracking, FakeTick
 
 __all__ = ["env"]
-
-
-def _deliver(env: dict[str, Any], event: str, payload: dict[str, Any]) -> None:
-    with env["factory"]() as s:
-        handler = on_workflow_job if event == "workflow_job" else on_workflow_run
-        ctx = _ctx(s, event, payload)
-        with contextlib.suppress(HandlerSkipped):
-            handler(ctx)
-        s.commit()
-    for callback in ctx.after_commit:
-        callback()
 
 
 def _held(env: dict[str, Any]) -> int:
@@ -70,7 +57,11 @@ def test_a_retrys_run_holds_runners_until_its_siblings_finish(env: dict[str, Any
         for j in jobs
     ]
     for wf in gh.run_jobs[first]:
-        _deliver(env, "workflow_job", {"action": "completed", "workflow_job": {**wf, "labels": ["mi355x"]}})
+        deliver(
+            env["factory"],
+            "workflow_job",
+            {"action": "completed", "workflow_job": {**wf, "labels": ["mi355x"]}},
+        )
     assert {j.id: j.state for j in _jobs(env["factory"], req.sweep.id)}[retried.id] == JobState.QUEUED
     assert _held(env) == 0  # every job of the first run completed
     assert (
@@ -80,11 +71,13 @@ def test_a_retrys_run_holds_runners_until_its_siblings_finish(env: dict[str, Any
     again = [_wf_job(gh, second, j, None, "queued") for j in jobs]
     gh.run_jobs[second] = again
     for wf in again:
-        _deliver(env, "workflow_job", {"action": "queued", "workflow_job": _job(wf, "queued")})
+        deliver(env["factory"], "workflow_job", {"action": "queued", "workflow_job": _job(wf, "queued")})
     assert _held(env) == width
     # the retried point's own job finishes first; its siblings (results we have) still run
-    _deliver(
-        env, "workflow_job", {"action": "completed", "workflow_job": _job(again[-1], "completed", "success")}
+    deliver(
+        env["factory"],
+        "workflow_job",
+        {"action": "completed", "workflow_job": _job(again[-1], "completed", "success")},
     )
     assert {j.id: j.state for j in _jobs(env["factory"], req.sweep.id)}[retried.id] == JobState.RUNNING
     assert _held(env) == width - 1
@@ -92,8 +85,10 @@ def test_a_retrys_run_holds_runners_until_its_siblings_finish(env: dict[str, Any
     other = _request(env["factory"], gh, pr=8, filters=SweepFilters(conc=(1,)))
     assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0
     for wf in again[:-1]:
-        _deliver(
-            env, "workflow_job", {"action": "completed", "workflow_job": _job(wf, "completed", "success")}
+        deliver(
+            env["factory"],
+            "workflow_job",
+            {"action": "completed", "workflow_job": _job(wf, "completed", "success")},
         )
     assert _held(env) == 0
     assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
@@ -119,7 +114,11 @@ def test_a_lost_sibling_event_is_freed_when_the_run_completes_even_by_the_repair
     ours = [_wf_job(gh, run_id, j, "success") for j in jobs]
     gh.run_jobs[run_id] = ours
     for wf in ours:  # every job of ours is done, then the sweep's jobs are collected
-        _deliver(env, "workflow_job", {"action": "completed", "workflow_job": {**wf, "labels": ["mi355x"]}})
+        deliver(
+            env["factory"],
+            "workflow_job",
+            {"action": "completed", "workflow_job": {**wf, "labels": ["mi355x"]}},
+        )
     assert _held(env) == 0
     # the retry's run of a same-width group: the retried job alone is reported, then nothing
     with env["factory"]() as s:
@@ -133,7 +132,9 @@ def test_a_lost_sibling_event_is_freed_when_the_run_completes_even_by_the_repair
     second = gh.dispatches[-1]["run_id"]
     own = _wf_job(gh, second, jobs[0], "success")
     gh.run_jobs[second] = [own] + [_wf_job(gh, second, j, None, "in_progress") for j in jobs[1:]]
-    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": {**own, "labels": ["mi355x"]}})
+    deliver(
+        env["factory"], "workflow_job", {"action": "completed", "workflow_job": {**own, "labels": ["mi355x"]}}
+    )
     assert _held(env) == width - 1  # siblings never reported: still counted
     gh.runs[second].update(status="completed", conclusion="success")  # its webhook is lost too
     repair_jobs(env["factory"], lambda s: FakeRepair(gh))
@@ -185,7 +186,7 @@ def test_auto_overcommit_lets_a_group_out_at_one_free_runner_and_nothing_at_none
     run_id = gh.dispatches[0]["run_id"]
     gh.run_jobs[run_id] = [_wf_job(gh, run_id, j, "success") for j in jobs]
     done = {**gh.run_jobs[run_id][0], "labels": ["mi355x"]}
-    _deliver(env, "workflow_job", {"action": "completed", "workflow_job": done})
+    deliver(env["factory"], "workflow_job", {"action": "completed", "workflow_job": done})
     assert _held(env) == width - 1  # one runner free
     assert tick(env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 1
     assert {j.state for j in _jobs(env["factory"], wide.sweep.id)} == {JobState.DISPATCHED}

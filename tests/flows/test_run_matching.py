@@ -8,29 +8,16 @@ point's own job of the new run may be taken for it.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
-from app.core.routing import HandlerContext, HandlerSkipped
+from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
-from app.flows.runtracking import on_workflow_job, on_workflow_run
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
-from tests.flows.test_scheduler import _ctx, _jobs, _request, _wf_job, env
+from tests.flows.test_scheduler import _jobs, _request, _wf_job, deliver, env
 from tests.sweep_fakes import FakeGitHub, FakeRunTracking, FakeTick
 
 __all__ = ["env"]
-
-
-def _deliver(env: dict[str, Any], event: str, payload: dict[str, Any]) -> None:
-    with env["factory"]() as s:
-        handler = on_workflow_job if event == "workflow_job" else on_workflow_run
-        ctx = _ctx(s, event, payload)
-        with contextlib.suppress(HandlerSkipped):
-            handler(ctx)
-        s.commit()
-    for callback in ctx.after_commit:
-        callback()
 
 
 def _same_name_pair(jobs: list[SweepJob]) -> tuple[SweepJob, SweepJob]:
@@ -68,7 +55,7 @@ def test_a_retried_points_sibling_in_the_new_run_is_not_taken_for_it(env: dict[s
         for j in ordered
     ]
     for wf in gh.run_jobs[first]:
-        _deliver(env, "workflow_job", {"action": "completed", "workflow_job": wf})
+        deliver(env["factory"], "workflow_job", {"action": "completed", "workflow_job": wf})
     states = {j.id: j.state for j in _jobs(env["factory"], req.sweep.id)}
     assert states[retried.id] == JobState.QUEUED and states[sibling.id] == JobState.RUNNING
     # the retry: the whole conc again
@@ -76,8 +63,8 @@ def test_a_retried_points_sibling_in_the_new_run_is_not_taken_for_it(env: dict[s
     second = gh.dispatches[-1]["run_id"]
     gh.run_jobs[second] = _run_jobs(gh, second, ordered)
     sibling_again = gh.run_jobs[second][ordered.index(sibling)]
-    _deliver(
-        env,
+    deliver(
+        env["factory"],
         "workflow_job",
         {
             "action": "completed",
@@ -87,8 +74,8 @@ def test_a_retried_points_sibling_in_the_new_run_is_not_taken_for_it(env: dict[s
     after = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
     assert after[retried.id].state == JobState.DISPATCHED and after[retried.id].run_conclusion is None
     own = gh.run_jobs[second][ordered.index(retried)]
-    _deliver(
-        env,
+    deliver(
+        env["factory"],
         "workflow_job",
         {"action": "completed", "workflow_job": {**own, "status": "completed", "conclusion": "success"}},
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -12,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.recipes import expand_points, parse_master
-from app.core.routing import Event, HandlerContext
+from app.core.routing import Event, HandlerContext, HandlerSkipped
 from app.core.sweepspec import SweepError, SweepFilters, group_fields, render_dispatch
 from app.flows import dispatch, ring
 from app.flows import tick as tick_flow
@@ -419,6 +420,19 @@ def _listed(
 
 def _ctx(session: Session, event: str, payload: dict[str, Any]) -> HandlerContext:
     return HandlerContext(session=session, event=Event("d1", event, payload.get("action"), payload))
+
+
+def deliver(factory: sessionmaker[Session], event: str, payload: dict[str, Any]) -> None:
+    """A ``workflow_job`` or ``workflow_run`` delivery through its handler, committed, then what the
+    handler left to run after the commit (an event no job of ours takes is skipped, as ingest does)."""
+    with factory() as s:
+        handler = on_workflow_job if event == "workflow_job" else on_workflow_run
+        ctx = _ctx(s, event, payload)
+        with contextlib.suppress(HandlerSkipped):
+            handler(ctx)
+        s.commit()
+    for callback in ctx.after_commit:
+        callback()
 
 
 def test_tracking_success_infra_retry_and_benchmark_failure(env: dict[str, Any]) -> None:
