@@ -69,3 +69,21 @@ def gated_effect(ctx: HandlerContext) -> None:
             _time.sleep(0.05)
     with open(payload["effects"], "a") as fh:
         fh.write(ctx.event.delivery_id + "\n")
+
+
+@router.register("sweepbot_gates")
+def per_attempt_gate(ctx: HandlerContext) -> None:
+    """Attempt N marks ``<effects>.started.N`` and waits (up to 20 s) for ``<gate>.N`` to exist, so a
+    test can let an older attempt finish while a newer one still holds the delivery."""
+    import time as _time
+
+    payload = ctx.event.payload
+    counter = Path(payload["effects"] + ".attempts")
+    attempt = (int(counter.read_text()) if counter.exists() else 0) + 1
+    counter.write_text(str(attempt))
+    Path(f"{payload['effects']}.started.{attempt}").write_text("started")
+    deadline = _time.monotonic() + 20
+    while not Path(f"{payload['gate']}.{attempt}").exists() and _time.monotonic() < deadline:
+        _time.sleep(0.05)
+    with open(payload["effects"], "a") as fh:
+        fh.write(f"{ctx.event.delivery_id} attempt {attempt}\n")

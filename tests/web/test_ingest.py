@@ -284,3 +284,41 @@ def test_an_attempt_that_outlived_its_lease_does_not_overwrite_the_newer_one(
     with session_scope() as s:
         row = s.get(Delivery, "gate-1")
         assert row is not None and row.status == "done" and row.attempts == 2
+
+
+def test_an_older_attempt_finishing_first_leaves_the_newer_attempts_claim_alone(
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch, extra_handlers: None
+) -> None:
+    """The lease-expired attempt ends while the newer one is still running: the older one must not
+    settle the delivery (it is the newer attempt's to settle), only the newer one may."""
+    import threading
+    from datetime import timedelta
+
+    from app.flows import ingest
+
+    settings_env.setenv("SWEEPBOT_DELIVERY_LEASE_SECONDS", "60")
+    reset_settings_cache()
+    effects, gate = tmp_path / "gates.txt", tmp_path / "gate"
+    body = json.dumps({"effects": str(effects), "gate": str(gate)}).encode()
+    assert _post(client, "sweepbot_gates", body, delivery_id="gates-1").status_code == 202
+    results: dict[int, str] = {}
+    first = threading.Thread(target=lambda: results.__setitem__(1, process_delivery("gates-1")))
+    first.start()
+    wait_for(lambda: Path(f"{effects}.started.1").exists(), "the first attempt to start", 20)
+    real_now = ingest.now
+    settings_env.setattr(ingest, "now", lambda: real_now() + timedelta(seconds=61))
+    second = threading.Thread(target=lambda: results.__setitem__(2, process_delivery("gates-1")))
+    second.start()
+    wait_for(lambda: Path(f"{effects}.started.2").exists(), "the second attempt to start", 20)
+    Path(f"{gate}.1").write_text("open")  # the older attempt finishes first
+    first.join(timeout=30)
+    assert results.get(1) == "superseded"
+    with session_scope() as s:
+        row = s.get(Delivery, "gates-1")
+        assert row is not None and row.status == "processing" and row.attempts == 2
+    Path(f"{gate}.2").write_text("open")
+    second.join(timeout=30)
+    assert results.get(2) == "done"
+    with session_scope() as s:
+        row = s.get(Delivery, "gates-1")
+        assert row is not None and row.status == "done" and row.attempts == 2
