@@ -100,3 +100,54 @@ def test_a_low_budget_holds_the_poll_back_and_the_dashboard_says_so(env: dict[st
     assert shown.mode == "webhooks_only" and shown.cap == 2500 and shown.spent == 2450
     assert state.decision is not None and state.decision["mode"] == "webhooks_only"
     assert "webhooks only" in (shown.reason or "")
+
+
+def test_a_dispatch_whose_run_is_not_listed_yet_is_requeued_only_past_the_grace(
+    env: dict[str, Any],
+) -> None:
+    """A dispatch answered without a run id leaves a run GitHub may list a little later: a complete
+    listing without it re-queues the job only once the grace period has passed (re-queueing sooner
+    would dispatch the same point twice)."""
+    from datetime import timedelta
+
+    from app.settings import get_settings
+
+    class RunNotListedYet(FakeTick):
+        def dispatch_workflow(
+            self, repo: str, workflow: str, ref: str, inputs: dict[str, str]
+        ) -> dict[str, Any] | None:
+            answer = super().dispatch_workflow(repo, workflow, ref, inputs)
+            self.gh.runs.clear()  # GitHub does not list the dispatch's run yet
+            return answer
+
+    gh = FakeGitHub(return_details=False)
+    factory = env["factory"]
+    with factory() as s:
+        request_sweep(
+            s,
+            FakeRequest(gh),
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=(256, 512)),
+        )
+        s.commit()
+    tick(factory, lambda s: RunNotListedYet(gh))
+    with factory() as s:
+        jobs = list(s.scalars(select(SweepJob)).all())
+    assert jobs and all(j.state == JobState.DISPATCHED and j.run_id is None for j in jobs)
+    res = repair_jobs(env["factory"], lambda s: FakeRepair(gh))
+    assert res.requeued == 0
+    with env["factory"]() as s:
+        assert {j.state for j in s.scalars(select(SweepJob)).all()} == {JobState.DISPATCHED}
+        grace = get_settings().dispatch_lost_grace_seconds
+        for j in s.scalars(select(SweepJob)).all():
+            assert j.dispatched_at is not None
+            j.dispatched_at = j.dispatched_at - timedelta(seconds=grace + 1)
+        s.commit()
+    res = repair_jobs(env["factory"], lambda s: FakeRepair(gh))
+    assert res.requeued == len(jobs)
+    with env["factory"]() as s:
+        assert {j.state for j in s.scalars(select(SweepJob)).all()} == {JobState.QUEUED}
