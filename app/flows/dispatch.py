@@ -234,8 +234,7 @@ def dispatch_claim(
         run = _send(gw, claim.repo, workflow, ref, inputs, title)
     except TransientError as exc:  # nothing sent, or sent and not found: the next tick sends it
         for job in jobs:
-            requeue(job, f"dispatch failed, will retry: {exc}")
-            job.attempts = max(0, job.attempts - 1)
+            requeue(job, f"dispatch failed, will retry: {exc}", refund=True)
         record(
             session,
             actor=BOT,

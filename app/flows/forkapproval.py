@@ -105,8 +105,7 @@ def void_stale_approval(
     if approved_sha and current == approved_sha and current == head_sha:
         return False
     for job in jobs:
-        requeue(job, "waiting for approval of the new head")
-        job.attempts = max(0, job.attempts - 1)
+        requeue(job, "waiting for approval of the new head", refund=True)
     sweep.state, sweep.approved_by, sweep.approved_sha, sweep.approved_at = (
         SweepState.AWAITING_APPROVAL,
         None,

@@ -181,8 +181,7 @@ def _repair_one(
         # The poll's listing adopts the run by its name; a complete listing without it, past the
         # grace period: the dispatch left no run.
         if job.id in polled.unseen and age > settings.dispatch_lost_grace_seconds:
-            requeue(job, "dispatch left no run; re-queued")
-            job.attempts = max(0, job.attempts - 1)
+            requeue(job, "dispatch left no run; re-queued", refund=True)
             result.requeued += 1
     elif job.run_conclusion == "success" and not (waits_for_run(job) and sweep_mode(sweep) != "label"):
         # Collected results finish the job; re-ring in case the collect task was lost. (A point

@@ -96,8 +96,7 @@ def _preempt_canaries(
         spent = ((now - (aware(job0.dispatched_at) or now)).total_seconds() / 3600.0) * max(1, job0.slots)
         run_id = job0.run_id
         for job, _ in pairs:
-            requeue(job, f"preempted by real work waiting on {label}")
-            job.attempts = max(0, job.attempts - 1)
+            requeue(job, f"preempted by real work waiting on {label}", refund=True)
         if run_id is not None:
             result.preempted.append((sweep0.repo, int(run_id)))
             # Cancelled right after this commit: its runners go to the waiting real work in this

@@ -110,11 +110,16 @@ def dispatch_group(session: Session, jobs: Sequence[SweepJob]) -> list[SweepJob]
     return [j for j in rows if (j.sweep_id, j.group_key) in keys]
 
 
-def requeue(job: SweepJob, reason: str) -> None:
+def requeue(job: SweepJob, reason: str, *, refund: bool = False) -> None:
+    """Back in the queue. ``refund``: the dispatch that claimed it does not count against the job's
+    infrastructure-retry budget (it never ran: a GitHub 5xx, a preemption, a new head, a lost
+    dispatch), so only real runs that failed use retries up."""
     job.state, job.reason, job.claim = JobState.QUEUED, reason, None
     job.run_id = job.run_url = job.run_name = job.run_conclusion = job.run_cancel_refused = None
     job.dispatched_at = job.started_at = job.finished_at = None
     job.updated_at = utcnow()
+    if refund:
+        job.attempts = max(0, job.attempts - 1)
 
 
 def note_cancel_refused(session: Session, run_id: int, said: str) -> int:

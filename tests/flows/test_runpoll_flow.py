@@ -151,3 +151,49 @@ def test_a_dispatch_whose_run_is_not_listed_yet_is_requeued_only_past_the_grace(
     assert res.requeued == len(jobs)
     with env["factory"]() as s:
         assert {j.state for j in s.scalars(select(SweepJob)).all()} == {JobState.QUEUED}
+
+
+def test_dispatches_github_refused_with_a_5xx_do_not_use_up_the_jobs_retries(
+    env: dict[str, Any],
+) -> None:
+    """A dispatch that never reached a runner (GitHub answered 502) is sent again at the next tick
+    without counting as a try: after more such refusals than the retry budget, the job's first real
+    run failing for an infrastructure reason is still retried."""
+    from app.core.routing import TransientError
+    from app.flows.runtracking import retry_or_fail
+    from app.settings import get_settings
+
+    settings = get_settings()
+    refusals = settings.infra_retry_limit + 2
+
+    class FlakyDispatch(FakeTick):
+        def dispatch_workflow(
+            self, repo: str, workflow: str, ref: str, inputs: dict[str, str]
+        ) -> dict[str, Any] | None:
+            if len(refused) < refusals:
+                refused.append(inputs["test-name"])
+                raise TransientError("GitHub answered 502")
+            return super().dispatch_workflow(repo, workflow, ref, inputs)
+
+    refused: list[str] = []
+    gh = FakeGitHub()
+    factory = env["factory"]
+    with factory() as s:
+        request_sweep(
+            s,
+            FakeRequest(gh),
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=(512,)),
+        )
+        s.commit()
+    for _ in range(refusals + 1):
+        tick(factory, lambda s: FlakyDispatch(gh))
+    assert len(refused) == refusals and len(gh.dispatches) >= 1
+    with factory() as s:
+        jobs = list(s.scalars(select(SweepJob)).all())
+        assert jobs and all(j.state == JobState.DISPATCHED for j in jobs)
+        assert retry_or_fail(s, jobs[0], "the runner lost communication", settings) == "requeued"
