@@ -387,6 +387,10 @@ def test_depends_on_drop_and_bump(sim: dict[str, Any], db_session: Session) -> N
     for name in ("nightly-before-merge", "merge-47269", "nightly-after-47269"):
         assert scenario.step()["step"] == name
     master_before = world.read_file(BENCH_REPO, MASTER_PATH, RECIPE_BRANCH).decode()
+    # Everything is ready now, but a reader may not make the bot write to the repository.
+    outsider = _comment(db_session, world, OUTSIDER, "/bump")
+    assert outsider.results == [("/bump", "refused")] and "write" in (outsider.reply or "")
+    assert _recipe_commits(world) == before and db_session.scalars(select(Bump)).all() == []
     bumped = _comment(db_session, world, "carol-writer", "/bump")
     assert bumped.results == [("/bump", "ok")] and "bumped" in (bumped.reply or "")
     after = _recipe_commits(world)
@@ -407,6 +411,7 @@ def test_depends_on_drop_and_bump(sim: dict[str, Any], db_session: Session) -> N
     ]
     assert _audit(db_session, "command.bump") == [
         (MAINTAINER, "ok"),
+        (OUTSIDER, "refused"),
         ("carol-writer", "ok"),
         ("carol-writer", "ok"),
     ]
