@@ -20,7 +20,6 @@ from typing import Any, Protocol
 from app.core.recipes.evals import EvalMode, cli_flags
 from app.core.seqlen import AGENTIC_SEQ, SEQ_HINT, is_seq_filter, seq_name
 from app.core.sweepcli import CliGrammarError, parse_command
-from app.settings import Settings, SettingsError
 
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
@@ -46,8 +45,21 @@ class ListedJob(Protocol):
     tp: int
 
 
+class DispatchSettings(Protocol):
+    """The settings a dispatch is rendered from (app.settings.Settings has them); the core takes
+    them as values and never loads settings itself."""
+
+    dispatch_workflow: str
+    dispatch_ref: str
+    dispatch_inputs: str
+
+
 class SweepError(ValueError):
     """A sweep request or operation cannot be done as asked; the message says why and the fix."""
+
+
+class DispatchTemplateError(SweepError):
+    """The dispatch template settings (SWEEPBOT_DISPATCH_*) are malformed; the message names the fix."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +118,7 @@ CONFIG_FILE_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,254}$")
 _EVAL_FLAG_VALUES = ("", " --no-evals", " --evals-only", " --evals-only --all-evals")
 
 
-def template_fields(settings: Settings) -> set[str]:
+def template_fields(settings: DispatchSettings) -> set[str]:
     texts = [settings.dispatch_workflow, settings.dispatch_ref, *input_template(settings).values()]
     found: set[str] = set()
     for text in texts:
@@ -114,7 +126,7 @@ def template_fields(settings: Settings) -> set[str]:
             if name is None:
                 continue
             if name not in _PLACEHOLDERS:
-                raise SettingsError(
+                raise DispatchTemplateError(
                     f"dispatch template uses {{{name}}}; allowed placeholders: "
                     + ", ".join("{" + p + "}" for p in _PLACEHOLDERS)
                 )
@@ -122,13 +134,13 @@ def template_fields(settings: Settings) -> set[str]:
     return found
 
 
-def input_template(settings: Settings) -> dict[str, str]:
+def input_template(settings: DispatchSettings) -> dict[str, str]:
     try:
         data = json.loads(settings.dispatch_inputs)
     except ValueError as exc:
-        raise SettingsError(f"SWEEPBOT_DISPATCH_INPUTS is not JSON: {exc}") from exc
+        raise DispatchTemplateError(f"SWEEPBOT_DISPATCH_INPUTS is not JSON: {exc}") from exc
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise SettingsError("SWEEPBOT_DISPATCH_INPUTS must be a JSON object of string templates")
+        raise DispatchTemplateError("SWEEPBOT_DISPATCH_INPUTS must be a JSON object of string templates")
     return {str(k): v for k, v in data.items()}
 
 
@@ -161,7 +173,7 @@ def _check_cli(inputs: dict[str, str]) -> None:
 
 
 def render_dispatch(
-    settings: Settings,
+    settings: DispatchSettings,
     *,
     key: str,
     seq: str,
@@ -249,7 +261,7 @@ def dispatch_eval_flags(points: Sequence[Mapping[str, Any]], sweep_mode: str = "
     return f" {flags}" if flags else ""
 
 
-def group_fields(settings: Settings) -> tuple[str, ...]:
+def group_fields(settings: DispatchSettings) -> tuple[str, ...]:
     """Which point fields select a dispatch's points: conc, plus seq / tp when the template uses them."""
     used = template_fields(settings)
     # test-config selects keys and concurrencies only (no --seq-lens, no --tp): one dispatch at a

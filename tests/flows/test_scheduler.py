@@ -591,7 +591,8 @@ def test_retry_and_summary(env: dict[str, Any]) -> None:
 
 
 def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
-    from app.settings import SettingsError, get_settings, reset_settings_cache
+    from app.core.sweepspec import DispatchTemplateError
+    from app.settings import get_settings, reset_settings_cache
 
     settings = get_settings()
     render = partial(
@@ -609,7 +610,7 @@ def test_dispatch_template_is_validated(env: dict[str, Any]) -> None:
         render(settings, key="k; rm -rf /")
     env["mp"].setenv("SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "{key} {secret}"}')
     reset_settings_cache()
-    with pytest.raises(SettingsError, match="secret"):
+    with pytest.raises(DispatchTemplateError, match="secret"):
         render(get_settings(), key="k")
     env["mp"].setenv(
         "SWEEPBOT_DISPATCH_INPUTS", '{"cmd": "--conc {conc} --tp {tp}", "test-name": "{run_name}"}'
