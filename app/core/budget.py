@@ -24,6 +24,8 @@ from typing import Any
 
 import structlog
 
+from app.core.ratelimit import read_headers
+
 log = structlog.get_logger(__name__)
 
 POLL_FRACTION = 0.5  # polls may take at most this part of what is left; the rest is for the work
@@ -77,16 +79,10 @@ class BudgetDecision:
 
 def parse_rate_headers(headers: Mapping[str, Any], now: float) -> RateSnapshot | None:
     """The primary rate limit from an answer's headers; None when they are absent or unreadable."""
-    low = {str(k).lower(): v for k, v in headers.items()}
-    try:
-        limit = int(low["x-ratelimit-limit"])
-        remaining = int(low["x-ratelimit-remaining"])
-        reset = float(low["x-ratelimit-reset"])
-    except (KeyError, TypeError, ValueError):
+    h = read_headers(headers)
+    if h.limit is None or h.remaining is None or h.reset is None or h.limit <= 0 or h.remaining < 0:
         return None
-    if limit <= 0 or remaining < 0:
-        return None
-    return RateSnapshot(limit, remaining, reset, now, str(low.get("x-ratelimit-resource") or "core"))
+    return RateSnapshot(h.limit, h.remaining, h.reset, now, h.resource)
 
 
 def newer(a: RateSnapshot | None, b: RateSnapshot | None) -> RateSnapshot | None:

@@ -32,34 +32,57 @@ class RateLimit:
     reason: str  # which signal decided, for the log line
 
 
-def _lower(headers: Mapping[str, Any]) -> dict[str, str]:
-    return {str(k).lower(): str(v) for k, v in headers.items()}
+@dataclass(frozen=True)
+class RateHeaders:
+    """GitHub's rate-limit headers of one answer, read once (the poll budget and the retry
+    classification both take them from here); a header absent or unreadable is None."""
+
+    limit: int | None
+    remaining: int | None
+    reset: float | None  # epoch seconds
+    retry_after: float | None  # seconds
+    resource: str  # x-ratelimit-resource ("core", "search", ...)
 
 
-def _number(value: str | None) -> float | None:
+def _number(value: Any) -> float | None:
     if value is None:
         return None
     try:
         return float(value)
-    except ValueError:  # an HTTP date in Retry-After: GitHub sends seconds, treat as absent
+    except (TypeError, ValueError):  # an HTTP date in Retry-After: GitHub sends seconds, treat as absent
         return None
+
+
+def _whole(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def read_headers(headers: Mapping[str, Any]) -> RateHeaders:
+    h = {str(k).lower(): v for k, v in headers.items()}
+    return RateHeaders(
+        limit=_whole(h.get("x-ratelimit-limit")),
+        remaining=_whole(h.get("x-ratelimit-remaining")),
+        reset=_number(h.get("x-ratelimit-reset")),
+        retry_after=_number(h.get("retry-after")),
+        resource=str(h.get("x-ratelimit-resource") or "core"),
+    )
 
 
 def classify(status: int, headers: Mapping[str, Any], message: str, now: float) -> RateLimit | None:
     """The rate limit this answer reports, or ``None`` when it is not one."""
     if status not in (403, 429):
         return None
-    h = _lower(headers)
+    h = read_headers(headers)
     text = message.lower()
-    retry_after = _number(h.get("retry-after"))
-    remaining = h.get("x-ratelimit-remaining")
-    reset = _number(h.get("x-ratelimit-reset"))
     mentions = "rate limit" in text or "abuse" in text
-    if retry_after is not None:
-        kind: Literal["primary", "secondary"] = "primary" if remaining == "0" else "secondary"
-        return RateLimit(kind, min(MAX_WAIT, max(0.0, retry_after)), False, "retry-after header")
-    if remaining == "0":
-        wait = (reset - now + 1.0) if reset is not None else SECONDARY_MIN_WAIT
+    if h.retry_after is not None:
+        kind: Literal["primary", "secondary"] = "primary" if h.remaining == 0 else "secondary"
+        return RateLimit(kind, min(MAX_WAIT, max(0.0, h.retry_after)), False, "retry-after header")
+    if h.remaining == 0:
+        wait = (h.reset - now + 1.0) if h.reset is not None else SECONDARY_MIN_WAIT
         return RateLimit("primary", min(MAX_WAIT, max(1.0, wait)), False, "x-ratelimit-remaining is 0")
     if status == 429 or mentions:
         return RateLimit("secondary", SECONDARY_MIN_WAIT, True, "secondary limit without retry-after")
