@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up demo test lint bench clean
+.PHONY: up demo test lint bench mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,9 +22,12 @@ test: $(STAMP)  ## the test suite (tests marked services need PostgreSQL and Red
 	$(BIN)/pytest -n 2
 
 lint: $(STAMP)
-	$(BIN)/ruff check app workers sim tests bench migrations
-	$(BIN)/ruff format --check app workers sim tests bench migrations
+	$(BIN)/ruff check app workers sim tests bench migrations tools
+	$(BIN)/ruff format --check app workers sim tests bench migrations tools
 	$(BIN)/mypy
+
+mutation: $(STAMP)  ## mutmut over the core decisions, kill rate per module (minutes a module; not in CI)
+	$(BIN)/python tools/mutation.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py

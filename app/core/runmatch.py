@@ -43,6 +43,8 @@ from typing import Any
 
 import structlog
 
+from app.core.failures import Failure, FailureClass
+
 log = structlog.get_logger(__name__)
 
 _FRAMEWORK_SHORT = {"sglang": "sgl", "dynamo-sglang": "dyn-sgl", "sglang-disagg": "sgl-disagg"}
@@ -67,6 +69,10 @@ INFRA_MESSAGES = (
     "cancelled by the system",
     "canceled by the system",
 )
+# The runbook's runner-workspace signature: the checkout's cleanup cannot remove root-owned files.
+WORKSPACE_MARKERS = ("eacces", "benchmark_logs")
+# The runbook's provisioning signature: pyxis/enroot cannot create the container's user namespace.
+PROVISIONING_RE = re.compile(r"\b(pyxis|enroot)\b.*\bnamespace", re.IGNORECASE)
 MAX_QUOTE = 300
 # GitHub's text when it cannot evaluate a job's section (`strategy`, `if`, `with` ...) before running it.
 EVALUATION_ERROR = re.compile(r"Error when evaluating '(?P<section>[\w.-]+)' for job '(?P<job>[^']+)'\.")
@@ -468,14 +474,6 @@ def assign_jobs(
 # ------------------------------------------------------------------------------------- failures
 
 
-@dataclass(frozen=True)
-class Failure:
-    infrastructure: bool
-    message: str  # what GitHub said (quoted in the report), or why nothing more is known
-    cancelled: bool = False  # cancelled through the API or the UI: neither a failure nor a retry
-    workflow_defect: bool = False  # GitHub could not evaluate the job (the file's fault): not retried
-
-
 def _quote(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_QUOTE else text[: MAX_QUOTE - 1] + "…"
@@ -492,10 +490,10 @@ def _cancelled(messages: Sequence[str]) -> Failure:
     timeout = next((m for m in messages if TIMEOUT_MESSAGE in m.lower()), None)
     if timeout is not None:
         log.info("failure_classified", kind="benchmark", marker="timeout")
-        return Failure(False, _quote(f"timed out: {timeout}"))
+        return Failure(FailureClass.BENCHMARK, _quote(f"timed out: {timeout}"))
     log.info("failure_classified", kind="cancelled", annotations=len(messages))
     said = " / ".join(messages) if messages else "no annotation"
-    return Failure(False, _quote(f"cancelled on GitHub ({said})"), cancelled=True)
+    return Failure(FailureClass.CANCELLED, _quote(f"cancelled on GitHub ({said})"))
 
 
 def classify_failure(
@@ -514,12 +512,18 @@ def classify_failure(
         lowered = text.lower()
         for marker in INFRA_MESSAGES:
             if marker in lowered:
-                log.info("failure_classified", kind="infrastructure", marker=marker)
-                return Failure(True, _quote(text))
+                log.info("failure_classified", kind="runner lost", marker=marker)
+                return Failure(FailureClass.RUNNER_LOST, _quote(text))
+        if all(m in lowered for m in WORKSPACE_MARKERS):
+            log.info("failure_classified", kind="runner workspace")
+            return Failure(FailureClass.RUNNER_WORKSPACE, _quote(text))
+        if PROVISIONING_RE.search(text):
+            log.info("failure_classified", kind="provisioning")
+            return Failure(FailureClass.PROVISIONING, _quote(text))
     defect = next((text for text in messages if EVALUATION_ERROR.search(text)), None)
     if defect is not None:
         log.info("failure_classified", kind="workflow_defect")
-        return Failure(False, _quote(defect), workflow_defect=True)
+        return Failure(FailureClass.WORKFLOW_DEFECT, _quote(defect))
     if conclusion == "cancelled":
         return _cancelled(messages)
     failed_step = next(
@@ -528,7 +532,7 @@ def classify_failure(
     if messages:
         where = f" in step {failed_step!r}" if failed_step else ""
         log.info("failure_classified", kind="benchmark", step=failed_step)
-        return Failure(False, _quote(f"failed{where}: " + " / ".join(messages)))
+        return Failure(FailureClass.BENCHMARK, _quote(f"failed{where}: " + " / ".join(messages)))
     where = f" in step {failed_step!r}" if failed_step else ""
     log.info("failure_classified", kind="benchmark", step=failed_step, annotations=0)
-    return Failure(False, f"{conclusion or 'failed'}{where} (GitHub gave no annotation)")
+    return Failure(FailureClass.BENCHMARK, f"{conclusion or 'failed'}{where} (GitHub gave no annotation)")

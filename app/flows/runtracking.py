@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
+from app.core.failures import Failure, FailureClass, Policy
 from app.core.matrixerrors import MatrixDefect, covering
 from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
 from app.core.runmatch import (
@@ -246,25 +247,28 @@ def _failed_eval_job(wf_jobs: Sequence[dict[str, Any]], job: SweepJob) -> dict[s
 
 
 def fold_failure(
-    session: Session, job: SweepJob, failure: Any, wf_job: dict[str, Any], settings: Settings
+    session: Session, job: SweepJob, failure: Failure, wf_job: dict[str, Any], settings: Settings
 ) -> None:
-    """A workflow job of ours that did not succeed: retried (infrastructure), cancelled (through
-    the API or the UI: not re-run, whoever cancelled it wanted the runner back), or failed (the
-    benchmark's failure, or the workflow's defect: GitHub could not evaluate the job, and a retry
-    would fail the same way)."""
+    """A workflow job of ours that did not succeed, handled by its class's policy
+    (app.core.failures.POLICY): retried on another runner (the machine failed), left cancelled
+    (cancelled through the API or the UI: whoever did wanted the runner back), never retried (the
+    workflow's defect: every run fails the same way), or failed and reported (the benchmark's own
+    failure, for a person to fix)."""
     url = wf_job.get("html_url") or job.run_url
-    if failure.infrastructure:
+    policy = failure.policy
+    if policy is Policy.RETRY_ELSEWHERE:
         runner = wf_job.get("runner_name") or "the runner"
         retry_or_fail(session, job, f"{runner}: {failure.message}", settings)
-    elif failure.workflow_defect:
+    elif policy is Policy.NEVER_RETRY:
         reason = f"workflow defect, not retried (fix the workflow): {failure.message} (see {url})"
         finish_job(session, job.id, JobState.FAILED, reason=reason)
-    elif failure.cancelled:
+    elif policy is Policy.LEAVE:
         finish_job(session, job.id, JobState.CANCELLED, reason=cancelled_reason(failure.message, url))
     else:
+        what = "benchmark" if failure.kind is FailureClass.BENCHMARK else f"{failure.kind} failure:"
         conclusion = wf_job.get("conclusion")
         finish_job(
-            session, job.id, JobState.FAILED, reason=f"benchmark {conclusion}: {failure.message} (see {url})"
+            session, job.id, JobState.FAILED, reason=f"{what} {conclusion}: {failure.message} (see {url})"
         )
 
 
