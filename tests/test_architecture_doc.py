@@ -34,5 +34,7 @@ def test_the_data_model_table_names_every_table_and_no_other() -> None:
     named = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
     tables = set(Base.metadata.tables)
     assert not tables - named, f"tables missing from docs/architecture.md: {sorted(tables - named)}"
-    assert not named - tables, f"docs/architecture.md names tables that do not exist: {sorted(named - tables)}"
+    assert not named - tables, (
+        f"docs/architecture.md names tables that do not exist: {sorted(named - tables)}"
+    )
     assert not any("..." in row.split("|")[1] for row in rows), "name every table; no '...'"

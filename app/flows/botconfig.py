@@ -13,40 +13,11 @@ from sqlalchemy.orm import Session
 
 from app.core.botconfig import (
     CONFIG_PATH,
-    DEFAULT_TAG_PATTERN,
-    FULL_SWEEP_LABELS,
-    REFERENCE_KEYWORDS,
     BotConfig,
     BotConfigError,
-    BumpSettings,
-    ImageSource,
-    NightlyKey,
-    NightlyWatch,
-    SweepSettings,
-    WatchSpec,
     parse_bot_config,
 )
 from app.store.botconfigs import record_read, stored_config
-
-__all__ = [
-    "CONFIG_PATH",
-    "DEFAULT_TAG_PATTERN",
-    "FULL_SWEEP_LABELS",
-    "REFERENCE_KEYWORDS",
-    "BotConfig",
-    "BotConfigError",
-    "BumpSettings",
-    "ConfigReader",
-    "ImageSource",
-    "NightlyKey",
-    "NightlyWatch",
-    "SweepSettings",
-    "WatchSpec",
-    "bot_config",
-    "parse_bot_config",
-    "read_bot_config",
-    "stored_config",
-]
 
 log = structlog.get_logger(__name__)
 

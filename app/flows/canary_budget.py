@@ -12,9 +12,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.flows.botconfig import NightlyWatch, stored_config
+from app.core.botconfig import NightlyWatch
 from app.models.nightly import NightlyCanary
 from app.models.sweeps import CANARY_REASON, Sweep, SweepJob
+from app.store.botconfigs import stored_config
 
 DEFAULT_JOB_HOURS = 0.5  # expected runner-hours of one canary job before any has finished
 

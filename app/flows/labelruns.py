@@ -9,11 +9,12 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.botconfig import BotConfig
 from app.core.clock import utcnow
 from app.core.runmatch import RunMatch, match_label_run
-from app.flows.botconfig import BotConfig, stored_config
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
 from app.store.audit import record
+from app.store.botconfigs import stored_config
 from app.store.reports import mark_report_dirty
 from app.store.sweeps import sweep_mode
 

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from app.adapters import queue
 from app.adapters.github.errors import Conflict
 from app.adapters.registry import parse_image
+from app.core.botconfig import BotConfig, NightlyKey
 from app.core.dispatchjobs import DispatchJobs, plan_dispatch_jobs
 from app.core.recipes import expand_points, parse_master, recipe_fingerprint, set_image
 from app.core.recipes.errors import RecipeError
@@ -33,7 +34,6 @@ from app.core.sweepspec import SweepError, group_fields
 from app.flows.benchrepo import RepoFiles, callers_of, workflow_prediction_at
 from app.flows.benchrepo import locate as _locate
 from app.flows.benchrepo import master_files as _master_files
-from app.flows.botconfig import BotConfig, NightlyKey
 from app.flows.sweepcancel import CancelGateway
 from app.flows.sweepcreate import create_sweep
 from app.flows.tracking import _image_source

@@ -34,6 +34,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.adapters.registry import TagPattern
+from app.core.botconfig import BotConfig, NightlyKey, NightlyWatch
 from app.core.changepoint import DetectorSettings
 from app.core.nightly_logic import (
     METRICS,
@@ -47,7 +48,6 @@ from app.core.nightly_logic import (
     within,
 )
 from app.core.routing import TransientError
-from app.flows.botconfig import BotConfig, NightlyKey, NightlyWatch, stored_config
 from app.flows.canary_budget import canary_budget
 from app.flows.nightly_canary import (
     BOT,
@@ -68,6 +68,7 @@ from app.models.results import Result
 from app.models.sweeps import Sweep, SweepJob
 from app.models.tracking import BotConfigRecord, ImageTag
 from app.store.audit import record
+from app.store.botconfigs import stored_config
 
 log = structlog.get_logger(__name__)
 

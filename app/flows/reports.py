@@ -31,10 +31,10 @@ from app.core.report import (
 )
 from app.core.routing import TransientError
 from app.core.sweepspec import display_key
-from app.flows.botconfig import stored_config
 from app.models.results import EvalResult, ReportState, Result
 from app.models.sweeps import Sweep
 from app.settings import get_settings
+from app.store.botconfigs import stored_config
 from app.store.references import choose_reference
 from app.store.reports import dirty_report_ids, job_states, newer_sweep_id, pr_sweeps, sweep_jobs
 from app.store.results import find_reusable, point_evals, sweep_evals, sweep_results

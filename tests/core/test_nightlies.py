@@ -3,17 +3,8 @@ dependency is shown beside it, labelled, never as "chosen" (timeline, /api/watch
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-
-import pytest
-from fastapi.testclient import TestClient
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-from typer.testing import CliRunner
-
 from app.core.nightlies import label_nightlies, tag_of
-from tests.browser.seed import IMAGE_REPO, KEY, NEW_IMAGE, SHAS, seed
+from tests.browser.seed import IMAGE_REPO, KEY, NEW_IMAGE, SHAS
 
 NEWER = f"nightly-{SHAS[5]}"
 PINNED = f"nightly-{SHAS[4]}"
@@ -28,49 +19,6 @@ def test_labels_before_and_after_a_bump() -> None:
     same = label_nightlies(pinned_image=f"{IMAGE_REPO}:n1", newest_tag="n1", bumped_image=f"{IMAGE_REPO}:n1")
     assert same.newest_containing is None
     assert tag_of("registry:5000/vllm/x") is None and tag_of("vllm/x:nightly-1") == "nightly-1"
-
-
-@pytest.fixture
-def newer_nightly(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    """The seeded bumped watch, after a newer nightly that also contains everything appeared."""
-    from app.models.tracking import ImageTag, Watch
-    from app.settings import reset_settings_cache
-
-    settings_env.setenv("SWEEPBOT_GITHUB_API_URL", "http://127.0.0.1:9/api/v3")
-    reset_settings_cache()
-    seeded = seed(db_session)
-    watch = db_session.get(Watch, seeded.watch)
-    assert watch is not None and watch.pinned_image == NEW_IMAGE
-    watch.chosen_tag = NEWER  # what the evaluation reports: the newest containing every dependency
-    assert db_session.scalar(select(ImageTag).where(ImageTag.tag == NEWER)) is not None
-    db_session.commit()
-    from app.web.main import create_app
-
-    with TestClient(create_app()) as client:
-        yield client
-
-
-def test_timeline_and_api_mark_the_pinned_nightly_chosen_after_a_bump(newer_nightly: TestClient) -> None:
-    body = newer_nightly.get("/api/watches").json()
-    bumped = next(w for w in body["watches"]["items"] if w["config_key"] == KEY)
-    assert bumped["chosen_tag"] == PINNED and bumped["newest_containing_tag"] == NEWER
-    tags = {t["tag"]: t for t in body["timelines"][0]["tags"]}
-    assert tags[PINNED]["chosen"] and tags[PINNED]["pinned"]
-    assert not tags[NEWER]["chosen"] and tags[NEWER]["newest_containing"]
-    page = newer_nightly.get("/watches").text
-    assert f"chosen nightly: <code>{PINNED}</code>" in page
-    assert f"newer nightly with every dependency: <code>{NEWER}</code>" in page and "not bumped to" in page
-
-
-def test_deps_status_shows_both_labelled(newer_nightly: TestClient) -> None:
-    from app.cli import cli
-
-    rows = json.loads(CliRunner().invoke(cli, ["deps", "status", "--json"]).stdout)
-    row = next(r for r in rows if r["config_key"] == KEY and r["bumped"])
-    assert row["chosen_nightly"] == PINNED and row["newest_containing"] == NEWER
-    text = CliRunner().invoke(cli, ["deps", "status"]).stdout
-    assert f"nightly: {PINNED}  (chosen and pinned by the bump)" in text
-    assert f"newer:   {NEWER}  (also contains every dependency; not bumped to" in text
 
 
 def test_the_status_comment_names_the_pinned_nightly_after_a_bump() -> None:

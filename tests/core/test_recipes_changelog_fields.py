@@ -7,10 +7,6 @@ whitespace-only lines between entries, so some revisions end in one.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -156,31 +152,6 @@ def test_pending_link_is_fixed_in_place_and_only_that_line_changes() -> None:
         replace_pending_link(fixed, new_entry, LINK)
     with pytest.raises(ChangelogError, match="not a PR link"):
         replace_pending_link(with_xxx, entry, "XXX")
-
-
-def test_cli_takes_each_field_as_an_option_of_the_same_name(tmp_path: Path) -> None:
-    path = tmp_path / "perf-changelog.yaml"
-    revision = _revisions_ending_in_whitespace_only_line(fixture_text("perf-changelog.head-tail.yaml"))[0]
-    path.write_bytes(revision.encode("utf-8"))
-    args = [
-        sys.executable, "-m", "app", "recipe", "changelog", str(path), "--key", "k", "--description", "d",
-        "--pr-link", "XXX", "--scenario-type", "fixed-seq-len", "--scenario-type", "agentic-coding",
-        "--evals-only", "--all-evals", "--eval-min-prefill-ep", "8", "--in-place",
-    ]  # fmt: skip
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    new = path.read_text(encoding="utf-8")
-    assert new.startswith(revision)
-    assert yaml.safe_load(new)[-1] == {
-        "config-keys": ["k"],
-        "description": ["d"],
-        "pr-link": "XXX",
-        **EVERY_FIELD.as_fields(),
-    }
-    bad = subprocess.run(
-        [*args[:10], "--no-evals", "--evals-only"], capture_output=True, text=True, check=False
-    )
-    assert bad.returncode == 2 and "no-evals cannot be combined" in bad.stderr
 
 
 def test_a_bump_of_an_agentic_key_writes_scenario_type_as_the_repo_does() -> None:

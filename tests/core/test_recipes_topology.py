@@ -3,16 +3,12 @@ every fixture master file, head and historical, AMD and NVIDIA)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from app.core.recipes import EmptyPlanError, UnsupportedScenarioError, expand_points, parse_master
 from app.core.recipes.evals import plan_with_evals
 from app.core.recipes.master import is_single_node_fixed
-from tests.recipe_helpers import MASTER_FILES, fixture_path, fixture_text, reference_rows, summarize_rows
+from tests.recipe_helpers import MASTER_FILES, fixture_text, reference_rows, summarize_rows
 
 
 @pytest.mark.parametrize("name", MASTER_FILES)
@@ -98,13 +94,3 @@ def test_an_unexpandable_field_is_one_clear_error_naming_it(item: str, field: st
     master = parse_master(text.replace("agentic-coding:", "weird-scenario:"))
     with pytest.raises(UnsupportedScenarioError, match="weird-scenario"):
         expand_points(master, "k-fp4-mi355x-vllm-agentic")
-
-
-def test_cli_plans_a_multinode_key() -> None:
-    path = fixture_path("nvidia-master.dsv4-gb300-trt-mtp.head.yaml")
-    args = [sys.executable, "-m", "app", "recipe", "plan", str(path), "dsv4-fp4-gb300-dynamo-trt-mtp"]
-    done = subprocess.run([*args, "--json"], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert [r["conc"] for r in json.loads(done.stdout)][:2] == [[8], [10]]
-    table = subprocess.run(args, capture_output=True, text=True, check=False)
-    assert table.returncode == 0 and "P1xTP4/EP4 D4xTP8/EP8" in table.stdout

@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.botconfig import BotConfig, BotConfigError, parse_bot_config
 from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
 from app.core.sweepspec import SweepError, SweepFilters
 from app.flows import labelruns, ring
 from app.flows.benchrepo import clear_capacity_cache
-from app.flows.botconfig import BotConfig, BotConfigError, parse_bot_config
 from app.flows.bump import commit_message
 from app.flows.repair import repair_jobs
 from app.flows.runtracking import on_workflow_run

@@ -16,8 +16,8 @@ from app.core.accuracy import accuracy_notes, compare_accuracy, overall_verdict_
 from app.core.gap import gap_table
 from app.core.references import Reference, ReferenceError
 from app.core.seqlen import seq_name
-from app.flows.botconfig import stored_config
 from app.models.results import EvalResult, Result
+from app.store.botconfigs import stored_config
 from app.store.references import choose_reference
 from app.web.dashboard import schemas as S
 from app.web.dashboard.data.common import aware
