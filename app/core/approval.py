@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from app.core.inert import code
 
@@ -138,4 +138,6 @@ def unchanged_since(changed_at: datetime | None, comment_at: datetime | None) ->
     ``CLOCK_MARGIN`` later, like head sightings, so clock skew can only refuse."""
     if changed_at is None:
         return True
+    if changed_at.tzinfo is None:  # a database without time zones (SQLite) stores UTC
+        changed_at = changed_at.replace(tzinfo=UTC)
     return comment_at is not None and changed_at + CLOCK_MARGIN <= comment_at

@@ -171,10 +171,6 @@ def bump_watch(
         return BumpOutcome(
             state, f"already bumped to {image}", done.commit_sha, done.branch, done.bump_pr_number
         )
-    refused = _untrusted_image(gw, watch, image, config)
-    if refused is not None:
-        log.warning("bump_image_refused", repo=watch.repo, key=watch.config_key, image=image, why=refused)
-        return BumpOutcome("blocked", refused)
     pr_link = str(pull.get("html_url")) if pull is not None and pull.get("html_url") else None
     dep_refs = [f"{d.ref}@{d.merge_sha}" if d.merge_sha else d.ref for d in deps]
     description = changelog_description_for_bump(image, dep_refs)
@@ -337,6 +333,10 @@ def apply_plan(session: Session, gw: BumpGateway, ctx: _Ctx, facts: BumpFacts, p
 def _commit(session: Session, gw: BumpGateway, ctx: _Ctx, facts: BumpFacts, plan: Commit) -> BumpOutcome:
     repo, start = ctx.watch.repo, facts.start_sha
     old_image = ctx.watch.pinned_image
+    refused = _untrusted_image(gw, ctx.watch, ctx.image, ctx.config)
+    if refused is not None:
+        log.warning("bump_image_refused", repo=repo, key=ctx.watch.config_key, image=ctx.image, why=refused)
+        return _blocked(session, ctx, start, refused)
     base_tree = str(gw.get_commit(repo, start)["tree"]["sha"])
     blobs = {path: gw.create_blob(repo, text) for path, text in plan.files.items()}
     tree = gw.create_tree(repo, base_tree, blobs)

@@ -58,6 +58,8 @@ def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
             author="alice-admin",
         )
         settings_env.setenv("SWEEPBOT_GITHUB_API_URL", server.github_api_url)
+        # The simulator's registry is on loopback: only an operator-configured origin may be.
+        settings_env.setenv("SWEEPBOT_REGISTRY_URLS", f"docker.io={server.url}/hub,ghcr.io={server.url}")
         settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES", "0")
