@@ -191,7 +191,7 @@ def test_a_read_only_fork_cannot_get_its_image_pinned_while_a_maintainers_recipe
     # What the attacker can try themselves: a command, and an edit of their own PR's body.
     refused = _comment(env, OUTSIDER, attack, f"/depends-on {VLLM_REPO}#47269\n/bump")
     assert "has `read` permission" in refused
-    world.edit_pull_body(BENCH_REPO, attack, f"requires {VLLM_REPO}#47269\nDepends-On: {VLLM_REPO}#47270\n", OUTSIDER)
+    world.edit_pull_body(BENCH_REPO, attack, f"Please hurry.\n\nrequires {VLLM_REPO}#47269\n", OUTSIDER)
 
     # #47269 merges, the attacker tags their image with its merge commit, the nightlies land.
     for name in ("nightly-before-merge", "merge-47269"):
