@@ -79,8 +79,8 @@ def _explicit(
     if then != current:
         return Binding(
             None,
-            f"{code(asked)} named `{then[:12]}`, the head when you wrote it; the PR's head is now "
-            f"`{current[:12]}`. " + _ask_for_sha(current, command),
+            f"{code(asked)} named `{then[:12]}`, the head when you wrote it, which is not the PR's head: "
+            f"that is now `{current[:12]}`. " + _ask_for_sha(current, command),
         )
     return Binding(current, f"the prefix {asked} names the head when the comment was written, still the head")
 

@@ -29,9 +29,9 @@ def _at(minutes: float) -> datetime:
         # the prefix names the head recorded before the comment, still the head: approved
         ([(REVIEWED, 0)], 5, REVIEWED, "abcdef1", REVIEWED, "names the head"),
         # the attack: a colliding head pushed after the comment is the current head
-        ([(REVIEWED, 0), (COLLIDER, 10)], 5, COLLIDER, "abcdef1", None, "the PR's head is now"),
+        ([(REVIEWED, 0), (COLLIDER, 10)], 5, COLLIDER, "abcdef1", None, "which is not the PR's head"),
         # ... also when the bot has not even seen the push yet
-        ([(REVIEWED, 0)], 5, COLLIDER, "abcdef1", None, "the PR's head is now"),
+        ([(REVIEWED, 0)], 5, COLLIDER, "abcdef1", None, "which is not the PR's head"),
         # no record of the head at comment time: a prefix proves nothing
         ([], 5, COLLIDER, "abcdef1", None, "no record"),
         ([(COLLIDER, 10)], 5, COLLIDER, "abcdef1", None, "no record"),

@@ -102,7 +102,7 @@ def _at(minutes: float) -> datetime:
         ([(A, 0)], None, A, None, None, "cannot tell when"),
         ([], 5, B, B, B, ""),  # all 40 digits name the commit: no record needed
         ([], 5, B, "bbbbbbb", None, "no record of the PR's head"),  # a prefix needs one (issue 25)
-        ([(A, 0)], 5, B, "aaaaaaa", None, "the PR's head is now"),
+        ([(A, 0)], 5, B, "aaaaaaa", None, "which is not the PR's head"),
         ([], 5, B, "b" * 41, None, "is not a commit SHA"),
     ],
 )

@@ -235,3 +235,90 @@ def test_a_read_only_fork_cannot_get_its_image_pinned_while_a_maintainers_recipe
     db_session.refresh(evil_watch)
     assert evil_watch.state == "refused" and evil_watch.admitted_by == MAINTAINER
     assert not db_session.scalars(select(Bump).where(Bump.watch_id == evil_watch.id)).all()
+
+
+# ------------------------------------------------------------------------------------ the SSRF door
+
+
+@pytest.fixture
+def trap() -> Iterator[Any]:
+    """A listener on loopback nothing may reach (tests/adapters/test_registry_egress.py)."""
+    from tests.adapters.test_registry_egress import _serve, _tags
+
+    yield from _serve(lambda path: _tags({"name": "x", "tags": ["nightly-" + "c" * 40]}))
+
+
+def test_ssrf_zero_connections_outside_the_allow_list(
+    env: dict[str, Any], db_session: Session, trap: Any
+) -> None:
+    """A writer's PR points three keys at internal registries a maintainer even listed under
+    ``images:`` (so only egress stands in the way): the trap on loopback, a private address, and
+    an allowed registry (the simulator's ghcr.io) that redirects to the trap. None is contacted
+    but the allowed one, and the trap counts zero connections."""
+    from app.models.tracking import Watch
+
+    world = env["world"]
+    loopback = f"127.0.0.1:{trap.server_address[1]}/evil/x"
+    private = "10.0.0.7:5000/evil/y"
+    redirected = "ghcr.io/rocm/vllm-dev"  # on the operator-configured simulator, which redirects
+    world.push_tag("rocm/vllm-dev", "nightly-" + "d" * 40)
+    world.registry_redirects["rocm/vllm-dev"] = f"{trap.url}/v2/rocm/vllm-dev/tags/list"
+    images = "".join(f"  - name: {name}\n    registry: oci\n" for name in (loopback, private, redirected))
+    world.commit_files(
+        BENCH_REPO,
+        "main",
+        {
+            ".github/sweepbot.yml": (
+                f"version: 1\nimages:\n  - name: {IMAGE}\n    source-repo: {VLLM_REPO}\n{images}"
+            )
+        },
+        "sweepbot config: more registries",
+        author="alice-admin",
+    )
+    keys = {ATTACK_KEY: loopback, "dsr1-fp4-mi355x-sglang": private, "minimaxm3-fp4-mi355x-atom": redirected}
+    master = world.read_file(BENCH_REPO, MASTER_PATH, "main").decode()
+    for key, image in keys.items():
+        master = set_image(master, key, f"{image}:nightly-{'0' * 40}")
+    main = world.repo(BENCH_REPO).refs["refs/heads/main"]
+    world.set_ref(BENCH_REPO, "refs/heads/registries", main, pusher="carol-writer")
+    world.commit_files(BENCH_REPO, "registries", {MASTER_PATH: master}, "new registries", author="carol-writer")
+    pr = world.open_pull(
+        BENCH_REPO, "registries", "main", "new registries", f"requires {VLLM_REPO}#47269\n", user="carol-writer"
+    )
+    _poll(env, db_session)
+    _poll(env, db_session)
+
+    watches = {w.config_key: w for w in db_session.scalars(select(Watch).where(Watch.pr_number == pr.number))}
+    assert set(watches) == set(keys)
+    assert all(w.admitted_by == "carol-writer" and w.image_repo for w in watches.values())  # egress alone
+    assert trap.accepted == 0
+    asked = {r["image"] for r in world.registry_requests}
+    assert "rocm/vllm-dev" in asked, "the allowed registry was asked (and redirected elsewhere)"
+    assert not any("evil" in r["path"] for r in world.registry_requests)
+
+
+def test_a_bump_never_writes_an_image_the_default_branch_does_not_pin(
+    env: dict[str, Any], db_session: Session
+) -> None:
+    """Defence in depth at the write: even handed the attacker's image, the bump refuses."""
+    from app.flows.botconfig import bot_config
+    from app.flows.bump import bump_watch
+    from app.models.tracking import Watch
+
+    world = env["world"]
+    _pump(env)  # the seed recipe PR's opened event: the maintainer's watch
+    (watch,) = db_session.scalars(select(Watch).where(Watch.pr_number == 2104)).all()
+    gw = _gw(db_session)
+    before = world.repo(BENCH_REPO).refs[f"refs/heads/{RECIPE_BRANCH}"]
+    out = bump_watch(
+        db_session,
+        gw,
+        watch,
+        image=f"{EVIL}:nightly-{'1' * 40}",
+        deps=[],
+        config=bot_config(db_session, gw, BENCH_REPO),
+        pull=gw.get_pull(BENCH_REPO, 2104),
+    )
+    assert out.state == "blocked" and "refused to pin" in out.message
+    assert world.repo(BENCH_REPO).refs[f"refs/heads/{RECIPE_BRANCH}"] == before
+    assert _evil_everywhere(world) == []
