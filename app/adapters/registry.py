@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -19,8 +18,9 @@ from typing import Any, Protocol
 import httpx
 import structlog
 
+from app.adapters.egress import Egress, resolve_host
 from app.core import safejson
-from app.core.egress import EgressRefused, EgressRules, check_addresses, check_redirect, origin_of
+from app.core.egress import EgressRefused, EgressRules, check_redirect, origin_of
 from app.models import HttpCacheEntry
 from app.settings import get_settings
 
@@ -245,38 +245,6 @@ class TagListing:
     requests: int = 0
 
 
-def resolve_host(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to (all families); a name that does not resolve is refused."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise EgressRefused(f"{host} does not resolve: {exc}") from exc
-    return sorted({str(info[4][0]) for info in infos})
-
-
-@dataclass(frozen=True)
-class Egress:
-    """The allow-list a client's every request is checked against, and how names are resolved
-    (``app.core.egress`` decides; a test hands in its own resolver)."""
-
-    rules: EgressRules
-    resolve: Callable[[str, int], list[str]] = resolve_host
-
-    def check(self, url: str) -> None:
-        verdict = self.rules.check_url(url)
-        if not verdict.ok:
-            raise RegistryError(f"GET {url} refused: {verdict.why}")
-        parts = urllib.parse.urlsplit(url)
-        origin = origin_of(url)
-        try:
-            addresses = self.resolve(str(parts.hostname), int(origin.rsplit(":", 1)[1]))
-        except EgressRefused as exc:
-            raise RegistryError(f"GET {url} refused: {exc}") from exc
-        verdict = check_addresses(origin, addresses, self.rules)
-        if not verdict.ok:
-            raise RegistryError(f"GET {url} refused: {verdict.why}")
-
-
 class _Base:
     def __init__(
         self,
@@ -334,8 +302,9 @@ class _Base:
         self, url: str, headers: dict[str, str], auth: tuple[str, str] | None = None
     ) -> httpx.Response:
         """One GET, refusing a body over ``MAX_RESPONSE_BYTES`` before reading it whole."""
-        if self._egress is not None:
-            self._egress.check(url)
+        refused = self._egress.refusal(url) if self._egress is not None else None
+        if refused is not None:
+            raise RegistryError(f"GET {url} refused: {refused}")
         self.requests += 1
         try:
             with self._http.stream("GET", url, headers=headers, auth=auth, follow_redirects=False) as resp:

@@ -67,7 +67,9 @@ def _serve(answer: Callable[[str], tuple[int, dict[str, str], bytes]]) -> Iterat
         thread.join(timeout=5)
 
 
-def _tags(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+def _tags(
+    body: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     return status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(body).encode()
 
 
@@ -137,14 +139,26 @@ def test_zero_connections_outside_the_allow_list(case: str, registry: Counting, 
     elif case == "link-local literal":
         image, kw["trusted_hosts"] = "169.254.169.254/latest/meta", {"169.254.169.254"}
     elif case == "name resolving to loopback":
-        image, kw["trusted_hosts"], kw["resolve"] = "registry.evil.test/x/y", {"registry.evil.test"}, _resolve_to("127.0.0.1")
+        image, kw["trusted_hosts"], kw["resolve"] = (
+            "registry.evil.test/x/y",
+            {"registry.evil.test"},
+            _resolve_to("127.0.0.1"),
+        )
     elif case == "name resolving to a private address":
-        image, kw["trusted_hosts"], kw["resolve"] = "registry.evil.test/x/y", {"registry.evil.test"}, _resolve_to("10.9.8.7")
+        image, kw["trusted_hosts"], kw["resolve"] = (
+            "registry.evil.test/x/y",
+            {"registry.evil.test"},
+            _resolve_to("10.9.8.7"),
+        )
     elif case == "name resolving to public and private":
         image, kw["trusted_hosts"] = "registry.evil.test/x/y", {"registry.evil.test"}
         kw["resolve"] = lambda host, p: ["140.82.112.33", "192.168.0.10"]
     elif case == "images: url on loopback":
-        image, kw["url"], kw["kind"] = "listed.test/x/y", trap.url, "oci"  # a maintainer's, not the operator's
+        image, kw["url"], kw["kind"] = (
+            "listed.test/x/y",
+            trap.url,
+            "oci",
+        )  # a maintainer's, not the operator's
     elif case == "host nobody trusted":
         image, kw["resolve"] = "registry.evil.test/x/y", _resolve_to("140.82.112.33")
     elif case == "redirect to another host":

@@ -30,7 +30,9 @@ EVIL = "ghcr.io/attacker/evil-vllm"
         ("triage", "config", "keep", False, "config"),
     ],
 )
-def test_watch_admission(role: str, admitted_by: str | None, verdict: str, applies: bool, by: str | None) -> None:
+def test_watch_admission(
+    role: str, admitted_by: str | None, verdict: str, applies: bool, by: str | None
+) -> None:
     out = watch_admission(body_author="author", author_role=role, admitted_by=admitted_by)
     assert (out.verdict, out.apply_body, out.admitted_by) == (verdict, applies, by)
     assert (AWAITING_LINE in out.why) is (verdict == "await")

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.egress import EgressRefused, EgressRules, check_addresses, check_redirect, internal_address, origin_of
-
-RULES = EgressRules.of(
-    ["https://ghcr.io", "https://hub.docker.com"], operator=["http://127.0.0.1:8001/hub"]
+from app.core.egress import (
+    EgressRefused,
+    EgressRules,
+    check_addresses,
+    check_redirect,
+    internal_address,
+    origin_of,
 )
+
+RULES = EgressRules.of(["https://ghcr.io", "https://hub.docker.com"], operator=["http://127.0.0.1:8001/hub"])
 
 
 @pytest.mark.parametrize(
@@ -24,7 +29,9 @@ def test_origin(url: str, origin: str) -> None:
     assert origin_of(url) == origin
 
 
-@pytest.mark.parametrize("url", ["ftp://ghcr.io/x", "file:///etc/passwd", "https:///nohost", "http://h:99999/"])
+@pytest.mark.parametrize(
+    "url", ["ftp://ghcr.io/x", "file:///etc/passwd", "https:///nohost", "http://h:99999/"]
+)
 def test_origin_refuses_what_is_no_http_url(url: str) -> None:
     with pytest.raises(EgressRefused):
         origin_of(url)

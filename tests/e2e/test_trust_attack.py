@@ -35,6 +35,7 @@ EVIL_NAME = "attacker/evil-vllm"  # the repository on the simulated ghcr.io
 FORK = f"{OUTSIDER}/InferenceX"
 MAINTAINER = "bob-maintainer"
 STATUS = "<!-- sweepbot:status -->"
+CONFIG = f"version: 1\nimages:\n  - name: {IMAGE}\n    source-repo: {VLLM_REPO}\n"
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         server.world.commit_files(
             BENCH_REPO,
             "main",
-            {".github/sweepbot.yml": f"version: 1\nimages:\n  - name: {IMAGE}\n    source-repo: {VLLM_REPO}\n"},
+            {".github/sweepbot.yml": CONFIG},
             "sweepbot config",
             author="alice-admin",
         )
@@ -114,7 +115,9 @@ def _open_attack(world: Any) -> int:
     to wait for #47269 (the objects are shared, as GitHub lets a base repo read a fork's head)."""
     world.add_repo(FORK)
     world.repo(FORK).objects = world.repo(BENCH_REPO).objects
-    world.set_ref(FORK, "refs/heads/faster-mtp", world.repo(BENCH_REPO).refs["refs/heads/main"], pusher=OUTSIDER)
+    world.set_ref(
+        FORK, "refs/heads/faster-mtp", world.repo(BENCH_REPO).refs["refs/heads/main"], pusher=OUTSIDER
+    )
     master = world.read_file(BENCH_REPO, MASTER_PATH, "main").decode()
     evil = set_image(master, ATTACK_KEY, f"{EVIL}:nightly-{'0' * 40}")
     world.commit_files(FORK, "faster-mtp", {MASTER_PATH: evil}, "mtp: a faster image", author=OUTSIDER)
@@ -142,7 +145,9 @@ def _comment(env: dict[str, Any], login: str, number: int, body: str) -> str:
 
 def _status(world: Any, number: int) -> str:
     found = [
-        c.body for c in world.repo(BENCH_REPO).comments.values() if c.issue_number == number and STATUS in c.body
+        c.body
+        for c in world.repo(BENCH_REPO).comments.values()
+        if c.issue_number == number and STATUS in c.body
     ]
     return found[0] if found else ""
 
@@ -164,7 +169,10 @@ def _evil_everywhere(world: Any) -> list[str]:
         if pr.user == BOT and ("evil-vllm" in pr.body or "evil-vllm" in pr.title):
             found.append(f"PR #{pr.number}")
     for run in world.runs.values():
-        if "evil-vllm" in orjson.dumps(run.inputs).decode() or "attacker" in orjson.dumps(run.inputs).decode():
+        if (
+            "evil-vllm" in orjson.dumps(run.inputs).decode()
+            or "attacker" in orjson.dumps(run.inputs).decode()
+        ):
             found.append(f"run {run.id}")
     for req in world.registry_requests:
         if "attacker" in req["path"] + req["query"] + req["image"]:
@@ -207,7 +215,9 @@ def test_a_read_only_fork_cannot_get_its_image_pinned_while_a_maintainers_recipe
     # The control: the maintainer's recipe PR was bumped onto its branch and its sweep dispatched.
     db_session.expire_all()
     (control,) = db_session.scalars(select(Watch).where(Watch.pr_number == 2104)).all()
-    bumps = db_session.scalars(select(Bump).where(Bump.watch_id == control.id, Bump.state == "committed")).all()
+    bumps = db_session.scalars(
+        select(Bump).where(Bump.watch_id == control.id, Bump.state == "committed")
+    ).all()
     assert len(bumps) == 1 and bumps[0].image.startswith(f"{IMAGE}:nightly-"), control.reason
     recipe = world.read_file(BENCH_REPO, MASTER_PATH, RECIPE_BRANCH).decode()
     assert bumps[0].image in recipe
@@ -267,11 +277,7 @@ def test_ssrf_zero_connections_outside_the_allow_list(
     world.commit_files(
         BENCH_REPO,
         "main",
-        {
-            ".github/sweepbot.yml": (
-                f"version: 1\nimages:\n  - name: {IMAGE}\n    source-repo: {VLLM_REPO}\n{images}"
-            )
-        },
+        {".github/sweepbot.yml": CONFIG + images},
         "sweepbot config: more registries",
         author="alice-admin",
     )
@@ -281,9 +287,16 @@ def test_ssrf_zero_connections_outside_the_allow_list(
         master = set_image(master, key, f"{image}:nightly-{'0' * 40}")
     main = world.repo(BENCH_REPO).refs["refs/heads/main"]
     world.set_ref(BENCH_REPO, "refs/heads/registries", main, pusher="carol-writer")
-    world.commit_files(BENCH_REPO, "registries", {MASTER_PATH: master}, "new registries", author="carol-writer")
+    world.commit_files(
+        BENCH_REPO, "registries", {MASTER_PATH: master}, "new registries", author="carol-writer"
+    )
     pr = world.open_pull(
-        BENCH_REPO, "registries", "main", "new registries", f"requires {VLLM_REPO}#47269\n", user="carol-writer"
+        BENCH_REPO,
+        "registries",
+        "main",
+        "new registries",
+        f"requires {VLLM_REPO}#47269\n",
+        user="carol-writer",
     )
     _poll(env, db_session)
     _poll(env, db_session)
