@@ -154,9 +154,19 @@ def hub_tags(world: World, request: Request, ns: str, repo: str) -> Response:
     return _json(200, {"count": len(tags), "next": nxt, "previous": prev, "results": results})
 
 
+def _log_registry(world: World, request: Request, image: str) -> None:
+    with world.lock:
+        world.registry_requests.append(
+            {"path": request.url.path, "query": request.url.query, "image": image, "at": time.time()}
+        )
+        if len(world.registry_requests) > 20000:
+            del world.registry_requests[:5000]
+
+
 def registry_routes(app: FastAPI, world: World) -> None:
     @app.get("/v2/")
     def oci_base(request: Request) -> Response:
+        _log_registry(world, request, "")
         auth = request.headers.get("authorization", "")
         if not auth.lower().startswith("bearer ") or auth[7:].strip() not in world.registry_tokens:
             return _registry_challenge(world, "")
@@ -164,10 +174,16 @@ def registry_routes(app: FastAPI, world: World) -> None:
 
     @app.get("/v2/{name:path}/tags/list")
     def oci_list(request: Request, name: str) -> Response:
+        _log_registry(world, request, name)
+        with world.lock:
+            elsewhere = world.registry_redirects.get(name)
+        if elsewhere is not None:  # a registry that sends its clients somewhere else
+            return RedirectResponse(elsewhere, status_code=307)
         return oci_tags(world, request, name)
 
     @app.get("/token")
-    def registry_token(scope: str = "", service: str = "") -> Response:
+    def registry_token(request: Request, scope: str = "", service: str = "") -> Response:
+        _log_registry(world, request, scope)
         tok = secrets.token_urlsafe(24)
         with world.lock:
             world.registry_tokens.add(tok)
@@ -177,10 +193,12 @@ def registry_routes(app: FastAPI, world: World) -> None:
 
     @app.get("/hub/v2/namespaces/{ns}/repositories/{repo}/tags")
     def hub(request: Request, ns: str, repo: str) -> Response:
+        _log_registry(world, request, f"{ns}/{repo}")
         return hub_tags(world, request, ns, repo)
 
     @app.get("/hub/v2/repositories/{ns}/{repo}/tags")
     def hub_legacy(request: Request, ns: str, repo: str) -> Response:
+        _log_registry(world, request, f"{ns}/{repo}")
         return hub_tags(world, request, ns, repo)
 
     @app.get("/_blobs/artifacts/{artifact_id}.zip")

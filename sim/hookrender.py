@@ -54,7 +54,7 @@ class HookRenderer:
                 payload["before"], payload["after"] = x.get("before"), x.get("after")
             if x.get("label") is not None:
                 payload["label"] = render.label(w, repo, x["label"])
-        if event.name == "issue_comment" and x.get("changes") is not None:
+        if event.name in ("issue_comment", "pull_request") and x.get("changes") is not None:
             payload["changes"] = x["changes"]
         return payload
 

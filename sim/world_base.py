@@ -77,6 +77,10 @@ class WorldBase:
         self.oauth_default_user: str | None = None
         self.oauth_clients: dict[str, str] = {}
         self.registry_tokens: set[str] = set()
+        # every registry request (tag lists, token fetches): which path, for which image (a test
+        # reads it), and the images whose tag list answers with a redirect (to another host)
+        self.registry_requests: list[dict[str, Any]] = []
+        self.registry_redirects: dict[str, str] = {}
         self._wakeups: list[threading.Event] = []
         self.scenario: Any = None  # a sim.scenario.SeedScenario once loaded
         self.nightly_story: Any = None  # a sim.nightly_scenario.NightlyRegressionStory once loaded

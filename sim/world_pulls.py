@@ -224,6 +224,17 @@ class Pulls(Issues):
                 self._pull_event(repo, pr, "reopened", sender=user or self.settings.default_token_user)
             return pr
 
+    def edit_pull_body(self, full_name: str, number: int, body: str, user: str) -> Pull:
+        """``user`` edits the PR's description: GitHub sends ``pull_request`` ``edited`` with the
+        editor as ``sender`` and the old text under ``changes.body.from``."""
+        with self.lock:
+            repo = self.repo(full_name)
+            pr = self.pull(full_name, number)
+            old = pr.body
+            pr.body, pr.updated_at = body, self.now()
+            self._pull_event(repo, pr, "edited", sender=user, changes={"body": {"from": old}})
+            return pr
+
     def _on_branch_moved(self, repo: Repo, branch: str, old: str | None, new: str) -> None:
         for r in self.repos.values():
             for pr in r.pulls.values():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -18,6 +18,9 @@ from typing import Any, Protocol
 import httpx
 import structlog
 
+from app.adapters.egress import Egress, resolve_host
+from app.core import safejson
+from app.core.egress import EgressRefused, EgressRules, check_redirect, origin_of
 from app.models import HttpCacheEntry
 from app.settings import get_settings
 
@@ -28,6 +31,8 @@ GHCR_URL = "https://ghcr.io"
 DOCKER_HOSTS = ("docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com")
 MAX_PAGES = 100
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024  # one tag-list page is a few hundred KB at most
+MAX_JSON_DEPTH = 16  # a tag list or token answer nests 4 levels; Docker Hub's 5
+MAX_REDIRECTS = 5  # same-origin hops only (a trailing slash, a moved path)
 _TRANSFER_HEADERS = {"content-encoding", "content-length", "transfer-encoding"}
 
 
@@ -250,10 +255,13 @@ class _Base:
         page_size: int = 100,
         max_pages: int = MAX_PAGES,
         timeout: float = 15.0,
+        egress: Egress | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._owns_http = http is None
-        self._http = http or httpx.Client(timeout=timeout, follow_redirects=True)
+        # Redirects are followed by hand (_get), within one origin only.
+        self._http = http or httpx.Client(timeout=timeout, follow_redirects=False)
+        self._egress = egress
         self._cache = cache or MemoryEtagCache()
         self.page_size = page_size
         self.max_pages = max_pages
@@ -266,17 +274,40 @@ class _Base:
 
     @staticmethod
     def _json(url: str, resp: httpx.Response) -> Any:
-        """The answer's JSON; an HTML error page or a truncated body is a registry error, not a crash."""
+        """The answer's JSON (nesting capped); an HTML error page, a truncated or too deep body is
+        a registry error, not a crash."""
         try:
-            return resp.json()
+            return safejson.loads(resp.content, max_depth=MAX_JSON_DEPTH)
+        except safejson.JSONLimitError as exc:
+            raise RegistryError(f"GET {url}: answer refused: {exc}", resp.status_code) from exc
         except ValueError as exc:
             raise RegistryError(f"GET {url}: answer is not JSON: {exc}", resp.status_code) from exc
 
     def _get(self, url: str, headers: dict[str, str], auth: tuple[str, str] | None = None) -> httpx.Response:
-        """GET, refusing a body over ``MAX_RESPONSE_BYTES`` before reading it whole."""
+        """GET through the egress checks, following redirects within the origin only."""
+        for _hop in range(MAX_REDIRECTS + 1):
+            resp = self._get_once(url, headers, auth)
+            location = resp.headers.get("location")
+            if resp.status_code not in (301, 302, 303, 307, 308) or not location:
+                return resp
+            target = urllib.parse.urljoin(url, location)
+            rules = self._egress.rules if self._egress is not None else EgressRules.of([url])
+            verdict = check_redirect(url, target, rules)
+            if not verdict.ok:
+                raise RegistryError(f"GET {url} answered {resp.status_code}: {verdict.why}", resp.status_code)
+            url = target
+        raise RegistryError(f"GET {url}: more than {MAX_REDIRECTS} redirects")
+
+    def _get_once(
+        self, url: str, headers: dict[str, str], auth: tuple[str, str] | None = None
+    ) -> httpx.Response:
+        """One GET, refusing a body over ``MAX_RESPONSE_BYTES`` before reading it whole."""
+        refused = self._egress.refusal(url) if self._egress is not None else None
+        if refused is not None:
+            raise RegistryError(f"GET {url} refused: {refused}")
         self.requests += 1
         try:
-            with self._http.stream("GET", url, headers=headers, auth=auth) as resp:
+            with self._http.stream("GET", url, headers=headers, auth=auth, follow_redirects=False) as resp:
                 declared = resp.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
                     raise RegistryError(
@@ -299,10 +330,18 @@ class _Base:
         """The next page's URL, only on the registry's own origin: a tag list must not be able to
         send the bot (and its credentials) to another host."""
         target = urllib.parse.urljoin(current, link)
-        here, there = urllib.parse.urlsplit(current), urllib.parse.urlsplit(target)
-        if (here.scheme, here.netloc) != (there.scheme, there.netloc):
+        try:
+            same = origin_of(current) == origin_of(target)
+        except EgressRefused:
+            same = False
+        if not same:
             raise RegistryError(f"GET {current}: the next-page link points to another origin: {target}")
         return target
+
+    def _complete(self, pending: str | None) -> None:
+        """A listing cut off at ``max_pages`` is an error: a partial list marks tags vanished."""
+        if pending:
+            raise RegistryError(f"tag listing has more than {self.max_pages} pages; next was {pending}")
 
     def _conditional(self, url: str, headers: dict[str, str]) -> tuple[Any, bool, httpx.Response]:
         cached = self._cache.get(url)
@@ -364,9 +403,13 @@ class DockerHubClient(_Base):
                 raise RegistryError(
                     f"GET {url}: expected a JSON object with results[], got {type(body).__name__}"
                 )
-            for item in body.get("results") or []:
+            results = body.get("results")
+            if not isinstance(results, list):
+                raise RegistryError(f"GET {url}: malformed tag listing: results is not a list")
+            for item in results:
                 if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-                    continue
+                    # Never skip: a listing that lost its names would mark known tags vanished.
+                    raise RegistryError(f"GET {url}: malformed tag listing: an item has no name")
                 digest = item.get("digest")
                 if not digest:
                     images = item.get("images")
@@ -376,6 +419,7 @@ class DockerHubClient(_Base):
                 tags.append(RemoteTag(item["name"], digest if isinstance(digest, str) else None, pushed))
             nxt = body.get("next")
             url = self._next_page(url, nxt) if isinstance(nxt, str) and nxt else None
+        self._complete(url)
         return TagListing(tags, changed, self.requests - start)
 
 
@@ -402,6 +446,11 @@ class OciClient(_Base):
         if challenge.get("service"):
             params["service"] = challenge["service"]
         url = urllib.parse.urljoin(self.base_url + "/", realm) + "?" + urllib.parse.urlencode(params)
+        # The realm is where credentials go: an allowed origin (or, with no allow-list, this one).
+        rules = self._egress.rules if self._egress is not None else EgressRules.of([self.base_url])
+        verdict = rules.check_url(url)
+        if not verdict.ok:
+            raise RegistryError(f"registry bearer realm refused: {verdict.why}")
         resp = self._get(url, {}, auth=self._basic)
         if resp.status_code != 200:
             raise self._fail(url, resp)
@@ -437,14 +486,19 @@ class OciClient(_Base):
                 changed = True
             else:
                 body, link = body["body"], body.get("link")
-            if not isinstance(body, dict):
-                raise RegistryError(f"GET {url}: expected a JSON object with tags[]")
-            page = [t for t in body.get("tags") or [] if isinstance(t, str)]
+            raw_tags = body.get("tags") if isinstance(body, dict) else None
+            if not isinstance(raw_tags, list) or not all(isinstance(t, str) for t in raw_tags):
+                # Never an empty list: that would mark every known tag vanished.
+                raise RegistryError(
+                    f"GET {url}: malformed tag listing: expected a JSON object with tags[] of strings"
+                )
+            page = list(raw_tags)
             names.extend(page)
             nxt = parse_link_next(link, url)
             # Without Link the spec says the list is complete; a registry that ignores n and never
             # sends Link also ends here.
             url = self._next_page(url, nxt) if nxt and page else None
+        self._complete(url)
         return TagListing([RemoteTag(n) for n in names], changed, self.requests - start)
 
 
@@ -456,6 +510,12 @@ class GhcrClient(OciClient):
 RegistryClient = DockerHubClient | OciClient
 
 
+def _default_base(image: ImageRef, kind: str) -> str:
+    if kind == "dockerhub":
+        return DOCKERHUB_API
+    return GHCR_URL if kind == "ghcr" else f"https://{image.host}"
+
+
 def client_for(
     image: ImageRef,
     *,
@@ -464,21 +524,47 @@ def client_for(
     overrides: dict[str, str] | None = None,
     http: httpx.Client | None = None,
     cache: EtagCache | None = None,
+    trusted_hosts: Iterable[str] = (),
+    configured_urls: Iterable[str] = (),
+    resolve: Callable[[str, int], list[str]] = resolve_host,
 ) -> RegistryClient:
     """The client for an image: ``kind``/``url`` from the bot config win; else by host.
 
-    ``overrides`` maps a host (``docker.io``, ``ghcr.io``, ...) to a base URL (the simulator, a mirror).
+    ``overrides`` maps a host (``docker.io``, ``ghcr.io``, ...) to a base URL (the simulator, a
+    mirror); the operator's, so their origins may be internal addresses. Every request the client
+    makes is checked against an allow-list (``app.core.egress``): the overrides, ``configured_urls``
+    (``images:`` urls of the default branch's bot config) and the registries of
+    ``trusted_hosts`` (image hosts the default branch pins or lists). An image on any other host is
+    refused before a single connection.
     """
     overrides = overrides or {}
-    base = url or overrides.get(image.host)
     kind = kind or (
         "dockerhub" if image.host == "docker.io" else "ghcr" if image.host == "ghcr.io" else "oci"
     )
+    base = url or overrides.get(image.host) or _default_base(image, kind)
+    trusted = {h.lower() for h in trusted_hosts}
+    if url is None and image.host not in overrides and image.host.lower() not in trusted:
+        raise RegistryError(
+            f"registry {image.host} of {image.image_repo} is not one the default branch pins or lists "
+            "under `images:` in .github/sweepbot.yml; not contacted"
+        )
+    allowed = [*configured_urls, *(f"https://{h}" for h in trusted)]
+    if "docker.io" in trusted:
+        allowed.append(DOCKERHUB_API)
+    if "ghcr.io" in trusted:
+        allowed.append(GHCR_URL)
+    if url is not None:
+        allowed.append(url)
+    try:
+        rules = EgressRules.of(allowed, operator=overrides.values())
+    except EgressRefused as exc:
+        raise RegistryError(f"registry allow-list: {exc}") from exc
+    egress = Egress(rules, resolve)
     if kind == "dockerhub":
-        return DockerHubClient(base or DOCKERHUB_API, http=http, cache=cache)
+        return DockerHubClient(base, http=http, cache=cache, egress=egress)
     if kind == "ghcr":
-        return GhcrClient(base or GHCR_URL, http=http, cache=cache)
-    return OciClient(base or f"https://{image.host}", http=http, cache=cache)
+        return GhcrClient(base, http=http, cache=cache, egress=egress)
+    return OciClient(base, http=http, cache=cache, egress=egress)
 
 
 def registry_overrides() -> dict[str, str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from app.core.inert import code
 
@@ -39,8 +39,50 @@ class Binding:
         return self.sha is not None
 
 
-def _ask_for_sha(current: str) -> str:
-    return f"Review it and write `/sweep approve {current[:12]}` to approve exactly that commit."
+def _ask_for_sha(current: str, command: str) -> str:
+    # The full sha: a prefix could later be shared by a commit nobody reviewed.
+    return f"Review it and write `{command} {current}` to approve exactly that commit."
+
+
+def _explicit(
+    asked: str, *, comment_at: datetime | None, history: list[HeadSeen], current: str, command: str
+) -> Binding:
+    """A named commit. All 40 digits name exactly one commit: it must be the current head. A
+    prefix stands for the head that was current when the comment was written (the bot's record),
+    never for a later head that happens to share it."""
+    if not SHA_RE.match(asked):
+        return Binding(
+            None, f"{code(asked)} is not a commit SHA (7 to 40 hex digits). " + _ask_for_sha(current, command)
+        )
+    if len(asked) == 40:
+        if asked == current:
+            return Binding(current, f"the named commit {asked} is the current head")
+        return Binding(
+            None,
+            f"{code(asked)} is not the PR's head, which is now `{current[:12]}`. "
+            + _ask_for_sha(current, command),
+        )
+    before = [h for h in history if comment_at is not None and h.at <= comment_at]
+    if not before:
+        return Binding(
+            None,
+            f"I have no record of the PR's head when you wrote {code(asked)}, so I cannot tell which "
+            "commit that prefix named. " + _ask_for_sha(current, command),
+        )
+    then = before[-1].sha.lower()
+    if not then.startswith(asked):
+        return Binding(
+            None,
+            f"{code(asked)} is not the commit that was the PR's head when you wrote it "
+            f"(`{then[:12]}`). " + _ask_for_sha(current, command),
+        )
+    if then != current:
+        return Binding(
+            None,
+            f"{code(asked)} named `{then[:12]}`, the head when you wrote it, which is not the PR's head: "
+            f"that is now `{current[:12]}`. " + _ask_for_sha(current, command),
+        )
+    return Binding(current, f"the prefix {asked} names the head when the comment was written, still the head")
 
 
 def bind_approval(
@@ -49,43 +91,53 @@ def bind_approval(
     seen: Iterable[HeadSeen],
     current_head: str,
     explicit_sha: str | None = None,
+    command: str = "/sweep approve",
 ) -> Binding:
-    """The head the approval stands for, or a refusal that says what to write instead."""
+    """The head the approval stands for, or a refusal that says what to write instead.
+
+    ``command`` is the approval being bound (``/sweep approve``, ``/depends-on approve``): the
+    refusal names it."""
     current = current_head.lower()
+    history = sorted((HeadSeen(h.sha, h.at + CLOCK_MARGIN) for h in seen), key=lambda h: h.at)
     if explicit_sha is not None:
-        asked = explicit_sha.lower()
-        if SHA_RE.match(asked) and current.startswith(asked):
-            return Binding(current, f"the named commit {asked} is the current head")
-        return Binding(
-            None,
-            f"{code(explicit_sha)} is not the PR's head, which is now `{current[:12]}`. "
-            + _ask_for_sha(current),
+        return _explicit(
+            explicit_sha.lower(), comment_at=comment_at, history=history, current=current, command=command
         )
     if comment_at is None:
         return Binding(
             None,
             "I cannot tell when this comment was written, so I cannot tell which commit you "
-            "reviewed. " + _ask_for_sha(current),
+            "reviewed. " + _ask_for_sha(current, command),
         )
-    history = sorted((HeadSeen(h.sha, h.at + CLOCK_MARGIN) for h in seen), key=lambda h: h.at)
     before = [h for h in history if h.at <= comment_at]
     if not before:
         return Binding(
             None,
             "I have no record of this PR's head from before your comment, so I cannot tell which "
-            "commit you reviewed. " + _ask_for_sha(current),
+            "commit you reviewed. " + _ask_for_sha(current, command),
         )
     reviewed = before[-1].sha.lower()
     if reviewed != current:
         return Binding(
             None,
             f"The PR's head moved since your comment: it was `{reviewed[:12]}` when you wrote it and "
-            f"is `{current[:12]}` now. " + _ask_for_sha(current),
+            f"is `{current[:12]}` now. " + _ask_for_sha(current, command),
         )
     if any(h.sha.lower() != reviewed for h in history if h.at > comment_at):
         return Binding(
             None,
             f"The PR's head changed after your comment and is back at `{current[:12]}`. "
-            + _ask_for_sha(current),
+            + _ask_for_sha(current, command),
         )
     return Binding(reviewed, "the head when the comment was written is still the head")
+
+
+def unchanged_since(changed_at: datetime | None, comment_at: datetime | None) -> bool:
+    """Whether text last changed (as the bot received it, ``changed_at``) before a comment
+    written at ``comment_at``: what the commenter read is what is approved. Dated
+    ``CLOCK_MARGIN`` later, like head sightings, so clock skew can only refuse."""
+    if changed_at is None:
+        return True
+    if changed_at.tzinfo is None:  # a database without time zones (SQLite) stores UTC
+        changed_at = changed_at.replace(tzinfo=UTC)
+    return comment_at is not None and changed_at + CLOCK_MARGIN <= comment_at

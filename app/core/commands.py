@@ -209,6 +209,15 @@ GRAMMAR: tuple[CommandSpec, ...] = (
         takes_refs=True,
         example="/depends-on drop vllm-project/vllm#47270",
     ),
+    CommandSpec(
+        "depends-on",
+        "approve",
+        "Let the dependency lines of a PR by someone without write access count (for the head you "
+        "reviewed; the image a bump pins still comes from the default branch).",
+        True,
+        example="/depends-on approve 1a2b3c4d5e6f",
+        takes_sha=True,
+    ),
     CommandSpec("bump", None, "Bump the image pin now if a nightly contains every dependency.", True),
     CommandSpec("help", None, "Show this help.", False),
 )

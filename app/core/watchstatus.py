@@ -27,6 +27,7 @@ class WatchView:
     dropped: Sequence[str] = field(default_factory=tuple)
     bumped: bool = False  # a bump happened: chosen_tag is the pinned nightly
     newest_containing: str | None = None  # after a bump, a newer nightly with every merge commit
+    held: str | None = None  # nothing is watched: waits for a maintainer, or the image is refused
 
 
 def _short(sha: str | None) -> str:
@@ -50,6 +51,10 @@ def render_status(views: Sequence[WatchView]) -> str:
     """The sticky status comment. Deterministic (no timestamps) so an unchanged state is no edit."""
     lines = [STATUS_MARKER, "### sweepbot: upstream dependencies"]
     for v in views:
+        if v.held:
+            # One line: nothing is polled for this key, so there is no state to show.
+            lines += ["", f"**`{v.key}`**", "", f"- ⏸️ {v.held.rstrip('.')}."]
+            continue
         lines += ["", f"**`{v.key}`**", "", "| dependency | state |", "| --- | --- |"]
         for d in v.deps:
             title = f" {d.title}" if d.title else ""

@@ -19,6 +19,8 @@ import structlog
 from sqlalchemy.orm import Session
 
 from app.adapters.github.errors import Conflict, GitHubError, NotFound
+from app.adapters.registry import parse_image
+from app.core.admission import bump_image_allowed
 from app.core.botconfig import BotConfig
 from app.core.bumpplan import (
     BUMP_BLOCKED_MARKER,
@@ -60,7 +62,7 @@ from app.flows.bumppr import (
     tell_bump_pr,
 )
 from app.flows.bumpsweep import request_bump_sweep
-from app.flows.recipefiles import locate_config, read_master_configs
+from app.flows.recipefiles import default_image_repo, locate_config, read_master_configs
 from app.flows.trackports import BumpGateway
 from app.models.tracking import Bump, Dependency, Watch
 from app.store.bumps import blocked_bump, bump_for, last_own_bump, record_bump
@@ -186,6 +188,18 @@ def bump_watch(
         outcome = attempt(allow_pr_branch=False)
         note = f"GitHub refused sweepbot's push to the recipe branch ({exc}), so "
         return replace(outcome, message=note + outcome.message)
+
+
+def _untrusted_image(gw: BumpGateway, watch: Watch, image: str, config: BotConfig) -> str | None:
+    """Defence in depth at the write: the image repository must be the key's on the default
+    branch or one listed under ``images:`` (app.core.admission), whatever the watch says."""
+    try:
+        repo = parse_image(image).image_repo
+        configured = [parse_image(src.name).image_repo for src in config.images]
+    except ValueError as exc:
+        return f"refused to pin {image!r}: {exc}"
+    default = default_image_repo(gw, watch.repo, watch.config_key, config, watch.config_path)
+    return bump_image_allowed(repo, default_repo=default, configured=configured)
 
 
 # ------------------------------------------------------------------------------------------ facts
@@ -319,6 +333,10 @@ def apply_plan(session: Session, gw: BumpGateway, ctx: _Ctx, facts: BumpFacts, p
 def _commit(session: Session, gw: BumpGateway, ctx: _Ctx, facts: BumpFacts, plan: Commit) -> BumpOutcome:
     repo, start = ctx.watch.repo, facts.start_sha
     old_image = ctx.watch.pinned_image
+    refused = _untrusted_image(gw, ctx.watch, ctx.image, ctx.config)
+    if refused is not None:
+        log.warning("bump_image_refused", repo=repo, key=ctx.watch.config_key, image=ctx.image, why=refused)
+        return _blocked(session, ctx, start, refused)
     base_tree = str(gw.get_commit(repo, start)["tree"]["sha"])
     blobs = {path: gw.create_blob(repo, text) for path, text in plan.files.items()}
     tree = gw.create_tree(repo, base_tree, blobs)

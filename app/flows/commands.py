@@ -148,6 +148,18 @@ def _depends_on(session: Session, gw: CommandGateway, cmd: Command, at: Where) -
     return str(fn(session, gw, repo=at.repo, pr_number=at.number, refs=refs, actor=at.login))
 
 
+def _depends_approve(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
+    return tracking.approve_watches(
+        session,
+        gw,
+        repo=at.repo,
+        pr_number=at.number,
+        approver=at.login,
+        comment_at=parse_time(at.comment.get("created_at")),
+        explicit_sha=cmd.options.get("sha"),
+    )
+
+
 def _status(session: Session, gw: CommandGateway, cmd: Command, at: Where) -> str:
     return pr_status_text(session, repo=at.repo, pr_number=at.number)
 
@@ -169,6 +181,7 @@ RUNNERS = {
     "/sweep approve": _approve,
     "/depends-on": _depends_on,
     "/depends-on drop": _depends_on,
+    "/depends-on approve": _depends_approve,
     "/bump": _bump,
 }
 

@@ -18,10 +18,13 @@ import structlog
 from sqlalchemy.orm import Session
 
 from app.adapters.github.errors import NotFound
+from app.adapters.permissions import PermissionGateway, permission_of
 from app.adapters.registry import TagPattern, parse_image
+from app.core.admission import AWAITING_LINE, ImageAdmission, image_admission, watch_admission
 from app.core.botconfig import BotConfig
 from app.core.payloads import DELETED_FORK, head_of
 from app.core.readiness import (
+    Action,
     DepView,
     Readiness,
     choose_nightly,
@@ -33,9 +36,16 @@ from app.core.recipes import AmbiguousKeyError, RecipeError, current_image
 from app.core.tagcommits import resolve_tag_commits
 from app.flows.botconfig import bot_config
 from app.flows.bump import bump_watch
-from app.flows.recipefiles import locate_config
+from app.flows.recipefiles import default_image_repo, locate_config
 from app.flows.statuscomment import publish_status
-from app.flows.tags import TagState, compare_status, full_commit, image_source_of, refresh_tags
+from app.flows.tags import (
+    TagState,
+    compare_status,
+    full_commit,
+    image_source_of,
+    refresh_tags,
+    trusted_registries,
+)
 from app.flows.trackports import PullReader, RecipeReader, TrackingGateway
 from app.models.tracking import Bump, Dependency, DepState, Watch, WatchState
 from app.store.bumps import latest_done_bump
@@ -83,22 +93,46 @@ def _head(gw: RecipeReader, watch: Watch, pull: dict[str, Any] | None) -> tuple[
     return str((ref or {}).get("object", {}).get("sha") or ""), watch.repo
 
 
+def admit_image(
+    gw: RecipeReader, watch: Watch, pull: dict[str, Any] | None, cfg: BotConfig
+) -> ImageAdmission:
+    """Which image repository the watch may track: the head's, only if the default branch pins it
+    for this key or lists it under ``images:`` (app.core.admission)."""
+    head_repo = parse_image(watch.pinned_image or "").image_repo
+    configured = [parse_image(src.name).image_repo for src in cfg.images]
+    # A watch of the bot config (no PR) reads the pin on the default branch itself.
+    default = (
+        head_repo
+        if pull is None
+        else default_image_repo(gw, watch.repo, watch.config_key, cfg, watch.config_path)
+    )
+    verdict = image_admission(
+        key=watch.config_key, head_repo=head_repo, default_repo=default, configured=configured
+    )
+    log.info("image_admission", watch_id=watch.id, image_repo=verdict.image_repo, why=verdict.why)
+    return verdict
+
+
 def refresh_pin(
     session: Session, gw: RecipeReader, watch: Watch, pull: dict[str, Any] | None, cfg: BotConfig
 ) -> str | None:
-    """Re-read the key's ``image:`` at the PR head, only when the head moved (files cost calls).
+    """Re-read the key's ``image:`` at the PR head, only when the head moved (files cost calls),
+    and which image repository it may track (``watch.image_repo``, None when refused).
 
     Returns why there is no pin to bump (the key is missing, archived to ``configs/deprecated/``,
-    or has no ``image:``), else None. An unchanged head keeps the earlier answer for free."""
+    or has no ``image:``, or its image repository is not the default branch's), else None. An
+    unchanged head keeps the earlier answer for free."""
     got = _head(gw, watch, pull)
     if isinstance(got, str):
+        watch.image_repo = None
         return got
     head_sha, head_repo = got
     if head_sha and head_sha == watch.head_sha:
-        if watch.pinned_image:
+        if watch.pinned_image and watch.image_repo:
             return None
         if watch.decision in ("blocked", "stopped") and watch.reason:
             return watch.reason  # the config problem found at this very head
+    watch.image_repo = None
     try:
         loc, text = locate_config(
             gw, head_repo, head_sha or None, watch.config_key, cfg, hint=watch.config_path
@@ -122,7 +156,12 @@ def refresh_pin(
         return f"the `image:` of config key {watch.config_key} in {loc.path} cannot be read: {exc}"
     if not watch.pinned_image:
         return f"config key {watch.config_key} in {loc.path} has no `image:` to bump"
-    return None
+    try:
+        verdict = admit_image(gw, watch, pull, cfg)
+    except ValueError as exc:
+        return f"the `image:` of config key {watch.config_key} cannot be read: {exc}"
+    watch.image_repo = verdict.image_repo
+    return None if verdict.ok else verdict.why
 
 
 # ------------------------------------------------------------------------------ 2. the dependencies
@@ -172,7 +211,13 @@ def _tags(
     tags = memo.get(memo_key) if memo is not None else None
     if tags is None:
         tags = refresh_tags(
-            session, image_repo, pattern=src.pattern, registry_kind=src.kind, registry_url=src.url, http=http
+            session,
+            image_repo,
+            pattern=src.pattern,
+            trusted=trusted_registries(cfg, [image_repo]),  # admitted from the default branch
+            registry_kind=src.kind,
+            registry_url=src.url,
+            http=http,
         )
         if memo is not None:
             memo[memo_key] = tags
@@ -309,6 +354,42 @@ def act(
     return result
 
 
+def admission_hold(gw: PermissionGateway, watch: Watch, pull: dict[str, Any] | None) -> str | None:
+    """Why the watch waits for a maintainer, or None when admitted. A watch stored before
+    admission existed (``admitted_by`` NULL) is admitted when its PR's author has write access."""
+    if watch.admitted_by is not None:
+        return None
+    author = str(((pull or {}).get("user") or {}).get("login") or "")
+    if pull is None or not author:
+        return f"{AWAITING_LINE}: sweepbot cannot tell who wrote the dependency lines"
+    verdict = watch_admission(
+        body_author=author, author_role=permission_of(gw, watch.repo, author), admitted_by=None
+    )
+    if verdict.verdict == "admit":
+        watch.admitted_by = author
+        return None
+    return verdict.why
+
+
+def _hold(
+    session: Session,
+    gw: TrackingGateway,
+    watch: Watch,
+    why: str,
+    state: str,
+    publish: bool,
+    *,
+    action: Action = "wait",
+) -> Evaluation:
+    """Record why nothing is done for the watch; no dependency, registry or bump call."""
+    watch.state, watch.decision, watch.reason = state, action, why
+    watch.checked_at = _now()
+    session.flush()
+    if publish and watch.pr_number:
+        publish_status(session, gw, watch.repo, watch.pr_number)
+    return Evaluation(watch.id, Readiness(action, why))
+
+
 def evaluate_watch(
     session: Session,
     gw: TrackingGateway,
@@ -320,13 +401,20 @@ def evaluate_watch(
     tag_memo: dict[str, TagState] | None = None,
     publish: bool = True,
 ) -> Evaluation:
-    """Refresh what may have changed, decide, and act (bump once; update the status comment)."""
+    """Refresh what may have changed, decide, and act (bump once; update the status comment).
+
+    Nothing is read for a watch no writer admitted, nor for one whose image repository is not the
+    default branch's (app.core.admission): it says why and waits for a maintainer or a push."""
+    held = admission_hold(gw, watch, pull)
+    if held is not None:
+        return _hold(session, gw, watch, held, WatchState.UNAPPROVED, publish)
     cfg = bot_config(session, gw, watch.repo)
     problem = refresh_pin(session, gw, watch, pull, cfg) if pull_changed else None
+    if watch.pinned_image and not watch.image_repo and problem:
+        return _hold(session, gw, watch, problem, WatchState.REFUSED, publish, action="blocked")
     deps = live_dependencies(watch)
     for dep in deps:
         refresh_dependency(gw, dep)
-    watch.image_repo = parse_image(watch.pinned_image).image_repo if watch.pinned_image else None
     bump = latest_done_bump(session, watch.id)
     facts = NightlyFacts()
     if watch.image_repo:

@@ -62,6 +62,7 @@ from app.flows.nightly_canary import (
     now,
 )
 from app.flows.nightly_issue import IssueGateway, RangeGateway, Series, check_recovery, name_range, tell
+from app.flows.tags import trusted_registries
 from app.flows.tracking import _image_source, refresh_tags
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.results import Result
@@ -176,7 +177,13 @@ def watch_key(
     report.image_repo = ctx.image_repo
     _pattern, kind, url, _src = _image_source(cfg, ctx.image_repo)
     tags = refresh_tags(
-        session, ctx.image_repo, pattern=ctx.pattern, registry_kind=kind, registry_url=url, http=http
+        session,
+        ctx.image_repo,
+        pattern=ctx.pattern,
+        trusted=trusted_registries(cfg, [ctx.image_repo]),  # the key's pin on the default branch
+        registry_kind=kind,
+        registry_url=url,
+        http=http,
     )
     if not tags.ok:
         report.notes.append(f"registry listing failed: {tags.error}; using the tags known so far")

@@ -7,12 +7,14 @@ from typing import Any
 
 import structlog
 
+from app.adapters.registry import parse_image
 from app.core.botconfig import BotConfig
 from app.core.deprefs import parse_config_keys
 from app.core.payloads import DELETED_FORK, head_of
 from app.core.recipes import (
     KeyLocation,
     RecipeError,
+    current_image,
     is_archived_path,
     is_master_config_path,
     keys_changed,
@@ -62,6 +64,20 @@ def locate_config(
     if archived:
         loc = locate_key({**files, **archived}, key)
     return loc, None
+
+
+def default_image_repo(gw: RecipeReader, repo: str, key: str, cfg: BotConfig, hint: str | None) -> str | None:
+    """The image repository ``key`` pins on the default branch (None: not there, or no readable pin)."""
+    branch = str(gw.get_repo(repo).get("default_branch") or "main")
+    ref = gw.get_ref(repo, f"heads/{branch}")
+    sha = str((ref or {}).get("object", {}).get("sha") or "") or None
+    try:
+        loc, text = locate_config(gw, repo, sha, key, cfg, hint=hint)
+        image = current_image(text, key) if text is not None and loc.found else None
+        return parse_image(image).image_repo if image else None
+    except (RecipeError, ValueError) as exc:
+        log.info("default_pin_unreadable", repo=repo, key=key, error=str(exc))
+        return None
 
 
 def _parsed(texts: dict[str, str]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from app.core.nightlies import label_nightlies
 from app.core.readiness import Action, DepView, Readiness
 from app.core.watchstatus import STATUS_MARKER, WatchView, render_status
 from app.flows.trackports import StatusGateway
-from app.models.tracking import Bump, Watch
+from app.models.tracking import Bump, Watch, WatchState
 from app.store import watches as watch_store
 from app.store.bumps import latest_done_bump
 
@@ -70,6 +70,7 @@ def watch_view(session: Session, watch: Watch) -> WatchView:
         dropped=tuple(d.ref for d in watch.dependencies if d.dropped),
         bumped=labels.bumped,
         newest_containing=labels.newest_containing,
+        held=watch.reason if watch.state in (WatchState.UNAPPROVED, WatchState.REFUSED) else None,
     )
 
 

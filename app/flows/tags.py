@@ -4,6 +4,7 @@ ever (ancestry never changes)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -63,39 +64,71 @@ def _image_source(cfg: BotConfig, image_repo: str) -> tuple[str, str | None, str
     return src.pattern, src.kind, src.url, src.source_repo
 
 
+@dataclass(frozen=True)
+class TrustedRegistries:
+    """The registries a listing may contact: hosts of images the default branch pins (the caller
+    says which) or lists under ``images:``, and the ``images:`` urls (app.core.egress)."""
+
+    hosts: frozenset[str]
+    urls: tuple[str, ...] = ()
+
+
+def trusted_registries(cfg: BotConfig, default_branch_images: Iterable[str]) -> TrustedRegistries:
+    """From the default branch only: ``default_branch_images`` are image repos read there."""
+    hosts: set[str] = set()
+    for name in [*default_branch_images, *(src.name for src in cfg.images)]:
+        try:
+            hosts.add(parse_image(name).host)
+        except ValueError:
+            continue
+    return TrustedRegistries(frozenset(hosts), tuple(src.url for src in cfg.images if src.url))
+
+
+def _known(session: Session, image_repo: str, tp: TagPattern, error: str) -> TagState:
+    known = tag_store.known_tags(session, image_repo)
+    return TagState(
+        [(r.tag, c) for r in known if (c := tp.commit_of(r.tag))],
+        {r.tag for r in known},
+        ok=False,
+        error=error,
+    )
+
+
 def refresh_tags(
     session: Session,
     image_repo: str,
     *,
     pattern: str,
+    trusted: TrustedRegistries,
     registry_kind: str | None = None,
     registry_url: str | None = None,
     http: httpx.Client | None = None,
 ) -> TagState:
     """List the image's tags, store new ones, mark vanished ones deleted; matching tags oldest first.
 
-    When the registry cannot be read, the tags known so far are the answer (``ok=False``)."""
+    When the registry cannot be read (or may not be contacted), the tags known so far are the
+    answer (``ok=False``)."""
     ref = parse_image(image_repo)
-    client = client_for(
-        ref,
-        kind=registry_kind,
-        url=registry_url,
-        overrides=registry_overrides(),
-        http=http,
-        cache=DbEtagCache(session),
-    )
     tp = TagPattern(pattern)
+    try:
+        client = client_for(
+            ref,
+            kind=registry_kind,
+            url=registry_url,
+            overrides=registry_overrides(),
+            http=http,
+            cache=DbEtagCache(session),
+            trusted_hosts=trusted.hosts,
+            configured_urls=trusted.urls,
+        )
+    except RegistryError as exc:
+        log.warning("registry_refused", image=image_repo, error=str(exc))
+        return _known(session, image_repo, tp, str(exc))
     try:
         listing = client.list_tags(ref.repository)
     except RegistryError as exc:
         log.warning("registry_list_failed", image=image_repo, error=str(exc))
-        known = tag_store.known_tags(session, image_repo)
-        return TagState(
-            [(r.tag, c) for r in known if (c := tp.commit_of(r.tag))],
-            {r.tag for r in known},
-            ok=False,
-            error=str(exc),
-        )
+        return _known(session, image_repo, tp, str(exc))
     finally:
         client.close()
     present = tag_store.record_listing(

@@ -15,13 +15,18 @@ comment is only written when its text changed; files are only read when a head m
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import httpx
 import structlog
 from sqlalchemy.orm import Session
 
+from app.adapters.permissions import permission_of
+from app.core.admission import WatchAdmission, body_author_of, watch_admission
+from app.core.approval import bind_approval, unchanged_since
 from app.core.botconfig import CONFIG_PATH, BotConfig
+from app.core.clock import utcnow
 from app.core.deprefs import DepRef, parse_config_keys, parse_dependency_refs, parse_refs_list
 from app.core.nightlies import label_nightlies
 from app.core.readiness import DepView, Readiness, decide_readiness, search_containing
@@ -34,7 +39,9 @@ from app.flows.statuscomment import publish_status
 from app.flows.tags import TagState, _image_source, refresh_tags
 from app.flows.trackports import TrackingGateway
 from app.models.tracking import Watch, WatchState
+from app.store.audit import record
 from app.store.bumps import happened_images
+from app.store.heads import heads_seen
 from app.store.watches import (
     active_watches,
     all_watches,
@@ -53,6 +60,7 @@ __all__ = [
     "WatchView",
     "_image_source",
     "add_dependencies",
+    "approve_watches",
     "apply_config_watches",
     "bot_config",
     "check_watch",
@@ -90,6 +98,34 @@ router = Router()  # this capability's webhook handlers (app/flows/handlers.py c
 # ================================================================================= PR / push flows
 
 
+def admit_body(
+    session: Session,
+    gw: TrackingGateway,
+    watch: Watch,
+    refs: list[DepRef],
+    *,
+    author: str,
+    role: str,
+) -> WatchAdmission:
+    """Apply the PR body's dependency lines to the watch as far as their author may
+    (app.core.admission): a writer's count, a non-writer's wait for a maintainer, and never
+    change a watch admitted before."""
+    verdict = watch_admission(body_author=author, author_role=role, admitted_by=watch.admitted_by)
+    log.info("watch_admission", watch_id=watch.id, verdict=verdict.verdict, why=verdict.why)
+    if verdict.verdict == "keep":
+        return verdict
+    added, removed = sync_dependencies(session, watch, refs, source="body", actor=author, authoritative=True)
+    if verdict.verdict == "admit":
+        watch.admitted_by = author
+        if watch.state == WatchState.UNAPPROVED:
+            watch.state = WatchState.WAITING
+    elif added or removed or watch.body_changed_at is None:
+        # What a maintainer approves must be what they read: an approval written before this
+        # change is refused (app.flows.tracking.approve_watches).
+        watch.body_changed_at = utcnow()
+    return verdict
+
+
 def handle_pull_request(
     session: Session,
     gw: TrackingGateway,
@@ -97,8 +133,11 @@ def handle_pull_request(
     action: str,
     pull: dict[str, Any],
     actor: str | None = None,
+    *,
+    body_changed: bool = True,
 ) -> list[Evaluation]:
-    """pull_request opened/edited/synchronize/reopened/closed."""
+    """pull_request opened/edited/synchronize/reopened/closed. ``actor`` is the event's sender
+    (the author of an ``edited`` event's body change, ``body_changed``)."""
     number = int(pull["number"])
     watches = watches_for_pr(session, repo, number)
     if action == "closed":
@@ -120,8 +159,15 @@ def handle_pull_request(
         for key in keys:
             if key not in {w.config_key for w in watches}:
                 watches.append(ensure_watch(session, repo, number, key, "body"))
+    author = body_author_of(
+        action,
+        pr_author=str((pull.get("user") or {}).get("login") or ""),
+        sender=actor,
+        body_changed=body_changed,
+    )
+    role = permission_of(gw, repo, author) if author else "none"
     for w in watches:
-        sync_dependencies(session, w, refs, source="body", actor=actor, authoritative=True)
+        admit_body(session, gw, w, refs, author=author or "unknown", role=role)
         if action == "reopened" and w.state == WatchState.CLOSED:
             w.state = WatchState.WAITING
     evals = [evaluate_watch(session, gw, w, pull=pull, publish=False) for w in watches]
@@ -199,6 +245,7 @@ def apply_config_watches(session: Session, gw: TrackingGateway, repo: str, cfg: 
     out = []
     for spec in cfg.watches:
         watch = ensure_watch(session, repo, spec.pr or 0, spec.config_key, "config")
+        watch.admitted_by = watch.admitted_by or "config"  # the default branch's bot config
         refs = [DepRef.parse(r) for r in spec.depends_on]
         sync_dependencies(session, watch, refs, source="config", actor="config", authoritative=True)
         out.append(watch)
@@ -263,6 +310,9 @@ def add_dependencies(
         )
     added: list[str] = []
     for w in watches:
+        w.admitted_by = w.admitted_by or actor  # /depends-on needs write: the writer admits it
+        if w.state == WatchState.UNAPPROVED:
+            w.state = WatchState.WAITING
         a, _ = sync_dependencies(session, w, refs, source="command", actor=actor)
         added += [x for x in a if x not in added]
         if w.state in (WatchState.CLOSED, WatchState.DONE):
@@ -293,6 +343,56 @@ def drop_dependencies(
     return f"Dropped {', '.join(dropped)}. {_summary(evals, active)}"
 
 
+def approve_watches(
+    session: Session,
+    gw: TrackingGateway,
+    *,
+    repo: str,
+    pr_number: int,
+    approver: str,
+    comment_at: datetime | None,
+    explicit_sha: str | None = None,
+) -> str:
+    """``/depends-on approve [sha]`` (write access, checked by the command handler): the PR's
+    dependency lines count from now on, for the head the maintainer reviewed (bound as
+    ``/sweep approve`` is, app.core.approval) and the body as it was when they wrote the comment."""
+    pull = gw.get_pull(repo, pr_number)
+    current = str((pull.get("head") or {}).get("sha") or "")
+    binding = bind_approval(
+        comment_at=comment_at,
+        seen=heads_seen(session, repo, pr_number),
+        current_head=current,
+        explicit_sha=explicit_sha,
+        command="/depends-on approve",
+    )
+    log.info("watch_approval_bound", head_sha=binding.sha, current_head=current, reason=binding.reason)
+    if binding.sha is None:
+        raise ValueError(binding.reason)
+    waiting = [w for w in watches_for_pr(session, repo, pr_number) if w.admitted_by is None]
+    if not waiting:
+        return "Nothing to approve: no watch of this PR waits for a maintainer."
+    if not all(unchanged_since(w.body_changed_at, comment_at) for w in waiting):
+        raise ValueError(
+            "The PR's dependency lines changed after your comment (or I cannot tell when you wrote "
+            "it): read them again and approve again."
+        )
+    for w in waiting:
+        w.admitted_by, w.approved_sha = approver, binding.sha
+        w.state = WatchState.WAITING
+    record(
+        session,
+        actor=approver,
+        action="watch.approve",
+        target=f"{repo}#{pr_number}",
+        detail={"head_sha": binding.sha, "watches": [w.id for w in waiting]},
+    )
+    evals = [evaluate_watch(session, gw, w, pull=pull, publish=False) for w in waiting]
+    publish_status(session, gw, repo, pr_number)
+    return f"Approved by @{approver} for `{binding.sha[:12]}`: this PR's dependency lines count. " + _summary(
+        evals, waiting
+    )
+
+
 def request_bump(session: Session, gw: TrackingGateway, *, repo: str, pr_number: int, actor: str) -> str:
     """``/bump``: check readiness now and bump if ready; else say what it waits for."""
     watches, pull = _pr_watches_or_create(session, gw, repo, pr_number)
@@ -301,6 +401,8 @@ def request_bump(session: Session, gw: TrackingGateway, *, repo: str, pr_number:
             "Nothing to bump: this PR declares no upstream dependency and names no config key "
             "(add `Depends-On: owner/repo#N` to the body or use `/depends-on`)."
         )
+    for w in watches:
+        w.admitted_by = w.admitted_by or actor  # /bump needs write: the writer admits the watch
     evals = [evaluate_watch(session, gw, w, pull=pull, publish=False) for w in watches]
     publish_status(session, gw, repo, pr_number)
     return _summary(evals, watches)
@@ -357,7 +459,16 @@ def on_pull_request(ctx: HandlerContext[Session, TrackingGateway]) -> None:
     pull = payload.get("pull_request")
     if not repo or not isinstance(pull, dict):
         raise HandlerSkipped("no repository or pull_request in the payload")
-    handle_pull_request(ctx.session, ctx.gateway(), repo, str(ctx.event.action), pull, ctx.event.sender)
+    changes = payload.get("changes")
+    handle_pull_request(
+        ctx.session,
+        ctx.gateway(),
+        repo,
+        str(ctx.event.action),
+        pull,
+        ctx.event.sender,
+        body_changed=isinstance(changes, dict) and "body" in changes,
+    )
 
 
 for _action in ("opened", "edited", "synchronize", "reopened", "closed"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from app.adapters.permissions import PermissionGateway
 from app.flows.botconfig import ConfigReader
 from app.flows.sweeprequest import RequestGateway
 
@@ -101,5 +102,6 @@ class BumpGateway(GitWriter, BumpPrGateway, RecipeReader, BumpSweepGateway, Prot
     """Everything a bump touches (it also requests the sweep, which reads the PR and its files)."""
 
 
-class TrackingGateway(BumpGateway, PullReader, CompareGateway, Protocol):
-    """Everything evaluating a watch may touch: reads, containment, the bump, the status comment."""
+class TrackingGateway(BumpGateway, PullReader, CompareGateway, PermissionGateway, Protocol):
+    """Everything evaluating a watch may touch: reads, containment, the bump, the status comment,
+    and who wrote a PR's dependency lines (app.core.admission)."""

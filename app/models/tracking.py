@@ -1,7 +1,8 @@
 """Tracking tables: watches, their upstream dependencies, image tags seen, the compare cache,
 bumps, sticky status comments and the per-repo bot config (with its error, for the dashboard).
 
-Keep ``migrations/versions/0002_tracking.py`` in step with this module (a test compares them).
+Keep ``migrations/versions/0002_tracking.py`` (and ``0017_watch_approval.py``) in step with this
+module (a test compares them).
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ class WatchState:
     # The key moved to configs/deprecated/ (sweep generation no longer reads it): no more polling
     # until a push to the PR brings the key back (pull_request events still re-check it).
     ARCHIVED = "archived"
+    # Its dependency lines were written by someone without write access: nothing is polled until
+    # a maintainer approves it (``/depends-on approve``; app.core.admission).
+    UNAPPROVED = "unapproved"
+    # The PR points the key at an image repository the default branch does not pin or list: no
+    # watch (nothing polled) until a push brings a trusted one back (pull_request events re-check).
+    REFUSED = "refused"
 
     ACTIVE = (WAITING, BLOCKED)
 
@@ -65,6 +72,11 @@ class Watch(Base):
     decision: Mapped[str | None] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
     head_sha: Mapped[str | None] = mapped_column(String(64))
+    # Who made the dependency lines count: the writer who wrote them, the maintainer who approved
+    # (with the head they reviewed), or ``config``/``command``; None: waits for a maintainer.
+    admitted_by: Mapped[str | None] = mapped_column(String(200))
+    approved_sha: Mapped[str | None] = mapped_column(String(64))
+    body_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # unadmitted edit
     checked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

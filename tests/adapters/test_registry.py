@@ -241,7 +241,12 @@ def test_refresh_tags_closes_the_http_client_it_made(
         return client
 
     monkeypatch.setattr(app.flows.tags, "client_for", client_for)
-    state = refresh_tags(db_session, "vllm/x", pattern=r"nightly-(?P<sha>[0-9a-f]{40})")
+    state = refresh_tags(
+        db_session,
+        "vllm/x",
+        pattern=r"nightly-(?P<sha>[0-9a-f]{40})",
+        trusted=app.flows.tags.TrustedRegistries(frozenset({"docker.io"})),
+    )
     assert not state.ok and made and made[0]._http.is_closed
     handed_in = httpx.Client(transport=httpx.MockTransport(handler))
     DockerHubClient("https://hub.test", http=handed_in).close()

@@ -35,6 +35,8 @@ def _sim(settings_env: pytest.MonkeyPatch, time_scale: float) -> Iterator[Any]:
     with SimServer(settings=SimSettings(time_scale=time_scale, seed=11)) as sim:
         SeedScenario(sim.world).load()
         settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
+        # The simulator's registry is on loopback: only an operator-configured origin may be.
+        settings_env.setenv("SWEEPBOT_REGISTRY_URLS", f"docker.io={sim.url}/hub,ghcr.io={sim.url}")
         settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES", "0")

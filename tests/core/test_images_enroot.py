@@ -96,7 +96,7 @@ def test_tags_of_an_enroot_image_are_listed_from_the_registry_before_the_hash() 
     from app.adapters.registry import OciClient, client_for
 
     ref = parse_image(ENROOT_PIN)
-    client = client_for(ref)
+    client = client_for(ref, trusted_hosts={"nvcr.io"})  # as when the default branch pins it
     try:
         assert isinstance(client, OciClient) and client.base_url == "https://nvcr.io"
     finally:

@@ -96,9 +96,10 @@ def _at(minutes: float) -> datetime:
         ([], 5, A, None, None, "no record"),
         ([(A, 10)], 5, A, None, None, "no record"),  # the bot only learned of A after the comment
         ([(A, 0)], None, A, None, None, "cannot tell when"),
-        ([], 5, B, "bbbbbbb", B, ""),
-        ([(A, 0)], 5, B, "aaaaaaa", None, "is not the PR's head"),
-        ([], 5, B, "b" * 41, None, "is not the PR's head"),
+        ([], 5, B, B, B, ""),  # all 40 digits name the commit: no record needed
+        ([], 5, B, "bbbbbbb", None, "no record of the PR's head"),  # a prefix needs one (issue 25)
+        ([(A, 0)], 5, B, "aaaaaaa", None, "which is not the PR's head"),
+        ([], 5, B, "b" * 41, None, "is not a commit SHA"),
     ],
 )
 def test_bind_approval(

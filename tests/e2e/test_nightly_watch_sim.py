@@ -49,6 +49,8 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         for name, value in {
             "SWEEPBOT_GITHUB_API_URL": sim.github_api_url,
             "SWEEPBOT_GITHUB_TOKEN": "sim-token",
+            # the simulator's registry is on loopback: only an operator-configured origin may be
+            "SWEEPBOT_REGISTRY_URLS": f"docker.io={sim.url}/hub",
             "SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS": "0",
             "SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES": "0",
         }.items():

@@ -54,6 +54,8 @@ def _start(sim: SimServer, settings_env: pytest.MonkeyPatch, extra_config: str =
     from app.settings import reset_settings_cache
 
     settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
+    # The simulator's registry is on loopback: only an operator-configured origin may be.
+    settings_env.setenv("SWEEPBOT_REGISTRY_URLS", f"docker.io={sim.url}/hub,ghcr.io={sim.url}")
     settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
     reset_settings_cache()
     scenario = SeedScenario(sim.world)

@@ -58,6 +58,8 @@ def sim(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
             author="alice-admin",
         )
         settings_env.setenv("SWEEPBOT_GITHUB_API_URL", server.github_api_url)
+        # The simulator's registry is on loopback: only an operator-configured origin may be.
+        settings_env.setenv("SWEEPBOT_REGISTRY_URLS", f"docker.io={server.url}/hub,ghcr.io={server.url}")
         settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES", "0")
@@ -462,7 +464,7 @@ def test_a_push_between_the_approve_comment_and_its_handling_is_not_approved(
     db_session.commit()
     assert out.results == [("/sweep approve", "failed")]
     assert f"it was `{head1[:12]}` when you wrote it and is `{head2[:12]}` now" in (out.reply or "")
-    assert f"`/sweep approve {head2[:12]}`" in (out.reply or "")
+    assert f"`/sweep approve {head2}`" in (out.reply or "")  # all 40 digits: a prefix can collide
     db_session.refresh(sweep)
     assert sweep.state == "awaiting_approval" and sweep.approved_sha is None
     tick(_factory(), _gw)
@@ -472,7 +474,9 @@ def test_a_push_between_the_approve_comment_and_its_handling_is_not_approved(
     wrong = _comment(db_session, world, MAINTAINER, f"/sweep approve {head1[:12]}", pr=number)
     assert wrong.results == [("/sweep approve", "failed")]
     assert "is not the PR's head" in (wrong.reply or "")
-    named = _comment(db_session, world, MAINTAINER, f"/sweep approve {head2[:12]}", pr=number)
+    # (all 40 digits: by the bot's record head1 was the head when this comment was written, so a
+    # prefix of head2 would stand for nothing it saw; issue 25)
+    named = _comment(db_session, world, MAINTAINER, f"/sweep approve {head2}", pr=number)
     assert named.results == [("/sweep approve", "ok")]
     assert f"no open sweep of {BENCH_REPO}#{number} is at `{head2[:7]}`" in (named.reply or "")
     db_session.refresh(sweep)

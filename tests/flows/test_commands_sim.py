@@ -28,6 +28,8 @@ def world(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Any
 
     with SimServer(settings=SimSettings(time_scale=0.0002, seed=7)) as sim:
         settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
+        # The simulator's registry is on loopback: only an operator-configured origin may be.
+        settings_env.setenv("SWEEPBOT_REGISTRY_URLS", f"docker.io={sim.url}/hub,ghcr.io={sim.url}")
         settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
         settings_env.setenv("SWEEPBOT_BOT_LOGIN", BOT)
         reset_settings_cache()

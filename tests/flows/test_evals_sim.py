@@ -71,6 +71,8 @@ def world(
         sim.world.runner_nodes["mi355x-disagg"] = runner_nodes(runners)["mi355x-disagg"]
         sim.world.set_runners("mi355x-disagg", runner_counts(runners)["mi355x-disagg"])
         settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
+        # The simulator's registry is on loopback: only an operator-configured origin may be.
+        settings_env.setenv("SWEEPBOT_REGISTRY_URLS", f"docker.io={sim.url}/hub,ghcr.io={sim.url}")
         settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
         settings_env.setenv("SWEEPBOT_GITHUB_SECONDS_BETWEEN_WRITES", "0")

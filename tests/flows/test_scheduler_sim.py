@@ -36,6 +36,8 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
     with SimServer(settings=SimSettings(time_scale=0.0002, seed=3)) as sim:
         facts = SeedScenario(sim.world).load()
         settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
+        # The simulator's registry is on loopback: only an operator-configured origin may be.
+        settings_env.setenv("SWEEPBOT_REGISTRY_URLS", f"docker.io={sim.url}/hub,ghcr.io={sim.url}")
         settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
         reset_settings_cache()
         clear_capacity_cache()

@@ -27,6 +27,8 @@ def story(sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch)
     from app.settings import reset_settings_cache
 
     settings_env.setenv("SWEEPBOT_GITHUB_API_URL", sim.github_api_url)
+    # The simulator's registry is on loopback: only an operator-configured origin may be.
+    settings_env.setenv("SWEEPBOT_REGISTRY_URLS", f"docker.io={sim.url}/hub,ghcr.io={sim.url}")
     settings_env.setenv("SWEEPBOT_GITHUB_TOKEN", "sim-token")
     reset_settings_cache()
     scenario = SeedScenario(sim.world)
