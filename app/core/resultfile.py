@@ -112,7 +112,9 @@ def _kind(value: Any) -> str:
         return f"the boolean {str(value).lower()}"
     if isinstance(value, str):
         return f"the text {value[:40]!r} (a number is written without quotes)"
-    return {dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
+    if isinstance(value, dict):
+        return "an object"
+    return "a list" if isinstance(value, list) else type(value).__name__
 
 
 _Keys = dict[str, tuple[str, Any]]  # normalized key -> (the file's own key, its value)

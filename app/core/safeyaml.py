@@ -37,12 +37,12 @@ class _CappedLoader(yaml.SafeLoader):
         self.composed = 0  # nodes composed (work done), aliases included
         self._expanded: dict[int, int] = {}  # id(node) -> nodes it stands for, once finished
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         self.composed += 1
         mark = self.peek_event().start_mark
         if self.check_event(AliasEvent):
             node = super().compose_node(parent, index)
-            if id(node) not in self._expanded:
+            if node is None or id(node) not in self._expanded:
                 raise YAMLLimitError(f"an alias refers to the node it is inside, at {_at(mark)}")
             return node
         self.depth += 1
@@ -50,6 +50,8 @@ class _CappedLoader(yaml.SafeLoader):
             raise YAMLLimitError(f"nests deeper than {self.max_depth} levels at {_at(mark)}; flatten it")
         node = super().compose_node(parent, index)
         self.depth -= 1
+        if node is None:
+            return None
         size = 1 + sum(self._expanded[id(child)] for child in _children(node))
         if size > self.max_nodes:
             raise YAMLLimitError(

@@ -5,22 +5,17 @@ those rows (``app.adapters.broker.purge_consumed``), never one still waiting."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 from kombu import Connection
 
 from app.adapters import broker
 from app.adapters.queue import enqueue
 from app.settings import reset_settings_cache
-from app.web.main import create_app
-from tests.conftest import ROOT
-from tests.flows.test_ingest_worker import SECRET, Stack, _stop, statuses
+from tests.flows.test_ingest_worker import Stack, _stop, api_stack, statuses
 from tests.helpers.wait import wait_for
 
 
@@ -64,20 +59,9 @@ def test_beat_purges_only_a_sql_broker(settings_env: pytest.MonkeyPatch, tmp_pat
 
 @pytest.fixture
 def embedded(settings_env: pytest.MonkeyPatch, tmp_path: Path, sqlite_url: str) -> Iterator[Stack]:
-    values = {
-        "SWEEPBOT_DATABASE_URL": sqlite_url,
-        "SWEEPBOT_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}",
-        "SWEEPBOT_WEBHOOK_SECRETS": SECRET,
-        "SWEEPBOT_GITHUB_API_URL": "http://127.0.0.1:9/api/v3",
-        "SWEEPBOT_LOG_LEVEL": "WARNING",
-        "SWEEPBOT_QUEUE_NAME": f"sweepbot-test-{uuid.uuid4().hex[:8]}",
-    }
-    for key, value in values.items():
-        settings_env.setenv(key, value)
-    reset_settings_cache()
-    env = {**os.environ, **values, "PYTHONPATH": str(ROOT)}
-    with TestClient(create_app()) as client:
-        yield Stack(env=env, client=client, tmp=tmp_path)
+    broker_url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    with api_stack(settings_env, tmp_path, sqlite_url, broker_url) as running:
+        yield running
 
 
 def test_after_a_real_worker_consumed_n_messages_the_table_holds_none_of_them(embedded: Stack) -> None:

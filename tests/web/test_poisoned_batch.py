@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import String, select
 
 from app.core.delivery import ACTION_MAX, REPO_MAX, IncomingDelivery
 from app.db import session_scope
@@ -108,7 +108,9 @@ def test_a_poisoned_batch_stores_every_valid_delivery_and_refuses_each_poisoned_
 
 def test_the_edge_limits_are_the_columns_of_the_deliveries_table() -> None:
     columns = Delivery.__table__.c
-    assert (columns.action.type.length, columns.repo.type.length) == (ACTION_MAX, REPO_MAX)
+    action, repo = columns.action.type, columns.repo.type
+    assert isinstance(action, String) and isinstance(repo, String)
+    assert (action.length, repo.length) == (ACTION_MAX, REPO_MAX)
 
 
 def _items(n: int, bad_every: int) -> list[IncomingDelivery]:
