@@ -201,3 +201,23 @@ def test_the_keys_are_bounded_under_a_spray() -> None:
     for i in range(1_000):
         log.failed(sign_in_keys(f"10.0.{i // 250}.{i % 250}", f"name{i}"), float(i))
     assert len(log._failures) <= 100
+
+
+def test_while_the_database_is_down_no_session_starts_ends_or_authenticates(
+    app: FastAPI, settings_env: pytest.MonkeyPatch
+) -> None:
+    browser = _browser(app)
+    assert _sign_in(browser) == 303
+    csrf = _csrf(browser)
+    good = get_settings().database_url
+    settings_env.setenv(
+        "SWEEPBOT_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2"
+    )
+    reset_settings_cache()
+    assert _me(browser) is None  # fails closed: the session cannot be checked
+    resp = browser.post("/logout", data={"csrf_token": csrf}, follow_redirects=False)
+    assert resp.status_code == 503 and "could not end the session" in resp.json()["detail"]
+    assert _sign_in(_browser(app, "192.0.2.8")) == 503
+    settings_env.setenv("SWEEPBOT_DATABASE_URL", good)
+    reset_settings_cache()
+    assert _me(browser) is not None  # the cookie was kept: the session is back with the database

@@ -17,6 +17,7 @@ import httpx
 import structlog
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.settings import Settings
 from app.web.dashboard.auth import (
@@ -37,6 +38,8 @@ from app.web.dashboard.auth import (
 from app.web.dashboard.render import render, safe_next
 
 log = structlog.get_logger(__name__)
+
+_DB_DOWN = "The database is unreachable, so the server could not {what}; try again in a minute."
 
 
 class OAuthRefused(Exception):
@@ -145,14 +148,21 @@ def _form_routes(router: APIRouter) -> None:
         if ident is None:
             log.info("dashboard_sign_in_refused", via="token" if token else "basic")
             return _login_form(request, None, next, "Wrong token, or wrong user or password.")
-        open_session(request, ident.name, "session")
+        try:
+            open_session(request, ident.name, "session")
+        except SQLAlchemyError:
+            return _login_form(request, None, next, _DB_DOWN.format(what="sign you in"), status=503)
         log.info("dashboard_sign_in", actor=ident.actor)
         return RedirectResponse(safe_next(next), status_code=303)
 
     @router.post("/logout", include_in_schema=False)
     async def logout(request: Request) -> Response:
         await check_csrf(request)
-        close_session(request)
+        try:
+            close_session(request)
+        except SQLAlchemyError:
+            # The session could not be ended on the server: saying "signed out" would be a lie.
+            raise HTTPException(503, _DB_DOWN.format(what="end the session")) from None
         return RedirectResponse("/", status_code=303)
 
 
@@ -200,7 +210,10 @@ def _oauth_routes(router: APIRouter) -> None:
             return _login_error(str(exc))
         except httpx.HTTPError as exc:
             return _login_error(f"GitHub could not be reached for the sign-in ({exc.__class__.__name__})")
-        open_session(request, login, "github")
+        try:
+            open_session(request, login, "github")
+        except SQLAlchemyError:
+            return _login_error(_DB_DOWN.format(what="sign you in"))
         log.info("dashboard_sign_in", actor=login, via="github")
         return RedirectResponse(nxt, status_code=303)
 
