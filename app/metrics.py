@@ -13,7 +13,6 @@ INGEST_TO_DONE = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
 )
 TASK_FAILURES = Counter("sweepbot_task_failures_total", "Task failures by task and kind", ["task", "kind"])
-QUEUE_DEPTH = Gauge("sweepbot_queue_depth", "Deliveries stored but not finished", ["status"])
 GITHUB_CALLS = Counter(
     "sweepbot_github_calls_total", "GitHub API calls by operation and status", ["operation", "status"]
 )
@@ -23,8 +22,5 @@ REDELIVERIES = Counter(
     "Webhook deliveries GitHub failed to send that the bot asked to redeliver, by hook and outcome",
     ["hook", "outcome"],
 )
-REDELIVERY_STATE = Gauge(
-    "sweepbot_redeliveries",
-    "GUIDs asked for again, by state: requested, recovered (stored since), refused by GitHub",
-    ["state"],
-)
+# Figures counted in the database (stored deliveries, queue depth, redeliveries by state, ages)
+# are read at scrape time by app/web/dbmetrics.py, and absent while the database is down.

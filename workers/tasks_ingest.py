@@ -6,6 +6,7 @@ import structlog
 from celery import Task
 from celery.signals import worker_process_init, worker_ready
 
+from app.adapters import broker
 from app.adapters.github.gateway import session_gateway
 from app.db import dispose_engines, session_scope
 from app.flows import ingest
@@ -51,6 +52,12 @@ def process_deliveries(delivery_ids: list[str], sent_at: float | None = None) ->
 @celery_app.task(name="sweepbot.reap_deliveries")
 def reap_deliveries() -> int:
     return len(ingest.reap())
+
+
+@celery_app.task(name="sweepbot.purge_broker")
+def purge_broker() -> int:
+    """The embedded broker's consumed messages, deleted (beat runs it only for that broker)."""
+    return broker.purge_consumed(get_settings().broker_url)
 
 
 @celery_app.task(name="sweepbot.beat_heartbeat")

@@ -14,9 +14,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from app.core.references import ReferenceError, shipped_references
+from app.core.safeyaml import YAMLLimitError, load_capped
 
 CONFIG_PATH = ".github/sweepbot.yml"
 DEFAULT_TAG_PATTERN = r"nightly-(?P<sha>[0-9a-f]{40})"
+# A real config is a few KB nesting 4 deep with no aliases; these leave room and bound the work
+# a hostile file can cause (app/core/safeyaml.py).
+MAX_CONFIG_BYTES = 64 * 1024
+MAX_CONFIG_DEPTH = 32
+MAX_CONFIG_NODES = 50_000
 _REF = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#(?P<num>\d+)$")
 
 
@@ -249,7 +255,11 @@ def _where(loc: tuple[Any, ...]) -> str:
 def parse_bot_config(text: str) -> BotConfig:
     """Parse and validate the file's text; raise ``BotConfigError`` saying what to fix."""
     try:
-        data = yaml.safe_load(text)
+        data = load_capped(
+            text, max_bytes=MAX_CONFIG_BYTES, max_depth=MAX_CONFIG_DEPTH, max_nodes=MAX_CONFIG_NODES
+        )
+    except YAMLLimitError as exc:
+        raise BotConfigError(f"{CONFIG_PATH} is refused: it {exc}") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

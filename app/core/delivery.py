@@ -21,6 +21,12 @@ from app.core import lazyjson, safejson
 _DELIVERY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 _EVENT = re.compile(r"^[a-z_]{1,64}$")
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+# The columns the envelope's strings are stored in (``deliveries.action``, ``deliveries.repo``;
+# tests/web/test_poisoned_batch.py holds them to the model): a longer string, or one with a NUL
+# (PostgreSQL text cannot hold U+0000), would be refused by the database, and with it every
+# delivery sharing its group commit.
+ACTION_MAX = 64
+REPO_MAX = 200
 
 
 class WebhookRejected(Exception):
@@ -102,6 +108,8 @@ def parse_delivery(
         verify_signature(body, h.get("x-hub-signature-256"), secrets)
     raw = _payload_bytes(h.get("content-type", "application/json"), body)
     action, repo = _envelope(raw)
+    _check_storable("action", action, ACTION_MAX)
+    _check_storable("repository.full_name", repo, REPO_MAX)
     return IncomingDelivery(
         id=delivery_id,
         event=event,
@@ -109,6 +117,20 @@ def parse_delivery(
         repo=repo,
         payload=raw,
     )
+
+
+def _check_storable(field: str, value: str | None, limit: int) -> None:
+    """Refuse (400) an envelope string the ``deliveries`` row could not hold."""
+    if value is None:
+        return
+    if len(value) > limit:
+        raise WebhookRejected(
+            400, "unstorable_field", f"{field} is {len(value)} characters long; at most {limit} are stored"
+        )
+    if "\x00" in value:
+        raise WebhookRejected(
+            400, "unstorable_field", f"{field} contains a NUL character (\\u0000), which cannot be stored"
+        )
 
 
 def _payload_bytes(content_type_header: str, body: bytes) -> bytes:

@@ -229,7 +229,7 @@ def _int_field(file_name: str, name: str, value: Any) -> int | None:
         return None
     if isinstance(value, bool):
         raise EvalFileError(file_name, name, f"expected an integer, got {value!r}")
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():  # not "١٢"
         return int(value.strip())  # the script writes isl/osl as strings
     if isinstance(value, int):
         return value

@@ -8,8 +8,9 @@
   ``*_intvty`` (tok/s/user) and ``tput_per_gpu``.
 
 Keys are normalized before lookup (case, spaces, dashes, trailing colons), unknown keys are
-ignored, and a value that is present but not a finite non-negative number fails the file with a
-reason naming the file and the field. ``point_identity`` reads the point a job measures.
+ignored, and a value that is present but not a finite non-negative JSON number (text such as
+``"64"`` and booleans included) fails the file with a reason naming the file and the field.
+``point_identity`` reads the point a job measures.
 """
 
 from __future__ import annotations
@@ -87,16 +88,16 @@ def _norm_key(key: str) -> str:
 
 
 def _number(file_name: str, key: str, value: Any) -> float | None:
+    """A JSON number, finite and non-negative; anything else fails the file.
+
+    Text is refused however numeric it looks (``"64"``: the writer of that file is not the
+    benchmark script, whose numbers are JSON numbers), and so are ``true``/``false``, which
+    Python would take as the integers 1 and 0.
+    """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                raise ResultFileError(file_name, key, f"expected a number, got the text {value!r}") from None
-        else:
-            raise ResultFileError(file_name, key, f"expected a number, got {type(value).__name__}")
+        raise ResultFileError(file_name, key, f"expected a number, got {_kind(value)}")
     try:
         f = float(value)
     except OverflowError:
@@ -104,6 +105,16 @@ def _number(file_name: str, key: str, value: Any) -> float | None:
     if not math.isfinite(f) or f < 0:
         raise ResultFileError(file_name, key, f"expected a finite non-negative number, got {value!r}")
     return f
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the text {value[:40]!r} (a number is written without quotes)"
+    if isinstance(value, dict):
+        return "an object"
+    return "a list" if isinstance(value, list) else type(value).__name__
 
 
 _Keys = dict[str, tuple[str, Any]]  # normalized key -> (the file's own key, its value)
@@ -221,6 +232,10 @@ def parse_result(
     completed = r.num("completed")
     if completed is not None and completed > MAX_COUNT:
         raise ResultFileError(file_name, "completed", f"{completed:g} requests is more than any run makes")
+    if completed is not None and completed != int(completed):
+        raise ResultFileError(
+            file_name, "completed", f"expected a whole number of requests, got {completed:g}"
+        )
     out.completed = int(completed) if completed is not None else None
     out.duration_s = r.num("duration")
     for name in ("model_id", "backend", "date", "framework", "hw", "precision"):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from app.adapters import broker, queue  # called through the module: tests replace them there
@@ -54,6 +54,12 @@ class StoreUnavailable(Exception):
     """The database could not take a batch of deliveries (none of it was stored)."""
 
 
+class RowsRefused(Exception):
+    """The database refused what a batch's rows hold (a data error, not an outage): some row has
+    a value a column cannot store. Nothing of the batch was stored; the group commit writes the
+    rest again without the row (``app.web.groupcommit``), whose sender gets a 400."""
+
+
 @dataclass(frozen=True)
 class Stored:
     created: bool
@@ -75,8 +81,11 @@ def store_batch(items: list[IncomingDelivery]) -> list[Stored]:
     # executemany with RETURNING: SQLAlchemy batches it into multi-row INSERTs ("insertmanyvalues")
     # from one cached compiled statement, and returns the ids that were new.
     statement = dialect.insert(Delivery).on_conflict_do_nothing(index_elements=["id"]).returning(Delivery.id)
-    with engine.begin() as conn:
-        created = set(conn.execute(statement, rows).scalars())
+    try:
+        with engine.begin() as conn:
+            created = set(conn.execute(statement, rows).scalars())
+    except DataError as exc:  # rolled back: a value no column takes, not a database outage
+        raise RowsRefused(str(exc.orig)) from exc
     return stored_outcomes(items, created)
 
 

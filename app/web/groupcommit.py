@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from starlette.concurrency import run_in_threadpool
 
 from app.core.delivery import IncomingDelivery
-from app.flows.ingest import Stored, store_batch
+from app.flows.ingest import RowsRefused, Stored, store_batch
 from app.settings import get_settings
 
 MAX_BATCH = 200
@@ -97,13 +97,28 @@ class GroupCommit:
 async def _write(write: Writer, batch: list[_Pending], on_stored: Callable[[list[str]], None] | None) -> None:
     try:
         results = await write([p.item for p in batch])
+    except RowsRefused as exc:
+        # Some row holds what the database cannot store (the edge's checks missed it): the halves
+        # are written again, until the refused rows stand alone and only their senders get the
+        # error. k such rows cost about 2k·log2(batch) statements; the others are stored.
+        if len(batch) == 1:
+            _fail(batch, exc)
+            return
+        half = len(batch) // 2
+        await _write(write, batch[:half], on_stored)
+        await _write(write, batch[half:], on_stored)
+        return
     except Exception as exc:  # the database is down: every request of the batch gets the error
-        for p in batch:
-            if not p.done.done():
-                p.done.set_exception(exc)
+        _fail(batch, exc)
         return
     if on_stored is not None:
         on_stored([p.item.id for p, result in zip(batch, results, strict=True) if result.enqueue])
     for p, result in zip(batch, results, strict=True):
         if not p.done.done():
             p.done.set_result(result)
+
+
+def _fail(batch: list[_Pending], exc: Exception) -> None:
+    for p in batch:
+        if not p.done.done():
+            p.done.set_exception(exc)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI
@@ -11,56 +10,18 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
-from prometheus_client.core import GaugeMetricFamily
-from sqlalchemy import func, select, text
+from sqlalchemy import text
 
 from app.adapters import broker  # called as broker.broker_health: tests replace it there
 from app.db import session_scope
-from app.flows.ingest import consumption_health, oldest_unprocessed, queue_depth, queue_progress
-from app.flows.recovery import counts
+from app.flows.ingest import consumption_health
 from app.logging import configure
-from app.metrics import QUEUE_DEPTH, REDELIVERY_STATE
-from app.models import Delivery
 from app.settings import Settings, get_settings
 from app.web.dashboard import STATIC_DIR
 from app.web.dashboard.routes import build_router
+from app.web.dbmetrics import DatabaseFigures
 from app.web.secheaders import SecurityHeaders
 from app.web.webhooks import edge_first
-
-
-class _StoredDeliveries:
-    """Counts read from the database at scrape time, so they are right across processes."""
-
-    def collect(self) -> Any:
-        stored = GaugeMetricFamily(
-            "sweepbot_deliveries_stored", "Stored deliveries by event and status", labels=["event", "status"]
-        )
-        try:
-            with session_scope() as session:
-                rows = session.execute(
-                    select(Delivery.event, Delivery.status, func.count()).group_by(
-                        Delivery.event, Delivery.status
-                    )
-                ).all()
-                oldest = oldest_unprocessed(session)
-                consumed = queue_progress(session).consumed_at
-        except Exception:
-            rows, oldest, consumed = [], None, None
-        for event, status, count in rows:
-            stored.add_metric([event, status], float(count))
-        yield stored
-        t = datetime.now(UTC)
-        yield GaugeMetricFamily(
-            "sweepbot_oldest_unprocessed_delivery_age_seconds",
-            "Age of the oldest stored delivery not yet done, ignored or failed (0 when none)",
-            value=(t - oldest).total_seconds() if oldest is not None else 0.0,
-        )
-        if consumed is not None:
-            yield GaugeMetricFamily(
-                "sweepbot_delivery_consumed_age_seconds",
-                "Seconds since a worker last started on deliveries",
-                value=(t - consumed).total_seconds(),
-            )
 
 
 def _registry() -> CollectorRegistry:
@@ -89,9 +50,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.add_middleware(SecurityHeaders)  # CSP, no framing, nosniff, referrer policy (not on webhooks)
     api = edge_first(api)  # the webhook route is answered before FastAPI's layers (issue 19)
 
-    stored = _StoredDeliveries()
     scrape_registry = CollectorRegistry()
-    scrape_registry.register(stored)
+    scrape_registry.register(DatabaseFigures())  # read at scrape time; absent while the database is down
 
     @api.get("/healthz", tags=["health"], summary="The process is up")
     def healthz() -> dict[str, str]:
@@ -126,16 +86,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @api.get("/metrics", tags=["health"], summary="Prometheus metrics", response_class=Response)
     def metrics() -> Response:
-        try:
-            with session_scope() as session:
-                depth = queue_depth(session)
-            for status in ("received", "queued", "processing", "retry"):
-                QUEUE_DEPTH.labels(status=status).set(depth.get(status, 0))
-            with session_scope() as session:
-                for state, n in counts(session).items():
-                    REDELIVERY_STATE.labels(state=state).set(n)
-        except Exception:
-            pass
         body = generate_latest(_registry()) + generate_latest(scrape_registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 

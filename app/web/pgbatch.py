@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from app.core.delivery import IncomingDelivery
-from app.flows.ingest import Stored, StoreUnavailable, now, stored_outcomes
+from app.flows.ingest import RowsRefused, Stored, StoreUnavailable, now, stored_outcomes
 from app.models.core import DeliveryStatus as S
 
 CONNECT_TIMEOUT = 10  # seconds: a database host that does not answer is an outage (503), not a hang
@@ -78,6 +78,10 @@ class PostgresBatchInsert:
                 )
             cursor = await self._conn.execute(INSERT, params, prepare=True)
             created = {row[0] for row in await cursor.fetchall()}
+        except psycopg.DataError as exc:
+            # A value no column takes (refused by psycopg or the server): in autocommit the failed
+            # statement left nothing behind and the connection is fine.
+            raise RowsRefused(str(exc)) from exc
         except psycopg.Error as exc:
             await self.close()  # a connection that failed once is not trusted again
             raise StoreUnavailable(f"{exc.__class__.__name__}: {exc}") from exc

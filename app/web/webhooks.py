@@ -26,7 +26,7 @@ from app.core.delivery import (
     parse_delivery,
     too_large,
 )
-from app.flows.ingest import StoreUnavailable, mark_not_enqueued
+from app.flows.ingest import RowsRefused, StoreUnavailable, mark_not_enqueued
 from app.settings import get_settings
 from app.web.groupcommit import GroupCommit
 
@@ -133,6 +133,13 @@ async def receive_delivery(raw_headers: Iterable[tuple[bytes, bytes]], receive: 
 async def _store(incoming: IncomingDelivery) -> Answer:
     try:
         stored = await group_commit.submit(incoming)
+    except RowsRefused as exc:
+        # This delivery's row alone: the others of its group commit were written without it.
+        log.warning(
+            "webhook_unstorable", delivery_id=incoming.id, event_name=incoming.event, error=str(exc)[:300]
+        )
+        message = f"the database refused a value of this delivery, nothing was kept: {str(exc)[:200]}"
+        return 400, {"error": "unstorable_field", "message": message}, []
     except (SQLAlchemyError, StoreUnavailable, OSError) as exc:
         # Nothing was stored: GitHub marks the delivery failed and redelivery recovery (or the
         # sender's own retry) brings it back once the database is.
@@ -189,7 +196,10 @@ _OPERATION: dict[str, Any] = {
     "responses": {
         "202": _json("Stored; a worker will process it"),
         "200": _json("A redelivery of a stored delivery (nothing changed), or a ping"),
-        "400": _json("Malformed headers, signature or body, or JSON nested too deep"),
+        "400": _json(
+            "Malformed headers, signature or body, JSON nested too deep, or a value the database cannot "
+            "store (a NUL character, an action or repository name over its column's length)"
+        ),
         "401": _json("Missing or wrong signature"),
         "413": _json("Body over the configured cap"),
         "503": _json("The database is unreachable; nothing was stored (see Retry-After)"),

@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,15 +75,22 @@ def statuses() -> dict[str, str]:
 def stack(
     request: pytest.FixtureRequest, settings_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> Iterator[Stack]:
-    from app.settings import reset_settings_cache
-    from app.web.main import create_app
-
     if request.param == "services":
         db_url = request.getfixturevalue("pg_clean_url")
         broker = request.getfixturevalue("redis_url")
     else:
         db_url = request.getfixturevalue("sqlite_url")
         broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    with api_stack(settings_env, tmp_path, db_url, broker) as running:
+        yield running
+
+
+@contextmanager
+def api_stack(settings_env: pytest.MonkeyPatch, tmp_path: Path, db_url: str, broker: str) -> Iterator[Stack]:
+    """The API in this process on ``db_url`` and ``broker``, and what a worker process needs."""
+    from app.settings import reset_settings_cache
+    from app.web.main import create_app
+
     values = {
         "SWEEPBOT_DATABASE_URL": db_url,
         "SWEEPBOT_BROKER_URL": broker,

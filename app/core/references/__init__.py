@@ -155,10 +155,12 @@ def parse_reference(text: str, origin: str) -> Reference:
         raise ReferenceError(
             f"{origin}: expected a mapping with a 'points:' list of {{conc: N, metric: value}}"
         )
-    tp = doc.get("tp")
+    raw_tp = doc.get("tp")
+    tp = raw_tp if isinstance(raw_tp, int) and not isinstance(raw_tp, bool) else None  # true is no tp
     points: dict[int, dict[str, float]] = {}
     for i, item in enumerate(doc["points"]):
-        if not isinstance(item, dict) or not isinstance(item.get("conc"), int) or item["conc"] < 1:
+        conc = item.get("conc") if isinstance(item, dict) else None
+        if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
             raise ReferenceError(f"{origin}: points[{i}] needs an integer 'conc' >= 1")
         values: dict[str, float] = {}
         for key, value in item.items():
@@ -169,7 +171,7 @@ def parse_reference(text: str, origin: str) -> Reference:
             values[_ALIASES.get(str(key), str(key))] = float(value)
         if "mean_tpot_ms" in values and values["mean_tpot_ms"] > 0:
             values.setdefault("interactivity", 1000.0 / values["mean_tpot_ms"])
-        if "total_tput" in values and isinstance(tp, int) and tp > 0:
+        if "total_tput" in values and tp is not None and tp > 0:
             values.setdefault("tput_per_gpu", values["total_tput"] / tp)
         points[int(item["conc"])] = values
     prov: dict[str, Any] = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
@@ -186,7 +188,7 @@ def parse_reference(text: str, origin: str) -> Reference:
         model=doc.get("model"),
         hardware=doc.get("hardware"),
         precision=doc.get("precision"),
-        tp=tp if isinstance(tp, int) else None,
+        tp=tp,
         isl=doc.get("isl"),
         osl=doc.get("osl"),
         source=source,

@@ -5,7 +5,10 @@ Identities come from, in order:
 - ``Authorization: Bearer <token>`` matching one of ``SWEEPBOT_OPERATOR_TOKENS``;
 - ``Authorization: Basic`` matching one of ``SWEEPBOT_OPERATOR_BASIC`` (``user:password``);
 - the signed session cookie set by the sign-in form (token or user/password) or by GitHub OAuth
-  (restricted to ``SWEEPBOT_OAUTH_ALLOWED_ORG`` / ``..._TEAM``).
+  (restricted to ``SWEEPBOT_OAUTH_ALLOWED_ORG`` / ``..._TEAM``). The cookie names a server-side
+  session (``app/store/sessions.py``): it authenticates only while that row lives, so sign-out
+  revokes every saved copy of it. Failed sign-ins are limited per client address and per account
+  (``app/core/signinlimit.py``), for the form and for ``Basic``/``Bearer`` headers alike.
 
 CSRF: a browser attaches cookies to cross-site requests, so every state-changing request made
 with the session cookie must carry the session's CSRF token (form field ``csrf_token`` or header
@@ -24,6 +27,7 @@ import secrets
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +35,13 @@ import structlog
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 from itsdangerous import BadSignature, URLSafeTimedSerializer
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from app.core.signinlimit import FailureLog, Limit, account_key, sign_in_keys
 from app.db import engine_for
 from app.settings import Settings, get_settings
+from app.store import sessions
 from app.store.audit import record
 
 log = structlog.get_logger(__name__)
@@ -118,9 +125,10 @@ class SessionState:
         self.dirty = True
         return self.data.pop(key, None)
 
-    def sign_in(self, name: str, via: str) -> None:
+    def sign_in(self, session_id: str) -> None:
         # A fresh CSRF token at sign-in: a token planted before sign-in is worthless after it.
-        self.data = {"csrf": secrets.token_urlsafe(24), "user": name, "via": via, "iat": int(time.time())}
+        # Who signed in is the server's record of ``session_id``, not the cookie's word.
+        self.data = {"csrf": secrets.token_urlsafe(24), "sid": session_id, "iat": int(time.time())}
         self.dirty = True
 
     def sign_out(self) -> None:
@@ -224,7 +232,9 @@ def header_identity(request: Request, settings: Settings) -> Identity | None:
     scheme = scheme.lower()
     value = value.strip()
     if scheme == "bearer":
+        keys = check_sign_in_allowed(request, None)
         ident = check_token(settings, value)
+        sign_in_result(request, keys, ident, None)
         if ident is None:
             raise HTTPException(
                 401,
@@ -239,7 +249,9 @@ def header_identity(request: Request, settings: Settings) -> Identity | None:
             raise HTTPException(
                 401, "malformed Basic credentials: expected base64 of user:password"
             ) from None
+        keys = check_sign_in_allowed(request, user)
         ident = check_basic(settings, user, password)
+        sign_in_result(request, keys, ident, user)
         if ident is None:
             # Deliberately no "WWW-Authenticate: Basic": a browser must never cache these.
             raise HTTPException(401, "wrong user or password (SWEEPBOT_OPERATOR_BASIC)")
@@ -252,11 +264,98 @@ def identity_of(request: Request) -> Identity | None:
     ident = header_identity(request, settings)
     if ident is not None:
         return ident
+    return session_identity(request, settings)
+
+
+_UNCHECKED = object()
+
+
+def session_identity(request: Request, settings: Settings) -> Identity | None:
+    """Who the session cookie's server-side session belongs to (checked once per request)."""
+    cached = getattr(request.state, "dash_identity", _UNCHECKED)
+    if cached is not _UNCHECKED:
+        return cached  # type: ignore[return-value]  # only ever an Identity or None
     state = session_of(request)
-    user, via = state.get("user"), state.get("via")
-    if isinstance(user, str) and isinstance(via, str):
-        return Identity(user, via)
-    return None
+    session_id = state.get("sid")
+    found: Identity | None = None
+    if isinstance(session_id, str):
+        try:
+            with Session(engine_for(settings.database_url)) as db:
+                live = sessions.session_user(db, session_id, datetime.now(UTC))
+        except SQLAlchemyError as exc:
+            # Fail closed while the database is away, but keep the cookie: the session is back with it.
+            log.warning("dashboard_session_unchecked", error=exc.__class__.__name__)
+            return None
+        if live is None:
+            state.sign_out()  # signed out elsewhere, or expired: the cookie is replaced
+        else:
+            found = Identity(*live)
+    request.state.dash_identity = found
+    return found
+
+
+def open_session(request: Request, name: str, via: str) -> None:
+    """Sign the browser in as ``name``: a server-side session, named by the cookie."""
+    settings = current_settings(request)
+    with Session(engine_for(settings.database_url)) as db:
+        session_id = sessions.start_session(
+            db, user=name, via=via, now=datetime.now(UTC), ttl=timedelta(seconds=SESSION_MAX_AGE)
+        )
+        db.commit()
+    session_of(request).sign_in(session_id)
+    request.state.dash_identity = Identity(name, via)
+
+
+def close_session(request: Request) -> None:
+    """Sign out: the server forgets the session, so no saved copy of the cookie works again."""
+    state = session_of(request)
+    session_id = state.get("sid")
+    if isinstance(session_id, str):
+        with Session(engine_for(current_settings(request).database_url)) as db:
+            sessions.end_session(db, session_id)
+            db.commit()
+    state.sign_out()
+    request.state.dash_identity = None
+
+
+# ---------------------------------------------------------------------- sign-in limits
+
+
+def failure_log(request: Request) -> FailureLog:
+    """The app's count of failed sign-ins (one per app: a test's app starts with none)."""
+    found = getattr(request.app.state, "signin_failures", None)
+    if not isinstance(found, FailureLog):
+        found = request.app.state.signin_failures = FailureLog()
+    return found
+
+
+def client_address(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
+def check_sign_in_allowed(request: Request, account: str | None) -> list[tuple[str, Limit]]:
+    """The keys an attempt counts against; 429 with ``Retry-After`` when one is over its limit."""
+    keys = sign_in_keys(client_address(request), account)
+    verdict = failure_log(request).verdict(keys, time.monotonic())
+    if not verdict.allowed:
+        log.warning("dashboard_sign_in_limited", why=verdict.why, retry_after=verdict.retry_after)
+        raise HTTPException(
+            429,
+            f"too many failed sign-ins ({verdict.why}); try again in {verdict.retry_after} seconds",
+            headers={"Retry-After": str(verdict.retry_after)},
+        )
+    return keys
+
+
+def sign_in_result(
+    request: Request, keys: list[tuple[str, Limit]], ident: Identity | None, account: str | None
+) -> None:
+    """Count a failed attempt against its keys; a success clears its account's failures."""
+    log_ = failure_log(request)
+    if ident is None:
+        log_.failed(keys, time.monotonic())
+    elif account:
+        log_.succeeded(account_key(account))
 
 
 def operators_configured(settings: Settings) -> bool:

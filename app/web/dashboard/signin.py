@@ -17,22 +17,29 @@ import httpx
 import structlog
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.settings import Settings
 from app.web.dashboard.auth import (
     Identity,
     check_basic,
     check_csrf,
+    check_sign_in_allowed,
     check_token,
+    close_session,
     current_settings,
     identity_of,
     oauth_enabled,
+    open_session,
     operators_configured,
     session_of,
+    sign_in_result,
 )
 from app.web.dashboard.render import render, safe_next
 
 log = structlog.get_logger(__name__)
+
+_DB_DOWN = "The database is unreachable, so the server could not {what}; try again in a minute."
 
 
 class OAuthRefused(Exception):
@@ -91,9 +98,11 @@ def signin_routes(router: APIRouter) -> None:
     _oauth_routes(router)
 
 
-def _login_form(request: Request, ident: Identity | None, nxt: str | None, error: str | None) -> HTMLResponse:
+def _login_form(
+    request: Request, ident: Identity | None, nxt: str | None, error: str | None, status: int = 200
+) -> HTMLResponse:
     settings = current_settings(request)
-    return render(
+    page = render(
         request,
         "login.html",
         ident,
@@ -104,6 +113,8 @@ def _login_form(request: Request, ident: Identity | None, nxt: str | None, error
         basic=bool(settings.operator_basic),
         tokens=bool(settings.operator_tokens),
     )
+    page.status_code = status
+    return page
 
 
 def _form_routes(router: APIRouter) -> None:
@@ -121,22 +132,37 @@ def _form_routes(router: APIRouter) -> None:
     ) -> Response:
         await check_csrf(request)  # login CSRF: a stranger must not sign a browser into their identity
         settings = current_settings(request)
+        account = None if token else username
+        try:
+            keys = check_sign_in_allowed(request, account)
+        except HTTPException as exc:  # the form again, saying when to come back
+            page = _login_form(request, None, next, f"Sign-in refused: {exc.detail}.", status=429)
+            page.headers.update(exc.headers or {})
+            return page
         ident = None
         if token:
             ident = check_token(settings, token.strip())
         elif username:
             ident = check_basic(settings, username, password)
+        sign_in_result(request, keys, ident, account)
         if ident is None:
             log.info("dashboard_sign_in_refused", via="token" if token else "basic")
             return _login_form(request, None, next, "Wrong token, or wrong user or password.")
-        session_of(request).sign_in(ident.name, "session")
+        try:
+            open_session(request, ident.name, "session")
+        except SQLAlchemyError:
+            return _login_form(request, None, next, _DB_DOWN.format(what="sign you in"), status=503)
         log.info("dashboard_sign_in", actor=ident.actor)
         return RedirectResponse(safe_next(next), status_code=303)
 
     @router.post("/logout", include_in_schema=False)
     async def logout(request: Request) -> Response:
         await check_csrf(request)
-        session_of(request).sign_out()
+        try:
+            close_session(request)
+        except SQLAlchemyError:
+            # The session could not be ended on the server: saying "signed out" would be a lie.
+            raise HTTPException(503, _DB_DOWN.format(what="end the session")) from None
         return RedirectResponse("/", status_code=303)
 
 
@@ -184,7 +210,10 @@ def _oauth_routes(router: APIRouter) -> None:
             return _login_error(str(exc))
         except httpx.HTTPError as exc:
             return _login_error(f"GitHub could not be reached for the sign-in ({exc.__class__.__name__})")
-        session.sign_in(login, "github")
+        try:
+            open_session(request, login, "github")
+        except SQLAlchemyError:
+            return _login_error(_DB_DOWN.format(what="sign you in"))
         log.info("dashboard_sign_in", actor=login, via="github")
         return RedirectResponse(nxt, status_code=303)
 
