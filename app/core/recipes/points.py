@@ -135,3 +135,35 @@ class PlanRow:
     def concs(self) -> list[int]:
         conc = self.data["conc"]
         return list(conc) if isinstance(conc, list) else [int(conc)]
+
+
+def _worker_part(w: dict[str, Any], role: str) -> str:
+    return (
+        f"{role}-tp{w['tp']}-pp{w.get('pp', 1)}-dcp{w.get('dcp-size', 1)}-pcp{w.get('pcp-size', 1)}"
+        f"-ep{w.get('ep', 1)}-dp{_bool(bool(w.get('dp-attn', False)))}-nw{w['num-worker']}"
+    )
+
+
+def row_result_name(row: dict[str, Any]) -> str:
+    """``RESULT_FILENAME_BASE`` of a generated row with its runner label for the node name.
+
+    Single-node rows (fixed-seq-len and agentic, `benchmark-tmpl.yml`):
+    `<exp>_<prec>_<fw>_tp<TP>-pp<PP>-dcp<DCP>-pcp<PCP>-ep<EP>-dpa<bool>_disagg-<bool>_spec-<mode>_conc<C>`
+    (agentic jobs are dispatched with `disagg: false`). Multi-node rows
+    (`benchmark-multinode-tmpl.yml`): `<exp>_<prec>_<fw>_prefill-tp..-pp..-dcp..-pcp..-ep..-dp<bool>-nw<n>
+    _decode-..._disagg-<bool>_spec-<mode>_conc<c1>x<c2>...`. Then `_<runner>`.
+    """
+    head = f"{row['exp-name']}_{row['precision']}_{row['framework']}"
+    spec = row.get("spec-decoding", "none")
+    if "prefill" in row:
+        concs = "x".join(str(c) for c in row["conc"])
+        return (
+            f"{head}_{_worker_part(row['prefill'], 'prefill')}_{_worker_part(row['decode'], 'decode')}"
+            f"_disagg-{_bool(bool(row.get('disagg', False)))}_spec-{spec}_conc{concs}_{row['runner']}"
+        )
+    disagg = False if row.get("scenario-type") == "agentic-coding" else bool(row.get("disagg", False))
+    return (
+        f"{head}_tp{row['tp']}-pp{row.get('pp', 1)}-dcp{row.get('dcp-size', 1)}-pcp{row.get('pcp-size', 1)}"
+        f"-ep{row.get('ep', 1)}-dpa{_bool(bool(row.get('dp-attn', False)))}_disagg-{_bool(disagg)}"
+        f"_spec-{spec}_conc{row['conc']}_{row['runner']}"
+    )
