@@ -306,3 +306,25 @@ def plan_with_evals(
             "topology; agentic only in evals=only/all); use evals=all to evaluate every point"
         )
     return marked
+
+
+def generator_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A plan dict without the bot's own fields: what the repo's generator prints for it."""
+    return {k: v for k, v in row.items() if k not in BOT_FIELDS}
+
+
+def plan_all_keys(
+    master: dict[str, Any], mode: EvalMode = EvalMode.DEFAULT, hardware: Hardware | None = None
+) -> dict[str, list[dict[str, Any]] | dict[str, str]]:
+    """Every key of a master file -> the rows `test-config --config-keys KEY` prints under ``mode``
+    (generator fields only; ``[]`` when the mode leaves none), or ``{"error": why}`` for a key the
+    bot cannot plan."""
+    out: dict[str, list[dict[str, Any]] | dict[str, str]] = {}
+    for key in master:
+        try:
+            rows = plan_evals(plan_dicts(master, str(key), hardware=hardware), mode)
+        except RecipeError as exc:
+            out[str(key)] = {"error": str(exc)}
+            continue
+        out[str(key)] = [generator_row(r) for r in rows]
+    return out
