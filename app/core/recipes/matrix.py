@@ -16,7 +16,7 @@ row against what it prints for every key of both master files
   `prefill`/`decode` are the item's workers with pp/dcp-size/pcp-size defaulted to 1.
 * **Agentic single-node**: one row per conc; `exp-name` =
   `<prefix>_tp<tp>_conc<c>_<kv>[_spec-<mode>]` where `<kv>` is `kvnone` or
-  `kv<mode>-<backend name>`; duration 3600; `total-cpu-dram-gb` (below). No run-eval field.
+  `kv<mode>-<backend name>`; duration 3600 (an older file's scenario `duration` kept); `total-cpu-dram-gb` (below). No run-eval field.
 * **Agentic multi-node**: one row per concurrency (one conc per allocation), `conc` a one-value
   list, `exp-name` = `<prefix>_p<n>x<tp>[ep<ep>][dpa]_d<n>x<tp>[ep<ep>][dpa]_conc<c>[_<kv>]`
   (the kv suffix only when offloading).
@@ -33,9 +33,19 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from app.core.recipes.errors import EmptyPlanError, InvalidRecipeError
+from app.core.recipes.errors import EmptyPlanError, InvalidRecipeError, UnsupportedScenarioError
 from app.core.recipes.master import AGENTIC_CODING, FIXED_SEQ_LEN, SPEC_MODES, get_entry, is_multinode
 from app.core.recipes.points import MAX_MODEL_LEN_SLACK
+from app.core.recipes.topology import (
+    AGENTIC_ITEM_FIELDS,
+    AGENTIC_SCENARIO_FIELDS,
+    FIXED_SCENARIO_FIELDS,
+    MULTINODE_ITEM_FIELDS,
+    OFFLOAD_FIELDS,
+    SINGLE_ITEM_FIELDS,
+    WORKER_FIELDS,
+    check_fields,
+)
 from app.core.seqlen import seq_name
 
 AGENTIC_DURATION = 3600
@@ -44,7 +54,7 @@ DRAM_CAP_MIB = 2_861_022
 MIB = 1024 * 1024
 GB = 1_000_000_000
 KEY_FIELDS = ("image", "model", "model-prefix", "precision", "framework", "runner")
-COMPONENT_FIELDS = ("router", "kv-p2p-transfer")
+COMPONENT_FIELDS = ("router", "kv-p2p-transfer")  # in this order, as the generator adds them
 WORKER_DEFAULTS = (("pp", 1), ("dcp-size", 1), ("pcp-size", 1))
 
 Hardware = Mapping[str, Mapping[str, Any]]
@@ -91,6 +101,7 @@ def _worker(raw: Any, key: str, role: str) -> dict[str, Any]:
         raise InvalidRecipeError(
             f"config key '{key}': `{role}` must be a worker mapping with `num-worker` and `tp`"
         )
+    check_fields(key, f"`{role}` worker", raw, WORKER_FIELDS)
     return {**raw, **{name: raw.get(name, default) for name, default in WORKER_DEFAULTS}}
 
 
@@ -135,7 +146,7 @@ def dram_offload_gb(
 ) -> int | None:
     """`total-cpu-dram-gb` of an agentic row (0 unless `kv-offloading: dram`; None when the
     caller has no runners.yaml ``hardware`` to size it with)."""
-    if item.get("kv-offloading", "none") != "dram":
+    if item.get("kv-offloading", item.get("offloading", "none")) != "dram":
         return 0
     if hardware is None:
         return None
@@ -154,7 +165,12 @@ def dram_offload_gb(
         if share > gpn:
             raise InvalidRecipeError(f"config key '{key}': tp {item['tp']} needs more than {gpn} GPUs")
     available = min(int(facts["available-cpu-dram-mib"]), DRAM_CAP_MIB)
-    util = Fraction(str(scenario.get("dram-utilization")))
+    raw = scenario.get("dram-utilization")
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= 1:
+        raise InvalidRecipeError(
+            f"config key '{key}': a `kv-offloading: dram` scenario needs `dram-utilization` from 0 to 1, got {raw!r}"
+        )
+    util = Fraction(str(raw))
     return int(available * MIB * util * share / gpn / GB)
 
 
@@ -165,6 +181,23 @@ def kv_suffix(mode: str, backend: Any) -> str:
     if not name:
         raise InvalidRecipeError(f"`kv-offloading: {mode}` needs `kv-offload-backend: {{name: ...}}`")
     return f"kv{mode}-{name}"
+
+
+def _offload(item: Mapping[str, Any], key: str, multinode: bool) -> tuple[str, Any, str]:
+    """(kv-offloading mode, backend, exp-name suffix). Older files (f8f9b66) spell the field
+    `offloading` with modes of their time (`cpu`, `hicache`) and no backend: taken verbatim,
+    suffix `kv<mode>`."""
+    backend = item.get("kv-offload-backend")
+    if "kv-offloading" not in item and "offloading" in item:
+        mode = str(item["offloading"])
+        return mode, backend, ("kvnone" if mode == "none" else f"kv{mode}")
+    if not multinode and "kv-offloading" not in item:
+        raise InvalidRecipeError(f"config key '{key}': a single-node agentic item needs `kv-offloading`")
+    mode = str(item.get("kv-offloading", "none"))
+    try:
+        return mode, backend, kv_suffix(mode, backend)
+    except InvalidRecipeError as exc:
+        raise InvalidRecipeError(f"config key '{key}': {exc}") from exc
 
 
 def _worker_tag(w: Mapping[str, Any], role: str) -> str:
@@ -182,7 +215,7 @@ def _fixed_rows(entry: dict[str, Any], key: str, scenario: dict[str, Any], conc:
     exp = f"{entry['model-prefix']}_{seq_name(isl, osl)}"
     disagg = bool(entry.get("disagg", False))
     rows: list[dict[str, Any]] = []
-    for item in _space(scenario, key):
+    for item in _space(scenario, key, FIXED_SEQ_LEN, is_multinode(entry)):
         concs = [c for c in conc_range(item, key) if conc is None or c in conc]
         if not concs:
             continue
@@ -223,10 +256,20 @@ def _single_parallelism(item: Mapping[str, Any], key: str) -> dict[str, Any]:
     }
 
 
-def _space(scenario: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+def _space(scenario: Mapping[str, Any], key: str, kind: str, multinode: bool) -> list[dict[str, Any]]:
+    """A scenario's search space, every field of the scenario and of its items checked."""
+    agentic = kind == AGENTIC_CODING
+    check_fields(key, f"`{kind}` scenario", scenario, AGENTIC_SCENARIO_FIELDS if agentic else FIXED_SCENARIO_FIELDS)
     space = scenario.get("search-space")
     if not isinstance(space, list) or not space or not all(isinstance(i, dict) for i in space):
         raise InvalidRecipeError(f"config key '{key}': a scenario needs a non-empty `search-space` list of mappings")
+    if multinode:
+        allowed = MULTINODE_ITEM_FIELDS | (OFFLOAD_FIELDS if agentic else frozenset())
+    else:
+        allowed = AGENTIC_ITEM_FIELDS if agentic else SINGLE_ITEM_FIELDS
+    where = f"{'multi-node' if multinode else 'single-node'} {kind} search-space"
+    for item in space:
+        check_fields(key, where, item, allowed)
     return space
 
 
@@ -236,19 +279,16 @@ def _agentic_rows(
     base = _key_fields(entry, key)
     prefix, multinode = entry["model-prefix"], is_multinode(entry)
     rows: list[dict[str, Any]] = []
-    for item in _space(scenario, key):
+    for item in _space(scenario, key, AGENTIC_CODING, multinode):
         concs = [c for c in conc_range(item, key) if conc is None or c in conc]
         if not concs:
             continue
-        if not multinode and "kv-offloading" not in item:
-            raise InvalidRecipeError(f"config key '{key}': a single-node agentic item needs `kv-offloading`")
-        mode, backend = str(item.get("kv-offloading", "none")), item.get("kv-offload-backend")
-        suffix = kv_suffix(mode, backend)
+        mode, backend, suffix = _offload(item, key, multinode)
         spec = _spec(item, key)
         agentic = {
             "kv-offloading": mode,
             "total-cpu-dram-gb": dram_offload_gb(scenario, item, entry["runner"], hardware, key),
-            "duration": AGENTIC_DURATION,
+            "duration": scenario.get("duration", AGENTIC_DURATION),
         }
         extra = {"kv-offload-backend": backend} if backend is not None else {}
         extra.update(_components(item, entry))
@@ -298,7 +338,7 @@ def matrix_rows(
         raise InvalidRecipeError(f"config key '{key}' has no `scenarios` mapping")
     unknown = sorted(str(k) for k in scenarios if k not in (FIXED_SEQ_LEN, AGENTIC_CODING))
     if unknown:
-        raise InvalidRecipeError(
+        raise UnsupportedScenarioError(
             f"config key '{key}': scenario type {', '.join(unknown)} is not one the repo's generator knows "
             "(fixed-seq-len, agentic-coding)"
         )

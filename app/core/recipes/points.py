@@ -86,11 +86,12 @@ class Point:
             "conc": self.conc,
             "max-model-len": self.max_model_len,
             "exp-name": self.exp_name,
+            "disagg": self.disagg,
             "result-name": self.result_name,
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], *, disagg: bool = False) -> Point:
+    def from_json(cls, data: dict[str, Any], *, disagg: bool | None = None) -> Point:
         """Inverse of to_json (derived keys are recomputed, not trusted)."""
         try:
             return cls(
@@ -112,7 +113,7 @@ class Point:
                 spec_decoding=str(data["spec-decoding"]),
                 conc=int(data["conc"]),
                 max_model_len=int(data["max-model-len"]),
-                disagg=disagg,
+                disagg=bool(data.get("disagg", False)) if disagg is None else disagg,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidRecipeError(f"point JSON is missing or has a bad field: {exc}") from exc
