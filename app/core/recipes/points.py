@@ -145,26 +145,32 @@ def _worker_part(w: dict[str, Any], role: str) -> str:
     )
 
 
-def row_result_name(row: dict[str, Any]) -> str:
-    """``RESULT_FILENAME_BASE`` of a generated row with its runner label for the node name.
+def result_base(row: dict[str, Any]) -> str:
+    """``RESULT_FILENAME_BASE`` of a generated row up to its node name (``..._conc<C>``).
 
     Single-node rows (fixed-seq-len and agentic, `benchmark-tmpl.yml`):
     `<exp>_<prec>_<fw>_tp<TP>-pp<PP>-dcp<DCP>-pcp<PCP>-ep<EP>-dpa<bool>_disagg-<bool>_spec-<mode>_conc<C>`
     (agentic jobs are dispatched with `disagg: false`). Multi-node rows
     (`benchmark-multinode-tmpl.yml`): `<exp>_<prec>_<fw>_prefill-tp..-pp..-dcp..-pcp..-ep..-dp<bool>-nw<n>
-    _decode-..._disagg-<bool>_spec-<mode>_conc<c1>x<c2>...`. Then `_<runner>`.
+    _decode-..._disagg-<bool>_spec-<mode>_conc<c1>x<c2>...`.
     """
     head = f"{row['exp-name']}_{row['precision']}_{row['framework']}"
     spec = row.get("spec-decoding", "none")
     if "prefill" in row:
-        concs = "x".join(str(c) for c in row["conc"])
+        conc = row["conc"] if isinstance(row["conc"], list) else [row["conc"]]
+        concs = "x".join(str(int(c)) for c in conc)
         return (
             f"{head}_{_worker_part(row['prefill'], 'prefill')}_{_worker_part(row['decode'], 'decode')}"
-            f"_disagg-{_bool(bool(row.get('disagg', False)))}_spec-{spec}_conc{concs}_{row['runner']}"
+            f"_disagg-{_bool(bool(row.get('disagg', False)))}_spec-{spec}_conc{concs}"
         )
     disagg = False if row.get("scenario-type") == "agentic-coding" else bool(row.get("disagg", False))
     return (
-        f"{head}_tp{row['tp']}-pp{row.get('pp', 1)}-dcp{row.get('dcp-size', 1)}-pcp{row.get('pcp-size', 1)}"
-        f"-ep{row.get('ep', 1)}-dpa{_bool(bool(row.get('dp-attn', False)))}_disagg-{_bool(disagg)}"
-        f"_spec-{spec}_conc{row['conc']}_{row['runner']}"
+        f"{head}_tp{int(row['tp'])}-pp{int(row.get('pp', 1))}-dcp{int(row.get('dcp-size', 1))}"
+        f"-pcp{int(row.get('pcp-size', 1))}-ep{int(row.get('ep', 1))}-dpa{_bool(bool(row.get('dp-attn', False)))}"
+        f"_disagg-{_bool(disagg)}_spec-{spec}_conc{int(row['conc'])}"
     )
+
+
+def row_result_name(row: dict[str, Any]) -> str:
+    """A generated row's identity: ``result_base`` with its runner label for the node name."""
+    return f"{result_base(row)}_{row['runner']}"
