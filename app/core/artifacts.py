@@ -253,20 +253,32 @@ def eval_artifact_name(point: Mapping[str, Any], node: str, recipe_fingerprint: 
     return eval_head(point) + result_filename(point, node, recipe_fingerprint)
 
 
+def eval_stems(point: Mapping[str, Any]) -> list[str]:
+    """The stems a point's eval job may carry: its own, and for a single-node agentic point also
+    the one with pp/dcp/pcp 1 (e2e-tests.yml's `agentic eval /` job passes no pp, dcp-size or
+    pcp-size, so the template's defaults name its files; run-sweep.yml's passes them)."""
+    stems = [result_stem(point)]
+    if is_agentic(point) and not is_multinode(point):
+        alt = result_stem({**point, "pp": 1, "dcp-size": 1, "pcp-size": 1})
+        stems += [alt] if alt not in stems else []
+    return stems
+
+
 def parse_eval_name(name: str, point: Mapping[str, Any]) -> EvalName | None:
-    """``name`` parsed as ``eval_<exp-name>_<stem>_<node>[_recipe-<16>]``, or None when not the point's.
+    """``name`` parsed as ``eval_[<exp-name>_]<stem>_<node>[_recipe-<16>]`` (``eval_head``), or None
+    when it is not the point's.
 
     ``eval_server_logs_*`` / ``eval_gpu_metrics_*`` (the eval-only job's logs) never parse: what
-    follows ``eval_`` there is not the exp-name.
+    follows ``eval_`` there is neither the exp-name nor a stem.
     """
-    stem = result_stem(point)
     head = eval_head(point)
     if not name.startswith(head):
         return None
-    parsed = parse_bmk_name(BMK_PREFIX + name[len(head) :], stem)  # same tail rules as bmk_
-    if parsed is None:
-        return None
-    return EvalName(name, parsed.result_filename, stem, parsed.node, parsed.recipe)
+    for stem in eval_stems(point):
+        parsed = parse_bmk_name(BMK_PREFIX + name[len(head) :], stem)  # same tail rules as bmk_
+        if parsed is not None:
+            return EvalName(name, parsed.result_filename, stem, parsed.node, parsed.recipe)
+    return None
 
 
 def select_eval_artifact(artifacts: Sequence[Mapping[str, Any]], point: Mapping[str, Any]) -> EvalSelection:
