@@ -381,6 +381,8 @@ def job_matches_point(job: JobName, point: Mapping[str, Any], *, eval_job: bool 
         and seq not in job.caller.split()
     ):
         return False  # run-sweep.yml's caller names carry the seq-len
+    if job.caller and ("agentic" in job.caller.split()) != (point.get("scenario-type") == "agentic-coding"):
+        return False  # `agentic /`, `agentic eval /`, `multi-node agentic /` ... hold the agentic rows
     same_recipe = (
         job.model_prefix == str(point.get("model-prefix"))
         and job.precision == str(point.get("precision"))
