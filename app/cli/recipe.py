@@ -104,7 +104,9 @@ RUNNERS_YAML = "runners.yaml"
 def _runners_hardware(file: Path, runners: Path | None) -> dict | None:
     """runners.yaml's `hardware:` (the DRAM-offload budget): ``--runners``, else a runners.yaml
     beside FILE or one level up (the repo keeps it in configs/ with the master files)."""
-    candidates = [runners] if runners is not None else [file.parent / RUNNERS_YAML, file.parent.parent / RUNNERS_YAML]
+    candidates = (
+        [runners] if runners is not None else [file.parent / RUNNERS_YAML, file.parent.parent / RUNNERS_YAML]
+    )
     for path in candidates:
         if path is not None and path.is_file():
             try:
@@ -113,7 +115,10 @@ def _runners_hardware(file: Path, runners: Path | None) -> dict | None:
                 _fail(str(exc))
             hardware = data.get("hardware") if isinstance(data, dict) else None
             if runners is not None and not isinstance(hardware, dict):
-                _fail(f"{path} has no `hardware:` mapping (runner label -> available-cpu-dram-mib, gpus-per-node)")
+                _fail(
+                    f"{path} has no `hardware:` mapping "
+                    "(runner label -> available-cpu-dram-mib, gpus-per-node)"
+                )
             return hardware if isinstance(hardware, dict) else None
     if runners is not None:
         _fail(f"cannot read {runners}: no such file")

@@ -89,11 +89,17 @@ def result_member_names(point: Mapping[str, Any], result_filename: str) -> tuple
     agentic), `agg_<RF>_*.json` one per conc (multi-node fixed-seq-len), `<RF>_conc*.json` one per
     conc (multi-node agentic)."""
     if is_multinode(point):
-        return (f"{result_filename}_conc", ".json") if is_agentic(point) else (
-            f"{AGG_PREFIX}{result_filename}_",
-            ".json",
+        return (
+            (f"{result_filename}_conc", ".json")
+            if is_agentic(point)
+            else (
+                f"{AGG_PREFIX}{result_filename}_",
+                ".json",
+            )
         )
-    return (f"{result_filename}.json", "") if is_agentic(point) else (f"{AGG_PREFIX}{result_filename}.json", "")
+    return (
+        (f"{result_filename}.json", "") if is_agentic(point) else (f"{AGG_PREFIX}{result_filename}.json", "")
+    )
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.recipes.expand import plan_dicts
 from app.core.recipes.evals import (
     EVAL_ALL_CONCS,
     EVAL_CONC,
@@ -39,6 +38,7 @@ from app.core.recipes.evals import (
     is_multinode_point,
     plan_evals,
 )
+from app.core.recipes.expand import plan_dicts
 from app.core.runmatch import job_matches_point, point_job_name
 from app.core.sweepspec import dispatch_eval_mode, group_key, point_conc, row_concs
 

@@ -190,7 +190,9 @@ def _fetch_result(
             names = list(every)  # a differently named single result file is fine
         if not names:
             held = ", ".join(sorted(every)) or "no JSON files"
-            raise ArtifactError(f"missing result file {chosen.name.member} in the artifact (it holds: {held})")
+            raise ArtifactError(
+                f"missing result file {chosen.name.member} in the artifact (it holds: {held})"
+            )
         out = []
         for file_name in names:
             parsed = parse_result(every[file_name], file_name, tp=tp, gpus=gpus)

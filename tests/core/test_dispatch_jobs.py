@@ -165,7 +165,10 @@ def test_a_dispatch_tracks_the_picks_its_own_command_gets() -> None:
     assert at256 == [(8, True)]
     jobs = plan_dispatch_jobs(master, SEED_KEY, planned, FIELDS)
     tracked = with_dispatch_marks(planned, jobs)
-    assert [(p["ep"], p["dp-attn"]) for p in tracked if p["conc"] == 256 and p["run-eval"]] == [(8, False), (8, True)]
+    assert [(p["ep"], p["dp-attn"]) for p in tracked if p["conc"] == 256 and p["run-eval"]] == [
+        (8, False),
+        (8, True),
+    ]
     # a conc no group picks is dispatched with --no-evals: nothing evaluated there
     assert not any(p["run-eval"] for p in tracked if p["conc"] == 64)
     assert [p["result-name"] for p in tracked] == [p["result-name"] for p in planned]

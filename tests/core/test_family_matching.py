@@ -52,7 +52,8 @@ def _words(row: dict[str, Any]) -> str:
 
 def job_name(caller: str, row: dict[str, Any], *, eval_job: bool) -> str:
     """The `name:` of benchmark-tmpl.yml / benchmark-multinode-tmpl.yml (folded, `>-`)."""
-    head = f"{caller} p0 | {row['model-prefix']} {row['precision']} {row['runner']} {SHORT.get(row['framework'], row['framework'])}"
+    framework = SHORT.get(row["framework"], row["framework"])
+    head = f"{caller} p0 | {row['model-prefix']} {row['precision']} {row['runner']} {framework}"
     mark = " | eval-only" if eval_job else ""
     if "prefill" in row:
         p, d = row["prefill"], row["decode"]
@@ -128,7 +129,9 @@ def _keys() -> list[tuple[dict[str, Any], str]]:
     return out
 
 
-def _run(master: dict[str, Any], key: str, mode: EvalMode) -> tuple[list[dict[str, Any]], list[dict], list[dict]]:
+def _run(
+    master: dict[str, Any], key: str, mode: EvalMode
+) -> tuple[list[dict[str, Any]], list[dict], list[dict]]:
     """(the key's rows under ``mode``, the run's jobs, the run's artifacts)."""
     rows = plan_evals(plan_dicts(master, key), mode)
     jobs: list[dict[str, Any]] = [{"id": 1, "name": "get-jobs"}]
@@ -137,7 +140,9 @@ def _run(master: dict[str, Any], key: str, mode: EvalMode) -> tuple[list[dict[st
         for eval_job in (False, True):
             if eval_job != bool(row.get("eval-only")) and not (eval_job and row.get("run-eval")):
                 continue
-            jobs.append({"id": len(jobs) + 1, "name": job_name(_caller(row, eval_job), row, eval_job=eval_job)})
+            jobs.append(
+                {"id": len(jobs) + 1, "name": job_name(_caller(row, eval_job), row, eval_job=eval_job)}
+            )
             artifacts += [{"id": len(artifacts) + 1, "name": n} for n in uploads(row, eval_job=eval_job)]
     return rows, jobs, artifacts
 
@@ -155,7 +160,9 @@ def test_every_row_finds_its_own_job_and_artifacts(mode: EvalMode) -> None:
         for i, row in enumerate(rows):
             fam = family(row) + (" eval" if row.get("eval-only") else "")
             total[fam] += 1
-            want_job = job_name(_caller(row, bool(row.get("eval-only"))), row, eval_job=bool(row.get("eval-only")))
+            want_job = job_name(
+                _caller(row, bool(row.get("eval-only"))), row, eval_job=bool(row.get("eval-only"))
+            )
             ok = i in assigned and " ".join(assigned[i]["name"].split()) == " ".join(want_job.split())
             if row.get("eval-only"):
                 got = select_eval_artifact(artifacts, row)
@@ -174,7 +181,10 @@ def test_every_row_finds_its_own_job_and_artifacts(mode: EvalMode) -> None:
                 twins[fam] += 1  # rows the repo itself names alike (same job name and file name)
             else:
                 misses.append(f"{key}: {fam} {result_filename(row)}")
-    print(f"\n{mode.value}: " + ", ".join(f"{f} {found[f]}/{total[f]} (twins {twins[f]})" for f in sorted(total)))
+    print(
+        f"\n{mode.value}: "
+        + ", ".join(f"{f} {found[f]}/{total[f]} (twins {twins[f]})" for f in sorted(total))
+    )
     assert misses == []
     assert sum(total.values()) > 1000 if mode == EvalMode.DEFAULT else sum(total.values()) > 300
 
@@ -183,14 +193,20 @@ def test_result_files_inside_the_artifact_per_family() -> None:
     master, key = next((m, k) for m, k in _keys() if k == "dsr1-fp4-b200-dynamo-sglang")
     row = plan_evals(plan_dicts(master, key))[0]
     rf = result_filename(row)
-    chosen = select_bmk_artifact([{"id": 1, "name": f"bmk_{rf}"}, {"id": 2, "name": f"power_audit_{rf}"}], row)
+    chosen = select_bmk_artifact(
+        [{"id": 1, "name": f"bmk_{rf}"}, {"id": 2, "name": f"power_audit_{rf}"}], row
+    )
     assert chosen.name is not None
     members = [f"agg_{rf}_conc{c}_gpus_12_ctx_4_gen_8.json" for c in row["conc"]] + [f"{rf}_conc1.json"]
     assert chosen.name.members(members) == sorted(members[:-1])  # one agg_ file per conc, never the raw
-    agentic_master, agentic_key = next((m, k) for m, k in _keys() if k.startswith("qwen3.5") and "agentic" in k)
+    agentic_master, agentic_key = next(
+        (m, k) for m, k in _keys() if k.startswith("qwen3.5") and "agentic" in k
+    )
     arow = plan_evals(plan_dicts(agentic_master, agentic_key))[0]
     arf = result_filename(arow)
-    pick = select_bmk_artifact([{"id": 1, "name": f"agentic_{arf}"}, {"id": 2, "name": f"bmk_agentic_{arf}"}], arow)
+    pick = select_bmk_artifact(
+        [{"id": 1, "name": f"agentic_{arf}"}, {"id": 2, "name": f"bmk_agentic_{arf}"}], arow
+    )
     assert pick.artifact is not None and pick.artifact["id"] == 2
     assert pick.name is not None and pick.name.members([f"{arf}.json", f"agg_{arf}.json"]) == [f"{arf}.json"]
 
@@ -205,13 +221,17 @@ def test_ties_are_broken_by_the_jobs_own_fields() -> None:
     }  # fmt: skip
     rows = [{**base, "spec-decoding": "none"}, {**base, "spec-decoding": "mtp"}]
     agentic = {k: v for k, v in base.items() if k not in ("isl", "osl", "disagg")}
-    agentic.update({"scenario-type": "agentic-coding", "spec-decoding": "none", "exp-name": "m_tp8_conc32_kvnone"})
+    agentic.update(
+        {"scenario-type": "agentic-coding", "spec-decoding": "none", "exp-name": "m_tp8_conc32_kvnone"}
+    )
     offload = {**agentic, "kv-offloading": "dram", "kv-offload-backend": {"name": "lmcache"}}
     rows += [{**agentic, "kv-offloading": "none"}, offload]
     # a fixed-seq-len row and an agentic row can share a name but never a caller (`single-node /`
     # vs `agentic /`): the caller decides
     for order in (rows, rows[::-1]):
-        jobs = [{"id": i, "name": job_name(_caller(r, False), r, eval_job=False)} for i, r in enumerate(order)]
+        jobs = [
+            {"id": i, "name": job_name(_caller(r, False), r, eval_job=False)} for i, r in enumerate(order)
+        ]
         got = assign_jobs(jobs, rows)
         assert {i: order[j["id"]] for i, j in got.items()} == dict(enumerate(rows))
 
@@ -220,8 +240,9 @@ def test_the_renderers_follow_the_templates() -> None:
     single = (WORKFLOWS / "benchmark-tmpl.yml").read_text(encoding="utf-8")
     multi = (WORKFLOWS / "benchmark-multinode-tmpl.yml").read_text(encoding="utf-8")
     assert (
-        "_tp${{ env.TP }}-pp${{ env.PP_SIZE }}-dcp${{ env.DCP_SIZE }}-pcp${{ env.PCP_SIZE }}-ep${{ env.EP_SIZE }}"
-        "-dpa${{ env.DP_ATTENTION }}_disagg-${{ env.DISAGG }}_spec-${{ env.SPEC_DECODING }}_conc${{ env.CONC }}"
+        "_tp${{ env.TP }}-pp${{ env.PP_SIZE }}-dcp${{ env.DCP_SIZE }}-pcp${{ env.PCP_SIZE }}"
+        "-ep${{ env.EP_SIZE }}-dpa${{ env.DP_ATTENTION }}_disagg-${{ env.DISAGG }}"
+        "_spec-${{ env.SPEC_DECODING }}_conc${{ env.CONC }}"
     ) in single
     assert "name: bmk_agentic_${{ env.RESULT_FILENAME }}" in single
     assert "name: eval_${{ env.EXP_NAME }}_${{ env.RESULT_FILENAME }}" in single
@@ -233,4 +254,7 @@ def test_the_renderers_follow_the_templates() -> None:
     assert "_conc${{ join(fromJson(inputs.conc-list), 'x') }}_${{ runner.name }}" in multi
     assert "name: eval_${{ env.RESULT_FILENAME }}" in multi
     assert "path: agg_${{ env.RESULT_FILENAME }}_*.json" in multi
-    assert "format('{0} KV offload', inputs.kv-offloading)" in single and "format('{0}P ', inputs.prefill-num-worker)" in multi
+    assert (
+        "format('{0} KV offload', inputs.kv-offloading)" in single
+        and "format('{0}P ', inputs.prefill-num-worker)" in multi
+    )

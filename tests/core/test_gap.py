@@ -316,11 +316,16 @@ def test_gap_cli_reads_only_the_result_artifact_of_each_job(tmp_path: Path) -> N
     d = tmp_path / "downloads"
     d.mkdir()
     for conc, tpot in ((32, 17.21), (64, 25.13)):
-        rf = f"minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc{conc}_mi355x-amds_03"
+        rf = (
+            "minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none"
+            f"_conc{conc}_mi355x-amds_03"
+        )
         raw = _raw_result(conc, tpot)
         _zip(d / f"bmk_{rf}.zip", {f"agg_{rf}.json": raw})
         _zip(d / f"power_audit_{rf}.zip", {f"{rf}.json": raw, f"agg_{rf}.json": raw})
-        _zip(d / f"gpu_metrics_{rf}.zip", {"gpu_metrics.json": {"max_concurrency": conc, "mean_tpot_ms": 99.0}})
+        _zip(
+            d / f"gpu_metrics_{rf}.zip", {"gpu_metrics.json": {"max_concurrency": conc, "mean_tpot_ms": 99.0}}
+        )
     result = CliRunner().invoke(_cli(), ["gap", "--results", str(d), "--reference", str(SHIPPED)])
     assert result.exit_code == 0, result.output
     rows = _table_rows(result.output)

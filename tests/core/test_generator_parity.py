@@ -26,7 +26,12 @@ from tests.conftest import FIXTURES
 
 INFERENCEX = FIXTURES / "inferencex"
 MASTERS = ("amd-master", "nvidia-master")
-MODES = {"default": (), "no-evals": ("--no-evals",), "evals-only": ("--evals-only",), "all-evals": ("--all-evals",)}
+MODES = {
+    "default": (),
+    "no-evals": ("--no-evals",),
+    "evals-only": ("--evals-only",),
+    "all-evals": ("--all-evals",),
+}
 FAMILY_SIZES = {"single-fixed": 77, "single-agentic": 37, "multi-fixed": 56, "multi-agentic": 38}
 
 _app = typer.Typer()

@@ -91,7 +91,13 @@ def test_groups_span_tps_split_by_dp_attn_and_mark_every_row_at_a_chosen_conc() 
     ]
     # dp-attn false: one group across tp4 and tp8 (16..512 -> 128 and 512), both tp4 and tp8ep8
     # rows at 128 marked; dp-attn true: its own group (256 and 512)
-    assert marked == [(8, 8, False, 128), (8, 8, False, 512), (4, 1, False, 128), (8, 8, True, 256), (8, 8, True, 512)]
+    assert marked == [
+        (8, 8, False, 128),
+        (8, 8, False, 512),
+        (4, 1, False, 128),
+        (8, 8, True, 256),
+        (8, 8, True, 512),
+    ]
 
 
 def test_multinode_and_agentic_rows_follow_their_own_rules() -> None:

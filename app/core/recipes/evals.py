@@ -139,7 +139,9 @@ def _concs(point: Mapping[str, Any]) -> list[int]:
     raw = point.get("conc")
     values = raw if isinstance(raw, list | tuple) else [raw]
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise EvalModeError(f"point {point.get('result-name') or point!r}: conc {raw!r} is not an integer (list)")
+        raise EvalModeError(
+            f"point {point.get('result-name') or point!r}: conc {raw!r} is not an integer (list)"
+        )
     return list(values)
 
 
@@ -173,7 +175,9 @@ def upper_median(values: Sequence[int]) -> int:
     return ordered[len(ordered) // 2]
 
 
-def _highest_per_group(groups: Mapping[Any, list[tuple[int, int]]], chosen: dict[int, int | None], mn: bool) -> None:
+def _highest_per_group(
+    groups: Mapping[Any, list[tuple[int, int]]], chosen: dict[int, int | None], mn: bool
+) -> None:
     """Per group of (row index, conc), the first row at the highest conc (multi-node: eval-conc)."""
     for members in groups.values():
         best, conc = max(members, key=lambda m: m[1])
@@ -266,7 +270,9 @@ def _merge_all(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def plan_evals(points: Sequence[Mapping[str, Any]], mode: EvalMode = EvalMode.DEFAULT) -> list[dict[str, Any]]:
+def plan_evals(
+    points: Sequence[Mapping[str, Any]], mode: EvalMode = EvalMode.DEFAULT
+) -> list[dict[str, Any]]:
     """The rows one generator command prints under ``mode``, marked as it marks them.
 
     ``points`` are the command's rows (after its `--conc` filter): the selection is made on them.

@@ -16,12 +16,14 @@ row against what it prints for every key of both master files
   `prefill`/`decode` are the item's workers with pp/dcp-size/pcp-size defaulted to 1.
 * **Agentic single-node**: one row per conc; `exp-name` =
   `<prefix>_tp<tp>_conc<c>_<kv>[_spec-<mode>]` where `<kv>` is `kvnone` or
-  `kv<mode>-<backend name>`; duration 3600 (an older file's scenario `duration` kept); `total-cpu-dram-gb` (below). No run-eval field.
+  `kv<mode>-<backend name>`; duration 3600 (an older file's scenario `duration` kept);
+  `total-cpu-dram-gb` (below). No run-eval field.
 * **Agentic multi-node**: one row per concurrency (one conc per allocation), `conc` a one-value
   list, `exp-name` = `<prefix>_p<n>x<tp>[ep<ep>][dpa]_d<n>x<tp>[ep<ep>][dpa]_conc<c>[_<kv>]`
   (the kv suffix only when offloading).
 * `router` and `kv-p2p-transfer`: from the search-space item, else from the entry, when set.
-* `total-cpu-dram-gb` (None when no runners.yaml `hardware:` is given) for `kv-offloading: dram`: the runner's available CPU DRAM (runners.yaml
+* `total-cpu-dram-gb` (None when no runners.yaml `hardware:` is given) for `kv-offloading: dram`:
+  the runner's available CPU DRAM (runners.yaml
   `hardware:`, capped at 2,861,022 MiB) x dram-utilization x the share of the node's GPUs one
   server uses (tp*pp*pcp single-node; the prefill worker's per-node share multi-node), in whole
   decimal GB rounded down; 0 otherwise.
@@ -168,7 +170,8 @@ def dram_offload_gb(
     raw = scenario.get("dram-utilization")
     if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= 1:
         raise InvalidRecipeError(
-            f"config key '{key}': a `kv-offloading: dram` scenario needs `dram-utilization` from 0 to 1, got {raw!r}"
+            f"config key '{key}': a `kv-offloading: dram` scenario needs `dram-utilization` "
+            f"from 0 to 1, got {raw!r}"
         )
     util = Fraction(str(raw))
     return int(available * MIB * util * share / gpn / GB)
@@ -207,7 +210,9 @@ def _worker_tag(w: Mapping[str, Any], role: str) -> str:
     return tag + ("dpa" if w.get("dp-attn", False) else "")
 
 
-def _fixed_rows(entry: dict[str, Any], key: str, scenario: dict[str, Any], conc: set[int] | None) -> list[dict[str, Any]]:
+def _fixed_rows(
+    entry: dict[str, Any], key: str, scenario: dict[str, Any], conc: set[int] | None
+) -> list[dict[str, Any]]:
     isl, osl = scenario.get("isl"), scenario.get("osl")
     if not _is_pos_int(isl) or not _is_pos_int(osl):
         raise InvalidRecipeError(f"config key '{key}': a fixed-seq-len item needs integer `isl` and `osl`")
@@ -222,7 +227,9 @@ def _fixed_rows(entry: dict[str, Any], key: str, scenario: dict[str, Any], conc:
         tail = {"max-model-len": isl + osl + MAX_MODEL_LEN_SLACK, "exp-name": exp, "disagg": disagg}
         if is_multinode(entry):
             if "prefill" not in item or "decode" not in item:
-                raise InvalidRecipeError(f"config key '{key}' is multinode: each item needs `prefill` and `decode`")
+                raise InvalidRecipeError(
+                    f"config key '{key}' is multinode: each item needs `prefill` and `decode`"
+                )
             row = {
                 **base,
                 "spec-decoding": _spec(item, key),
@@ -259,10 +266,14 @@ def _single_parallelism(item: Mapping[str, Any], key: str) -> dict[str, Any]:
 def _space(scenario: Mapping[str, Any], key: str, kind: str, multinode: bool) -> list[dict[str, Any]]:
     """A scenario's search space, every field of the scenario and of its items checked."""
     agentic = kind == AGENTIC_CODING
-    check_fields(key, f"`{kind}` scenario", scenario, AGENTIC_SCENARIO_FIELDS if agentic else FIXED_SCENARIO_FIELDS)
+    check_fields(
+        key, f"`{kind}` scenario", scenario, AGENTIC_SCENARIO_FIELDS if agentic else FIXED_SCENARIO_FIELDS
+    )
     space = scenario.get("search-space")
     if not isinstance(space, list) or not space or not all(isinstance(i, dict) for i in space):
-        raise InvalidRecipeError(f"config key '{key}': a scenario needs a non-empty `search-space` list of mappings")
+        raise InvalidRecipeError(
+            f"config key '{key}': a scenario needs a non-empty `search-space` list of mappings"
+        )
     if multinode:
         allowed = MULTINODE_ITEM_FIELDS | (OFFLOAD_FIELDS if agentic else frozenset())
     else:
@@ -274,7 +285,11 @@ def _space(scenario: Mapping[str, Any], key: str, kind: str, multinode: bool) ->
 
 
 def _agentic_rows(
-    entry: dict[str, Any], key: str, scenario: dict[str, Any], conc: set[int] | None, hardware: Hardware | None
+    entry: dict[str, Any],
+    key: str,
+    scenario: dict[str, Any],
+    conc: set[int] | None,
+    hardware: Hardware | None,
 ) -> list[dict[str, Any]]:
     base = _key_fields(entry, key)
     prefix, multinode = entry["model-prefix"], is_multinode(entry)

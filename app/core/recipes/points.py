@@ -166,7 +166,8 @@ def result_base(row: dict[str, Any]) -> str:
     disagg = False if row.get("scenario-type") == "agentic-coding" else bool(row.get("disagg", False))
     return (
         f"{head}_tp{int(row['tp'])}-pp{int(row.get('pp', 1))}-dcp{int(row.get('dcp-size', 1))}"
-        f"-pcp{int(row.get('pcp-size', 1))}-ep{int(row.get('ep', 1))}-dpa{_bool(bool(row.get('dp-attn', False)))}"
+        f"-pcp{int(row.get('pcp-size', 1))}-ep{int(row.get('ep', 1))}"
+        f"-dpa{_bool(bool(row.get('dp-attn', False)))}"
         f"_disagg-{_bool(disagg)}_spec-{spec}_conc{int(row['conc'])}"
     )
 

@@ -35,7 +35,9 @@ SINGLE_ITEM_FIELDS = (
     frozenset({"tp", "pp", "dcp-size", "pcp-size", "ep", "dp-attn", "spec-decoding"})
     | CONC_FIELDS
     | COMPONENT_FIELDS
-    | frozenset({"srt-recipe", "attn-dp-size", "num-speculative-tokens", "max-num-batched-tokens", "moe-backend"})
+    | frozenset(
+        {"srt-recipe", "attn-dp-size", "num-speculative-tokens", "max-num-batched-tokens", "moe-backend"}
+    )
 )
 OFFLOAD_FIELDS = frozenset({"kv-offloading", "offloading", "kv-offload-backend"})
 MULTINODE_ITEM_FIELDS = frozenset({"spec-decoding", "prefill", "decode"}) | CONC_FIELDS | COMPONENT_FIELDS
@@ -59,7 +61,8 @@ def point_summary(row: dict[str, Any]) -> dict[str, str]:
     """Display columns for any point kind (the CLI table)."""
     if "prefill" in row:
         p, d = row["prefill"], row["decode"]
-        topo = f"P{p['num-worker']}xTP{p['tp']}/EP{p.get('ep', 1)} D{d['num-worker']}xTP{d['tp']}/EP{d.get('ep', 1)}"
+        prefill = f"P{p['num-worker']}xTP{p['tp']}/EP{p.get('ep', 1)}"
+        topo = f"{prefill} D{d['num-worker']}xTP{d['tp']}/EP{d.get('ep', 1)}"
         conc = ",".join(str(c) for c in row["conc"])
     else:
         topo = f"TP{row['tp']}/EP{row['ep']}" + (" dp-attn" if row.get("dp-attn") else "")
