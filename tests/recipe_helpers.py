@@ -72,6 +72,7 @@ def reference_points(key: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
                     "conc": conc,
                     "max-model-len": isl + osl + 256,
                     "exp-name": f"{entry['model-prefix']}_{seq}",
+                    "disagg": bool(entry.get("disagg", False)),
                 }
                 dpa = "true" if row["dp-attn"] else "false"
                 disagg = "true" if entry.get("disagg", False) else "false"
@@ -93,45 +94,40 @@ def event_values(text: str) -> list[tuple[str, object]]:
 
 
 def reference_eval_marks(rows: list[dict[str, Any]]) -> list[bool]:
-    """The documented default eval selection (InferenceX utils/evals/EVALS.md), written apart from
-    app.core.recipes.evals: single-node, 8k1k only, highest and median conc per model / runner /
-    framework / precision / TP / decoding group; one eval per chosen conc (first row in order);
-    the median of an even count is the upper middle value."""
+    """The generator's default eval selection for single-node fixed-seq-len rows, written apart
+    from app.core.recipes.evals (checked against tests/fixtures/inferencex/expected-plans/):
+    8k1k only, concurrencies below 16 ignored, grouped across TPs by model / runner / framework /
+    precision / isl / osl / spec-decoding / dp-attn; every row of a group at its highest or its
+    (upper) median eligible concurrency is marked."""
     import statistics
 
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, row in enumerate(rows):
-        if (row["isl"], row["osl"]) != (8192, 1024):
+        if (row["isl"], row["osl"]) != (8192, 1024) or row["conc"] < 16:
             continue
-        key = (
-            row["model"],
-            row["runner"],
-            row["framework"],
-            row["precision"],
-            row["tp"],
-            row["spec-decoding"],
-        )
-        groups.setdefault(key, []).append(i)
+        fields = ("model", "runner", "framework", "precision", "isl", "osl", "spec-decoding", "dp-attn")
+        groups.setdefault(tuple(row[f] for f in fields), []).append(i)
     marks = [False] * len(rows)
     for members in groups.values():
         concs = sorted({rows[i]["conc"] for i in members})
-        for wanted in {max(concs), statistics.median_high(concs)}:
-            first = next(i for i in members if rows[i]["conc"] == wanted)
-            marks[first] = True
+        wanted = {max(concs), statistics.median_high(concs)}
+        for i in members:
+            marks[i] = marks[i] or rows[i]["conc"] in wanted
     return marks
 
 
 def reference_plan(key: str, entry: dict[str, Any], mode: str = "default") -> list[dict[str, Any]]:
-    """reference_points plus the documented marks for an eval mode (EVALS.md 'Generator eval modes')."""
+    """reference_points plus the generator's marks for an eval mode: `default` marks every row,
+    `none` leaves run-eval false, `only` keeps the marked rows, `all` every 8k1k row (eval-only)."""
     rows = reference_points(key, entry)
     marks = reference_eval_marks(rows)
     out = []
     for row, selected in zip(rows, marks, strict=True):
         if mode == "default":
-            out.append({**row, "run-eval": selected, "eval-only": False})
+            out.append({**row, "run-eval": selected})
         elif mode == "none":
-            out.append({**row, "run-eval": False, "eval-only": False})
-        elif mode == "only" and selected or mode == "all":
+            out.append({**row, "run-eval": False})
+        elif mode == "only" and selected or mode == "all" and (row["isl"], row["osl"]) == (8192, 1024):
             out.append({**row, "run-eval": True, "eval-only": True})
     return out
 
@@ -147,15 +143,17 @@ def _concs(item: dict[str, Any]) -> list[int]:
 
 
 def _worker(w: dict[str, Any]) -> dict[str, Any]:
-    return {
+    out = {
         "num-worker": w["num-worker"], "tp": w["tp"], "pp": w.get("pp", 1), "dcp-size": w.get("dcp-size", 1),
         "pcp-size": w.get("pcp-size", 1), "ep": w["ep"], "dp-attn": w.get("dp-attn", False),
-        "additional-settings": list(w.get("additional-settings") or []),
     }  # fmt: skip
+    if "additional-settings" in w:  # the generator passes a worker's fields through as written
+        out["additional-settings"] = list(w["additional-settings"])
+    return out
 
 
 def reference_rows(key: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """Multi-node and agentic rows from the documented rules (app/core/recipes/topology.py docstring),
+    """Multi-node and agentic rows from the generator's rules (app/core/recipes/matrix.py docstring),
     written independently: (kind, seq or None, topology, conc or conc list) per row, in file order."""
     rows: list[dict[str, Any]] = []
     multinode = bool(entry.get("multinode"))
@@ -173,14 +171,10 @@ def reference_rows(key: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
                     base["kv-offloading"] = item.get("kv-offloading", item.get("offloading", "none"))
                     base["duration"] = scenario.get("duration", 3600)
                 if multinode:
-                    rows.append(
-                        {
-                            **base,
-                            "prefill": _worker(item["prefill"]),
-                            "decode": _worker(item["decode"]),
-                            "conc": concs,
-                        }
-                    )
+                    workers = {"prefill": _worker(item["prefill"]), "decode": _worker(item["decode"])}
+                    # fixed-seq-len: one row holds the whole list; agentic: one row per conc
+                    batches = [concs] if kind == "fixed-seq-len" else [[c] for c in concs]
+                    rows += [{**base, **workers, "conc": batch} for batch in batches]
                 elif kind == "agentic-coding":
                     for c in concs:
                         rows.append(

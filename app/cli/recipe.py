@@ -27,8 +27,9 @@ from app.core.recipes import (
     seq_name,
     set_image,
 )
-from app.core.recipes.evals import eval_mode_from_flags, plan_with_evals
+from app.core.recipes.evals import eval_mode_from_flags, plan_all_keys, plan_with_evals
 from app.core.recipes.topology import point_summary
+from app.core.recipes.yamlutil import load_yaml
 from app.core.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
 
 if TYPE_CHECKING:
@@ -97,13 +98,49 @@ def _parse_conc(value: str | None) -> list[int] | None:
     return out
 
 
+RUNNERS_YAML = "runners.yaml"
+
+
+def _runners_hardware(file: Path, runners: Path | None) -> dict | None:
+    """runners.yaml's `hardware:` (the DRAM-offload budget): ``--runners``, else a runners.yaml
+    beside FILE or one level up (the repo keeps it in configs/ with the master files)."""
+    candidates = (
+        [runners] if runners is not None else [file.parent / RUNNERS_YAML, file.parent.parent / RUNNERS_YAML]
+    )
+    for path in candidates:
+        if path is not None and path.is_file():
+            try:
+                data = load_yaml(_read(path), str(path))
+            except RecipeError as exc:
+                _fail(str(exc))
+            hardware = data.get("hardware") if isinstance(data, dict) else None
+            if runners is not None and not isinstance(hardware, dict):
+                _fail(
+                    f"{path} has no `hardware:` mapping "
+                    "(runner label -> available-cpu-dram-mib, gpus-per-node)"
+                )
+            return hardware if isinstance(hardware, dict) else None
+    if runners is not None:
+        _fail(f"cannot read {runners}: no such file")
+    return None
+
+
 @recipe_app.command("plan")
 def plan(
     file: Annotated[Path, typer.Argument(help="Master config, e.g. configs/amd-master.yaml.")],
-    key: Annotated[str, typer.Argument(help="Config key, e.g. minimaxm3-fp4-mi355x-vllm.")],
+    key: Annotated[
+        str | None, typer.Argument(help="Config key, e.g. minimaxm3-fp4-mi355x-vllm (or --all-keys).")
+    ] = None,
+    all_keys: Annotated[
+        bool, typer.Option("--all-keys", help="Every key of FILE: one JSON object, key -> its rows.")
+    ] = False,
     seq: Annotated[str | None, typer.Option(help="Only this seq-len: 1k1k, 8k1k or <isl>_<osl>.")] = None,
     conc: Annotated[str | None, typer.Option(help="Only these concurrencies, e.g. 32,64.")] = None,
     tp: Annotated[int | None, typer.Option(help="Only this tensor-parallel size.")] = None,
+    runners: Annotated[
+        Path | None,
+        typer.Option(help="runners.yaml for the DRAM-offload budget (default: beside FILE or one level up)."),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON array, one object per point.")
     ] = False,
@@ -115,26 +152,57 @@ def plan(
         bool, typer.Option("--all-evals", help="Every point as an eval only (implies --evals-only).")
     ] = False,
 ) -> None:
-    """List the benchmark points the repo's matrix logic runs for KEY (single-node, multi-node, agentic).
+    """List the benchmark points the repo's generator (`test-config`) makes for KEY, or for every
+    key with --all-keys (single-node, multi-node, agentic).
 
     Each point says whether it also runs the accuracy eval (`run-eval`) and whether it runs only
-    the eval (`eval-only`), as the repo's default selection and eval modes decide.
+    the eval (`eval-only`), as the repo's eval selection and eval modes decide. With --all-keys
+    the rows carry exactly the generator's fields; a key the bot cannot plan is `{"error": ...}`.
     """
+    if (key is None) == (not all_keys):
+        _fail("give a config KEY or --all-keys (not both)")
+    if all_keys and (seq or conc or tp is not None):
+        _fail("--all-keys plans every key whole; drop --seq, --conc and --tp (or name one KEY)")
     if tp is not None and tp <= 0:
         _fail(f"--tp must be a positive integer, got {tp}")
     conc_filter = _parse_conc(conc)
     text = _read(file)
+    hardware = _runners_hardware(file, runners)
     try:
         mode = eval_mode_from_flags(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
-        points = plan_with_evals(parse_master(text), key, seq=seq, conc=conc_filter, tp=tp, mode=mode)
+        master = parse_master(text)
+        if all_keys:
+            _print_all_keys(plan_all_keys(master, mode, hardware), as_json)
+            return
+        assert key is not None
+        points = plan_with_evals(master, key, seq=seq, conc=conc_filter, tp=tp, mode=mode, hardware=hardware)
     except RecipeError as exc:
         _fail(str(exc))
     if as_json:
         _write_stdout(json.dumps(points, indent=2) + "\n")
         return
-    evals = sum(1 for p in points if p["run-eval"])
+    _print_points(key, points, mode.value)
+
+
+def _print_all_keys(plans: dict, as_json: bool) -> None:
+    if as_json:
+        _write_stdout(json.dumps(plans, indent=1) + "\n")
+        return
+    table = Table(title=f"{len(plans)} config keys", title_justify="left")
+    for column in ("key", "rows", "evals", "error"):
+        table.add_column(column, justify="right" if column in ("rows", "evals") else "left")
+    for name, rows in plans.items():
+        if isinstance(rows, dict):
+            table.add_row(name, "", "", str(rows["error"]))
+        else:
+            table.add_row(name, str(len(rows)), str(sum(1 for r in rows if r.get("run-eval"))), "")
+    Console(width=230).print(table)
+
+
+def _print_points(key: str, points: list, mode: str) -> None:
+    evals = sum(1 for p in points if p.get("run-eval"))
     table = Table(
-        title=f"{key}: {len(points)} points, {evals} with evals ({mode.value} eval mode)",
+        title=f"{key}: {len(points)} points, {evals} with evals ({mode} eval mode)",
         title_justify="left",
     )
     for column in ("seq", "tp", "ep", "dp-attn", "spec", "pp/dcp/pcp", "conc", "eval", "result-name"):
@@ -150,11 +218,11 @@ def plan(
                 f"{p['pp']}/{p['dcp-size']}/{p['pcp-size']}",
                 str(p["conc"]),
             ]
-        else:  # multi-node rows and agentic points (app/core/recipes/topology.py)
+        else:  # multi-node rows and agentic points
             s = point_summary(p)
             seq = seq_name(p["isl"], p["osl"]) if "isl" in p else s["seq"]
             row = [seq, s["topology"], "", "", s["spec"], "", s["conc"]]
-        eval_mark = ("eval only" if p["eval-only"] else "eval") if p["run-eval"] else ""
+        eval_mark = ("eval only" if p.get("eval-only") else "eval") if p.get("run-eval") else ""
         table.add_row(*row, eval_mark, p["result-name"])
     console = Console(width=230)
     console.print(f"image: {points[0]['image']}" if points else "no points")

@@ -14,6 +14,7 @@ from app.core.accuracy import (
     overall_verdict_line,
     render_accuracy_table,
 )
+from app.core.artifacts import AGENTIC_BMK_PREFIX, AGG_PREFIX, BMK_PREFIX, EVAL_PREFIX
 from app.core.artifactzip import ArtifactError, safe_json_members
 from app.core.evals import EvalFileError, parse_lm_eval, parse_meta_env, results_member
 from app.core.gap import (
@@ -68,6 +69,24 @@ class _WithConc:
         return getattr(self._score, name)
 
 
+_EVAL_LOGS = ("eval_server_logs_", "eval_gpu_metrics_")  # an eval-only job's logs, not its scores
+
+
+def _bmk_results(path: Path) -> list[tuple[str, bytes]]:
+    """The result files of a downloaded ``bmk_<RF>.zip``, as collection reads them: ``agg_<RF>.json``
+    (single-node) or ``agg_<RF>_*.json`` (multi-node, one per concurrency); a renamed download
+    falls back to its ``agg_*.json`` files."""
+    members = safe_json_members(path.read_bytes())
+    rf = path.name[len(BMK_PREFIX) : -len(".zip")]
+    base = {n: n.rsplit("/", 1)[-1] for n in members}
+    own = [n for n, b in base.items() if b == f"{AGG_PREFIX}{rf}.json" or b.startswith(f"{AGG_PREFIX}{rf}_")]
+    own = own or [n for n, b in base.items() if b.startswith(AGG_PREFIX)]
+    if not own:
+        held = ", ".join(sorted(members)) or "no JSON files"
+        raise ValueError(f"{path.name}: no agg_*.json result file in the artifact (it holds: {held})")
+    return [(f"{path.name}:{n}", members[n]) for n in sorted(own)]
+
+
 def _read_dir(results: Path) -> tuple[list[tuple[str, bytes]], list[Any]]:
     """(latency files as (name, body), eval scores) of a folder of files and artifact zips."""
     files = sorted(p for p in results.iterdir() if p.is_file() and p.suffix.lower() in (".json", ".zip"))
@@ -82,11 +101,13 @@ def _read_dir(results: Path) -> tuple[list[tuple[str, bytes]], list[Any]]:
     meta_conc: int | None = None
     for path in files:
         if path.suffix.lower() == ".zip":
-            members = safe_json_members(path.read_bytes())
-            if any(n.rsplit("/", 1)[-1] == "meta_env.json" for n in members):
+            if path.name.startswith(EVAL_PREFIX) and not path.name.startswith(_EVAL_LOGS):
                 eval_scores += _eval_scores_from_zip(path)
-            else:
-                latency += [(f"{path.name}:{n}", b) for n, b in members.items()]
+            elif path.name.startswith(BMK_PREFIX) and not path.name.startswith(AGENTIC_BMK_PREFIX):
+                latency += _bmk_results(path)
+            # any other zip a job uploads (power_audit_, server_logs_, gpu_metrics_, agentic ...)
+            # holds no result of its own: power_audit_ copies the bmk_ files, read it and every
+            # concurrency would count twice
             continue
         body = path.read_bytes()
         if path.name == "meta_env.json":

@@ -29,8 +29,16 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.recipes import expand_points
-from app.core.recipes.evals import is_agentic_point, is_multinode_point, plan_evals
+from app.core.recipes.evals import (
+    EVAL_ALL_CONCS,
+    EVAL_CONC,
+    EVAL_ONLY,
+    RUN_EVAL,
+    is_agentic_point,
+    is_multinode_point,
+    plan_evals,
+)
+from app.core.recipes.expand import plan_dicts
 from app.core.runmatch import job_matches_point, point_job_name
 from app.core.sweepspec import dispatch_eval_mode, group_key, point_conc, row_concs
 
@@ -59,6 +67,27 @@ class DispatchJobs:
 
     slots: dict[str, int] = field(default_factory=dict)
     ranks: dict[str, MatrixRank] = field(default_factory=dict)
+    # result name -> the eval marks the generator gives the point in its own dispatch's command
+    marks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+EVAL_MARKS = (RUN_EVAL, EVAL_ONLY, EVAL_CONC, EVAL_ALL_CONCS)
+
+
+def with_dispatch_marks(planned: Sequence[Mapping[str, Any]], jobs: DispatchJobs) -> list[dict[str, Any]]:
+    """The planned points with the eval marks their own dispatch's command gets from the
+    generator (it marks after its `--conc` filter, so a per-conc dispatch's picks are that slice's,
+    not the whole key's): what the sweep tracks and collects. A point its dispatch's rows do not
+    hold under its name keeps its planned marks."""
+    out = []
+    for point in planned:
+        marks = jobs.marks.get(str(point.get("result-name")))
+        if marks is None:
+            out.append(dict(point))
+            continue
+        row = {k: v for k, v in point.items() if k not in EVAL_MARKS}
+        out.append({**row, **marks})
+    return out
 
 
 # e2e-tests.yml's matrix jobs, in the file's order: (multi-node, agentic) rows, and the `name:`
@@ -101,7 +130,7 @@ def dispatch_rows(
     with the generator's eval marks (module docstring)."""
     concs = row_concs(group) or sorted({point_conc(p) for p in group})
     wanted = group_key(dict(group[0]), fields)
-    rows = [p.to_json() for p in expand_points(master, key, conc=concs)]
+    rows = plan_dicts(master, key, conc=concs)
     # a template that also narrows by {seq} or {tp} narrows the selection as it narrows the group
     rows = [r for r in rows if group_key(r, fields) == wanted]
     return plan_evals(rows, dispatch_eval_mode(group, sweep_mode))
@@ -124,6 +153,9 @@ def plan_dispatch_jobs(
     for gk, group in groups.items():
         jobs = matrix_jobs(dispatch_rows(master, key, group, fields, sweep_mode), unexpanded)
         out.slots[gk] = len(jobs)
+        for job in jobs:
+            marks = {k: job.row[k] for k in EVAL_MARKS if k in job.row}
+            out.marks.setdefault(str(job.row.get("result-name")), marks)
         for point in group:
             rank = matrix_rank(jobs, point)
             if rank is not None:

@@ -44,6 +44,7 @@ from typing import Any
 import structlog
 
 from app.core.failures import Failure, FailureClass
+from app.core.seqlen import seq_name
 
 log = structlog.get_logger(__name__)
 
@@ -320,11 +321,16 @@ def _offload_words(row: Mapping[str, Any]) -> tuple[str, ...]:
     return (*words, *((name,) if name not in ("", "none", "default") else ()))
 
 
+def _extras(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """The words a row's job name carries between its topology and its conc."""
+    spec = str(row.get("spec-decoding") or "none")
+    return (*(() if spec == "none" else (spec,)), *_offload_words(row))
+
+
 def point_job_name(row: Mapping[str, Any], *, eval_job: bool = False) -> JobName:
     """The name a generated row's job gets (its throughput job, or with ``eval_job`` its separate
     eval-only job), as ``parse_job_name`` reads it; no caller, priority 0 (neither is matched)."""
     framework = str(row.get("framework"))
-    spec = str(row.get("spec-decoding") or "none")
     common: dict[str, Any] = {
         "caller": "",
         "priority": 0,
@@ -332,7 +338,7 @@ def point_job_name(row: Mapping[str, Any], *, eval_job: bool = False) -> JobName
         "precision": str(row.get("precision")),
         "runner": str(row.get("runner")),
         "framework": _FRAMEWORK_SHORT.get(framework, framework),
-        "extras": (*(() if spec == "none" else (spec,)), *_offload_words(row)),
+        "extras": _extras(row),
         "eval": "eval-only" if eval_job else "",
     }
     if "prefill" in row:
@@ -372,7 +378,6 @@ def job_matches_point(job: JobName, point: Mapping[str, Any], *, eval_job: bool 
         eval_job = bool(point.get("eval-only"))
     if (job.eval == "eval-only") != eval_job:
         return False
-    spec = str(point.get("spec-decoding") or "none")
     framework = str(point.get("framework"))
     seq = _seq_of(point)
     if (
@@ -381,12 +386,16 @@ def job_matches_point(job: JobName, point: Mapping[str, Any], *, eval_job: bool 
         and seq not in job.caller.split()
     ):
         return False  # run-sweep.yml's caller names carry the seq-len
+    if job.caller and ("agentic" in job.caller.split()) != (point.get("scenario-type") == "agentic-coding"):
+        return False  # `agentic /`, `agentic eval /`, `multi-node agentic /` ... hold the agentic rows
     same_recipe = (
         job.model_prefix == str(point.get("model-prefix"))
         and job.precision == str(point.get("precision"))
         and job.runner == str(point.get("runner"))
         and job.framework == _FRAMEWORK_SHORT.get(framework, framework)
-        and (spec == "none" or spec in job.extras)
+        # the name's spec-decoding and kv-offload words, exactly: a `none` point is not the `mtp`
+        # job of its topology, a GPU-resident agentic point not the KV-offload one
+        and job.extras == _extras(point)
     )
     if "prefill" in point or job.prefill is not None:
         return same_recipe and _workers_match(job, point)
@@ -430,8 +439,11 @@ def _workers_match(job: JobName, point: Mapping[str, Any]) -> bool:
 
 
 def _seq_of(point: Mapping[str, Any]) -> str:
-    exp = str(point.get("exp-name") or "")
-    return exp.rsplit("_", 1)[-1] if "_" in exp else ""
+    """A fixed-seq-len point's seq name (`8k1k`); agentic points have none (their exp-name
+    carries tp, conc and offload words instead)."""
+    if point.get("isl") is None or point.get("osl") is None:
+        return ""
+    return seq_name(int(point["isl"]), int(point["osl"]))
 
 
 def assign_jobs(

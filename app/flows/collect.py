@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.adapters.github.errors import GitHubError
 from app.core.artifacts import select_bmk_artifact, select_eval_artifact
-from app.core.artifactzip import MAX_ARTIFACT_BYTES, ArtifactError, pick_result_member, safe_json_members
+from app.core.artifactzip import MAX_ARTIFACT_BYTES, ArtifactError, safe_json_members
 from app.core.evals import EvalArtifact, EvalFileError, parse_eval_artifact
 from app.core.matrixerrors import eval_not_run
 from app.core.resultfile import ParsedResult, ResultFileError, as_int, parse_result, point_identity
@@ -165,8 +165,10 @@ def fetch_eval(
 
 def _fetch_result(
     gw: ArtifactGateway, j: _Job, artifacts: Sequence[Artifact], max_bytes: int
-) -> tuple[Artifact, str, ParsedResult] | str:
-    """(artifact, file name, parsed result) of the point's ``bmk_`` artifact, or why there is none."""
+) -> tuple[Artifact, list[tuple[str, ParsedResult]]] | str:
+    """(artifact, its (file name, parsed result) per concurrency) of the point's result artifact
+    (app.core.artifacts: ``bmk_``/``bmk_agentic_``), or why there is none. A single-node job has
+    one result file; a multi-node job one per concurrency of its row."""
     point = j.point
     try:
         chosen = select_bmk_artifact(artifacts, point)
@@ -174,30 +176,37 @@ def _fetch_result(
         return f"the job's point lacks a field its result name is made of: {exc}"
     if chosen.artifact is None or chosen.name is None:
         return f"run {j.run_id}: {chosen.reason}"
-    member_name = chosen.name.member
     blob = _download(gw, j.repo, chosen.artifact, max_bytes)
     if isinstance(blob, str):
         return blob
+    tp = as_int(point.get("tp"), 0) or None
+    gpus = (tp or 1) * as_int(point.get("pp"), 1) * as_int(point.get("pcp-size"), 1) if tp else None
+    want = point.get("conc")
+    wanted = {int(c) for c in want} if isinstance(want, list) else ({int(want)} if want is not None else None)
     try:
-        members = safe_json_members(blob, wanted=[member_name])
-        if not members:
-            members = safe_json_members(blob)  # a differently named single result file is fine
-        file_name, body = pick_result_member(members, member_name.removesuffix(".json"))
-        tp = as_int(point.get("tp"), 0) or None
-        gpus = (tp or 1) * as_int(point.get("pp"), 1) * as_int(point.get("pcp-size"), 1) if tp else None
-        parsed = parse_result(body, file_name, tp=tp, gpus=gpus)
-        want_conc = point.get("conc")
-        if isinstance(want_conc, list):  # a multi-node row: one result, at its highest conc
-            want_conc = max(int(c) for c in want_conc) if want_conc else None
-        if want_conc is not None and parsed.conc is not None and int(want_conc) != parsed.conc:
-            raise ResultFileError(
-                file_name,
-                "max_concurrency",
-                f"the file measured conc {parsed.conc} but the job's point is conc {want_conc}",
+        every = safe_json_members(blob)
+        names = chosen.name.members(every)
+        if not names and len(every) == 1:
+            names = list(every)  # a differently named single result file is fine
+        if not names:
+            held = ", ".join(sorted(every)) or "no JSON files"
+            raise ArtifactError(
+                f"missing result file {chosen.name.member} in the artifact (it holds: {held})"
             )
+        out = []
+        for file_name in names:
+            parsed = parse_result(every[file_name], file_name, tp=tp, gpus=gpus)
+            if wanted is not None and parsed.conc is not None and parsed.conc not in wanted:
+                raise ResultFileError(
+                    file_name,
+                    "max_concurrency",
+                    f"the file measured conc {parsed.conc} but the job's point is conc "
+                    f"{', '.join(map(str, sorted(wanted)))}",
+                )
+            out.append((file_name, parsed))
     except (ArtifactError, ResultFileError) as exc:
         return str(exc)
-    return chosen.artifact, file_name, parsed
+    return chosen.artifact, out
 
 
 def _store_eval(session: Session, j: _Job, evaluation: tuple[Artifact, EvalArtifact]) -> list[int]:
@@ -253,7 +262,7 @@ def collect_job(
     fetched = _fetch_result(gw, j, artifacts, max_bytes)
     if isinstance(fetched, str):
         return _fail(session, j, fetched)
-    artifact, file_name, parsed = fetched
+    artifact, results = fetched
     evaluation: tuple[Artifact, EvalArtifact] | str | None = None
     if j.point.get("run-eval"):
         # Parsed before anything is stored: a bad eval file fails the job with nothing half-stored.
@@ -266,14 +275,18 @@ def collect_job(
         evaluation = fetch_eval(gw, j.repo, j.run_id, artifacts, j.point, max_bytes, required=required)
         if isinstance(evaluation, str):
             return _fail(session, j, evaluation)
-    row = store_result(
-        session,
-        parsed,
-        point=j.point,
-        image=j.image,
-        fingerprint=j.fingerprint,
-        provenance=j.provenance(artifact, file_name),
-    )
+    rows = [
+        store_result(
+            session,
+            parsed,
+            point=j.point if not isinstance(j.point.get("conc"), list) else {**j.point, "conc": parsed.conc},
+            image=j.image,
+            fingerprint=j.fingerprint,
+            provenance=j.provenance(artifact, file_name),
+        )
+        for file_name, parsed in results
+    ]
+    row = rows[0]
     eval_ids = _store_eval(session, j, evaluation) if isinstance(evaluation, tuple) else []
     _finish(session, j, "succeeded")
     return CollectOutcome(job_id, "succeeded", None, row.id, eval_ids)

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.clock import aware
-from app.core.dispatchjobs import DispatchJobs, plan_dispatch_jobs
+from app.core.dispatchjobs import DispatchJobs, plan_dispatch_jobs, with_dispatch_marks
 from app.core.recipes import parse_master, recipe_fingerprint
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.evals import parse_eval_mode, plan_with_evals
@@ -196,7 +196,9 @@ def _plan_points(
     # the key at that conc, at every seq-len and tp, and the eval jobs the generator marks on that
     # slice), and each point's place among the run's jobs of its name (app.core.dispatchjobs).
     fields = group_fields(get_settings())
-    return rows, plan_dispatch_jobs(master, config_key, rows, fields, mode.value, unexpanded)
+    jobs = plan_dispatch_jobs(master, config_key, rows, fields, mode.value, unexpanded)
+    # tracked and collected with the picks the repo makes for each dispatch's own command
+    return with_dispatch_marks(rows, jobs), jobs
 
 
 def _fingerprint(gw: RepoFiles, repo: str, head_sha: str, entry: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.core.dispatchjobs import matrix_jobs, plan_dispatch_jobs
+from app.core.dispatchjobs import matrix_jobs, plan_dispatch_jobs, with_dispatch_marks
 from app.core.emptymatrix import unexpanded_callers
 from app.core.recipes import expand_points, parse_master, plannable_keys
 from app.core.recipes.errors import RecipeError
@@ -29,7 +29,7 @@ from app.core.sweepspec import (
 from app.settings import Settings
 from sim.getjobs import assign_evals, matrix_failures
 from sim.runs import e2e_jobs, job_name, point_dict
-from tests.recipe_helpers import fixture_text
+from tests.recipe_helpers import SEED_KEY, fixture_text
 
 MASTERS = ("amd-master.head.yaml", "amd-master.f8f9b66.yaml", "nvidia-master.tail.head.yaml")
 PATH = "configs/master.yaml"
@@ -142,16 +142,36 @@ def _check(
 
 
 def test_a_filtered_sweeps_dispatch_counts_the_evals_the_generator_marks_on_its_slice() -> None:
-    """dsr1-fp4-mi355x-sglang (amd-master at 843c6254), tp=4: its 8k1k evals are at tp 4's own
-    highest and median conc, but the run at conc 16 evaluates every TP at 16 (the slice's highest),
-    tp 8 included; slots counted only the planned eval."""
+    """dsr1-fp4-mi355x-sglang (amd-master at 843c6254), tp=4: the key's 8k1k evals are at 32 and 64
+    (16 and up, grouped across TPs); the run at conc 32 evaluates every TP at 32, tp 8 included,
+    the run at conc 16 (no planned eval: `--no-evals`) none."""
     master = parse_master(fixture_text("amd-master.head.yaml"))
     planned = plan_with_evals(master, "dsr1-fp4-mi355x-sglang", tp=4)
+    assert [p["conc"] for p in planned if p["run-eval"]] == [32, 64]
     got = plan_dispatch_jobs(master, "dsr1-fp4-mi355x-sglang", planned, FIELDS)
-    at16 = [p for p in expand_points(master, "dsr1-fp4-mi355x-sglang") if p.conc == 16]
-    evaluated = [p for p in at16 if p.isl == 8192]
-    assert {p.tp for p in evaluated} == {4, 8}
-    assert got.slots["conc=16"] == len(at16) + len(evaluated)
+    at = {c: [p for p in expand_points(master, "dsr1-fp4-mi355x-sglang") if p.conc == c] for c in (16, 32)}
+    assert {p.tp for p in at[32] if p.isl == 8192} == {4, 8}
+    assert got.slots["conc=32"] == len(at[32]) + len([p for p in at[32] if p.isl == 8192])
+    assert got.slots["conc=16"] == len(at[16])
+
+
+def test_a_dispatch_tracks_the_picks_its_own_command_gets() -> None:
+    """f8f9b66's seed key: dp-attn false evaluates 128 and 512, dp-attn true 256 and 512. The
+    dispatch at conc 256 is `test-config --conc 256` with default evals, which marks every 8k1k row
+    at 256: the dp-attn false tp8/ep8 point at 256 is tracked with its eval too."""
+    master = parse_master(fixture_text("amd-master.f8f9b66.yaml"))
+    planned = plan_with_evals(master, SEED_KEY, seq="8k1k")
+    at256 = [(p["ep"], p["dp-attn"]) for p in planned if p["conc"] == 256 and p["run-eval"]]
+    assert at256 == [(8, True)]
+    jobs = plan_dispatch_jobs(master, SEED_KEY, planned, FIELDS)
+    tracked = with_dispatch_marks(planned, jobs)
+    assert [(p["ep"], p["dp-attn"]) for p in tracked if p["conc"] == 256 and p["run-eval"]] == [
+        (8, False),
+        (8, True),
+    ]
+    # a conc no group picks is dispatched with --no-evals: nothing evaluated there
+    assert not any(p["run-eval"] for p in tracked if p["conc"] == 64)
+    assert [p["result-name"] for p in tracked] == [p["result-name"] for p in planned]
 
 
 def _row(isl: int, tp: int, conc: int, **marks: Any) -> dict[str, Any]:

@@ -300,3 +300,35 @@ def test_configuration_decides_before_the_sibling_is_asked() -> None:
     assert shipped is not None and shipped.name == atom and rows.asked == []
     sibling = choose_reference(rows, config_key="k-vllm", **KEY, configured={"k-vllm": "sibling"})
     assert sibling is not None and sibling.name == "k-atom" and ("results", "k-atom") in rows.asked
+
+
+def _zip(path: Path, members: dict[str, object]) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, body in members.items():
+            zf.writestr(name, json.dumps(body))
+
+
+def test_gap_cli_reads_only_the_result_artifact_of_each_job(tmp_path: Path) -> None:
+    # What one real job uploads (benchmark-tmpl.yml): bmk_<RF> holds agg_<RF>.json; power_audit_<RF>
+    # holds the raw <RF>.json and the same agg_<RF>.json again; logs and metrics beside them.
+    d = tmp_path / "downloads"
+    d.mkdir()
+    for conc, tpot in ((32, 17.21), (64, 25.13)):
+        rf = (
+            "minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none"
+            f"_conc{conc}_mi355x-amds_03"
+        )
+        raw = _raw_result(conc, tpot)
+        _zip(d / f"bmk_{rf}.zip", {f"agg_{rf}.json": raw})
+        _zip(d / f"power_audit_{rf}.zip", {f"{rf}.json": raw, f"agg_{rf}.json": raw})
+        _zip(
+            d / f"gpu_metrics_{rf}.zip", {"gpu_metrics.json": {"max_concurrency": conc, "mean_tpot_ms": 99.0}}
+        )
+    result = CliRunner().invoke(_cli(), ["gap", "--results", str(d), "--reference", str(SHIPPED)])
+    assert result.exit_code == 0, result.output
+    rows = _table_rows(result.output)
+    assert rows[32][1:4] == ["17.21 ms", "16.74 ms", "+2.8%"]  # one run, not three copies of it
+    assert rows[32][4] == "behind" and rows[64][4] == "matched"
+    assert "n=3" not in result.output and "n=2" not in result.output

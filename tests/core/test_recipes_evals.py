@@ -1,4 +1,4 @@
-"""Eval planning: the documented default selection on every real single-node key, and the modes."""
+"""Eval planning: the generator's selection on every real single-node key, and the modes."""
 
 from __future__ import annotations
 
@@ -56,55 +56,73 @@ def test_every_single_node_key_marks_the_documented_selection(name: str, mode: s
         assert with_evals == 0
 
 
-def test_seed_key_evaluates_the_median_and_highest_conc() -> None:
+def test_seed_key_evaluates_the_median_and_highest_conc_of_16_and_up() -> None:
     master = parse_master(fixture_text("amd-master.b4cec7f.yaml"))
     points = plan_with_evals(master, SEED_KEY)
-    assert [p["conc"] for p in points if p["run-eval"]] == [32, 512]
-    assert not any(p["eval-only"] for p in points)
+    # 1..512: concurrencies below 16 are dropped first, so 16..512 -> median 128, highest 512
+    assert [p["conc"] for p in points if p["run-eval"]] == [128, 512]
+    assert not any("eval-only" in p for p in points)  # the default mode prints no eval-only field
     only = plan_with_evals(master, SEED_KEY, mode=EvalMode.ONLY)
-    assert [(p["conc"], p["eval-only"]) for p in only] == [(32, True), (512, True)]
-    # A conc filter narrows what runs; it does not move the eval points.
-    assert [p["run-eval"] for p in plan_with_evals(master, SEED_KEY, conc=[32, 64])] == [True, False]
+    assert [(p["conc"], p["eval-only"]) for p in only] == [(128, True), (512, True)]
+    # The marks are made after the conc filter, as the repo's `test-config --conc 32 64` makes them.
+    assert [p["run-eval"] for p in plan_with_evals(master, SEED_KEY, conc=[32, 64])] == [False, True]
+    assert [p["conc"] for p in plan_with_evals(master, SEED_KEY, conc=[64], mode=EvalMode.ONLY)] == [64]
     with pytest.raises(EmptyPlanError, match="evals=all"):
-        plan_with_evals(master, SEED_KEY, conc=[64], mode=EvalMode.ONLY)
+        plan_with_evals(master, SEED_KEY, conc=[8], mode=EvalMode.ONLY)  # below 16: no eval
 
 
-def test_1k1k_never_runs_default_evals_but_all_evals_covers_it() -> None:
+def test_1k1k_never_runs_evals_not_even_under_all_evals() -> None:
     master = parse_master(fixture_text("amd-master.f8f9b66.yaml"))
     one_k = plan_with_evals(master, SEED_KEY, seq="1k1k")
-    assert not any(p["run-eval"] for p in one_k)
-    every = plan_with_evals(master, SEED_KEY, seq="1k1k", mode=EvalMode.ALL)
-    assert len(every) == len(one_k) and all(p["run-eval"] and p["eval-only"] for p in every)
+    assert one_k and not any(p["run-eval"] for p in one_k)
+    with pytest.raises(EmptyPlanError):
+        plan_with_evals(master, SEED_KEY, seq="1k1k", mode=EvalMode.ALL)
+    every = plan_with_evals(master, SEED_KEY, mode=EvalMode.ALL)
+    assert every and all(p["isl"] == 8192 and p["run-eval"] and p["eval-only"] for p in every)
 
 
-def test_items_sharing_a_tp_are_one_group_and_each_conc_is_evaluated_once() -> None:
-    # f8f9b66's 8k1k space has tp8 / tp8+ep8 / tp8+ep8+dp-attn items: one TP group, concs 1..512.
+def test_groups_span_tps_split_by_dp_attn_and_mark_every_row_at_a_chosen_conc() -> None:
+    # f8f9b66's 8k1k space: tp4, tp8, tp8+ep8 (dp-attn false) and tp8+ep8+dp-attn items.
     master = parse_master(fixture_text("amd-master.f8f9b66.yaml"))
     marked = [
         (p["tp"], p["ep"], p["dp-attn"], p["conc"])
         for p in plan_with_evals(master, SEED_KEY, seq="8k1k")
         if p["run-eval"]
     ]
-    assert marked == [(8, 1, False, 32), (8, 8, False, 512), (4, 1, False, 16), (4, 1, False, 128)]
+    # dp-attn false: one group across tp4 and tp8 (16..512 -> 128 and 512), both tp4 and tp8ep8
+    # rows at 128 marked; dp-attn true: its own group (256 and 512)
+    assert marked == [
+        (8, 8, False, 128),
+        (8, 8, False, 512),
+        (4, 1, False, 128),
+        (8, 8, True, 256),
+        (8, 8, True, 512),
+    ]
 
 
-def test_multinode_and_agentic_points_follow_their_own_rules() -> None:
+def test_multinode_and_agentic_rows_follow_their_own_rules() -> None:
     base = {"model": "m", "model-prefix": "p", "runner": "mi355x", "framework": "sglang", "precision": "fp8"}
     topo = {**base, "isl": 8192, "osl": 1024, "prefill": {"tp": 4}, "decode": {"tp": 8}}
+    agentic = {**base, "scenario-type": "agentic-coding"}
     rows = [
         {**topo, "conc": [16, 32]},
         {**topo, "conc": [64, 128]},  # same topology: only the row with the highest conc
-        {**topo, "decode": {"tp": 16}, "conc": [8]},
+        {**topo, "decode": {"tp": 16}, "conc": [4, 8]},  # every conc below 16: no eval
         {**topo, "isl": 1024, "conc": [512]},  # multi-node evals are 8k1k only
-        {**base, "scenario-type": "agentic-coding", "tp": 8, "conc": 4},
-        {**base, "scenario-type": "agentic-coding", "tp": 8, "conc": 16},
-        {**base, "scenario-type": "agentic-coding", "tp": 4, "conc": 8},  # same group (no TP in it)
+        {**agentic, "tp": 8, "conc": 4},
+        {**agentic, "tp": 8, "conc": 16},
+        {**agentic, "tp": 4, "conc": 8},  # same group (no TP in it); no 16 floor for agentic
     ]
-    assert default_selection(rows) == [None, 128, 8, None, None, 16, None]
+    assert default_selection(rows) == [None, 128, None, None, None, None, None]  # agentic: opt-in
     planned = plan_evals(rows, EvalMode.DEFAULT)
-    assert [p.get("eval-conc") for p in planned] == [None, 128, 8, None, None, None, None]
+    assert [p.get("eval-conc") for p in planned] == [None, 128, None, None, None, None, None]
+    only = plan_evals(rows, EvalMode.ONLY)
+    assert [(r["conc"], r.get("eval-conc")) for r in only] == [([64, 128], 128), (16, None)]
     every = plan_evals(rows, EvalMode.ALL)
-    assert every[0]["eval-conc"] == [16, 32] and all(p["eval-only"] for p in every)
+    # one topology merged into one row holding every conc, marked eval-all-concs
+    assert every[0]["conc"] == [16, 32, 64, 128] and every[0]["eval-all-concs"] is True
+    assert "eval-conc" not in every[0] and all(p["eval-only"] for p in every)
+    assert [r["conc"] for r in every] == [[16, 32, 64, 128], [4, 8], 4, 16, 8]
 
 
 def test_modes_from_flags_changelog_and_command() -> None:
@@ -151,7 +169,7 @@ def test_cli_plan_takes_the_three_flags() -> None:
     runner = CliRunner()
     got = runner.invoke(cli, ["recipe", "plan", path, SEED_KEY, "--json", "--evals-only"])
     assert got.exit_code == 0, got.output
-    assert [p["conc"] for p in json.loads(got.stdout)] == [32, 512]
+    assert [p["conc"] for p in json.loads(got.stdout)] == [128, 512]
     got = runner.invoke(cli, ["recipe", "plan", path, SEED_KEY, "--no-evals", "--all-evals"])
     assert got.exit_code == 2 and "cannot be combined" in got.output
     got = runner.invoke(cli, ["recipe", "plan", path, SEED_KEY, "--all-evals"])
@@ -166,8 +184,9 @@ def test_plan_dicts_round_trip_through_the_selection_unchanged() -> None:
 
 
 @pytest.mark.parametrize("name", AMD_FILES)
-def test_multinode_and_agentic_keys_of_the_fixtures_follow_the_documented_rules(name: str) -> None:
-    """Rows planned for multi-node and agentic keys (app.core.recipes.topology) get their evals too."""
+def test_multinode_and_agentic_keys_of_the_fixtures_follow_the_generators_rules(name: str) -> None:
+    """Default mode on every multi-node and agentic key of the AMD files: agentic rows never run
+    an eval; each multi-node 8k1k topology evaluates its highest conc >= 16 once."""
     master = parse_master(fixture_text(name))
     seen = 0
     for key, entry in master.items():
@@ -175,38 +194,21 @@ def test_multinode_and_agentic_keys_of_the_fixtures_follow_the_documented_rules(
             continue
         rows = plan_with_evals(master, key)
         seen += 1
-        evals = [r for r in rows if r["run-eval"]]
-
-        def concs(r: dict[str, Any]) -> list[int]:
-            return r["conc"] if isinstance(r["conc"], list) else [r["conc"]]
-
-        multi = [r for r in rows if "prefill" in r or r.get("multinode")]
-        agentic = [r for r in rows if r.get("scenario-type") == "agentic-coding" and r not in multi]
-        # single-node agentic: one eval per model/runner/framework/precision group, at its top conc
-        if agentic:
-            marked = [r for r in evals if r in agentic]
-            assert len(marked) == 1, key
-            assert marked[0]["conc"] == max(c for r in agentic for c in concs(r)), key
-        # multi-node (fixed-seq-len at 8k1k only; agentic at any shape): one per topology, top conc
+        assert not any(r["run-eval"] for r in rows if r.get("scenario-type") == "agentic-coding"), key
         topologies: dict[str, list[dict[str, Any]]] = {}
-        skip = (
-            "conc",
-            "result-name",
-            "exp-name",
-            "max-model-len",
-            "image",
-            "run-eval",
-            "eval-only",
-            "eval-conc",
-        )
-        for r in multi:
-            if r.get("scenario-type") != "agentic-coding" and (r.get("isl"), r.get("osl")) != (8192, 1024):
+        skip = ("conc", "result-name", "exp-name", "run-eval", "eval-conc")
+        for r in rows:
+            if "prefill" not in r or r.get("scenario-type") == "agentic-coding":
+                continue
+            if (r["isl"], r["osl"]) != (8192, 1024):
                 assert not r["run-eval"], key
                 continue
             ident = json.dumps({k: v for k, v in r.items() if k not in skip}, sort_keys=True)
             topologies.setdefault(ident, []).append(r)
         for members in topologies.values():
+            eligible = [c for r in members for c in r["conc"] if c >= 16]
             marked = [r for r in members if r["run-eval"]]
-            assert len(marked) == 1, key
-            assert marked[0]["eval-conc"] == max(c for r in members for c in concs(r)), key
+            assert len(marked) == (1 if eligible else 0), key
+            if eligible:
+                assert marked[0]["eval-conc"] == max(eligible), key
     assert seen >= 1, name  # every AMD master file has multi-node or agentic keys (the test is not vacuous)

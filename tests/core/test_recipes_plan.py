@@ -55,6 +55,7 @@ POINT_KEYS = [
     "conc",
     "max-model-len",
     "exp-name",
+    "disagg",
     "result-name",
 ]
 

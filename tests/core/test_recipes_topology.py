@@ -1,5 +1,6 @@
-"""Multi-node and agentic-coding keys plan to the points their documented rules give (every key of
-every fixture master file, head and historical, AMD and NVIDIA)."""
+"""Multi-node and agentic-coding keys plan to the points the generator's rules give (every key of
+every fixture master file, head and historical, AMD and NVIDIA; the exact rows of every HEAD key:
+tests/core/test_generator_parity.py)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_agentic_single_node_points_one_per_conc_with_offload_and_duration() -> 
         (8, 8, c) for c in (4, 16, 20, 24, 32)
     ]
     assert {r["scenario-type"] for r in rows} == {"agentic-coding"}
-    assert {(r["duration"], r["dram-utilization"], r["kv-offloading"]) for r in rows} == {(3600, 0.8, "none")}
+    assert {(r["duration"], r["total-cpu-dram-gb"], r["kv-offloading"]) for r in rows} == {(3600, 0, "none")}
+    assert rows[0]["exp-name"] == "qwen3.5_tp8_conc4_kvnone_spec-mtp"  # the generator's agentic exp-name
     with pytest.raises(EmptyPlanError, match="agentic-coding rows have no seq-len"):
         expand_points(master, key, seq="8k1k")
 
@@ -58,7 +60,9 @@ def test_agentic_single_node_points_one_per_conc_with_offload_and_duration() -> 
 def test_agentic_multinode_rows_keep_pp_dcp_and_aggregate_decode() -> None:
     master = parse_master(fixture_text("nvidia-master.tail.head.yaml"))
     rows = [p.to_json() for p in expand_points(master, "kimik3-fp4-b200-dynamo-vllm-agentic")]
-    assert [r["conc"] for r in rows] == [[1, 2, 4, 8, 16, 32]]
+    # one row per concurrency (the repo's one-concurrency-per-allocation limit)
+    assert [r["conc"] for r in rows] == [[1], [2], [4], [8], [16], [32]]
+    assert [r["exp-name"] for r in rows][:2] == ["kimik3_p1x8_d0x8_conc1", "kimik3_p1x8_d0x8_conc2"]
     assert rows[0]["prefill"]["pp"] == 2 and rows[0]["decode"]["num-worker"] == 0
     assert rows[0]["kv-offloading"] == "none" and rows[0]["scenario-type"] == "agentic-coding"
     dcp = [

@@ -89,11 +89,17 @@ def test_a_conc_list_and_an_aggregated_row() -> None:
     agg = KIMI_AGG[0]
     assert agg["disagg"] is False
     # not disaggregated: only the prefill side's parallelism, no worker counts, no decode part
-    name = "multi-node agentic / p5 | kimik3 fp4 cluster:gb300-nv dynamo-vllm (TP8/DCP8)     c48x70x74"
+    # one concurrency per agentic allocation: the job name carries that one conc
+    name = (
+        "multi-node agentic / p5 | kimik3 fp4 cluster:gb300-nv dynamo-vllm (TP8/DCP8)  dram KV offload"
+        f" mooncake c{agg['conc'][0]}"
+    )
     parsed = parse_job_name(name)
     assert parsed is not None and parsed.decode is None and parsed.prefill is not None
-    assert (parsed.prefill.num, parsed.prefill.dcp, parsed.concs) == (None, 8, (48, 70, 74))
+    assert (parsed.prefill.num, parsed.prefill.dcp, parsed.concs) == (None, 8, tuple(agg["conc"]))
     assert job_matches_point(parsed, agg)
+    # the same topology without its offload words is another job (a GPU-resident row's)
+    assert not job_matches_point(parse_job_name(name.replace(" dram KV offload mooncake", "")), agg)
 
 
 @pytest.mark.parametrize("rows", [DSV4, QWEN, KIMI_AGG], ids=["dsv4", "qwen", "kimi-agg"])

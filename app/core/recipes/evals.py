@@ -1,49 +1,54 @@
-"""Which planned points also run an accuracy eval, and the eval modes (pure: dicts in, dicts out).
+"""Which planned rows also run an accuracy eval, and the eval modes (pure: dicts in, dicts out).
 
-Written from the benchmark repo's documentation (InferenceX `utils/evals/EVALS.md`, and
-`.github/workflows/README.md` for the `test-config` flags), not from its code:
+The rules of the benchmark repo's generator (InferenceX 843c6254, `generate_sweep_configs.py`,
+applied after `test-config` built its rows, so after its `--conc` filter), checked against what it
+prints for every key of both master files in every mode (tests/core/test_generator_parity.py):
 
-* **Single-node fixed-seq-len:** 8k1k only; in every group of points sharing model, runner,
-  framework, precision, TP and decoding (spec-decoding) configuration, the highest and the
-  median concurrency. The documentation does not say which value is the median of an even
-  number of concurrencies; we take the upper one (index ``len // 2`` of the sorted distinct
-  values), so 1..512 (ten values) selects 32 and 512. When items that differ only in ep or
-  dp-attn share a TP, each chosen concurrency is evaluated once, on the first such point in the
-  repo's order.
-* **Multi-node fixed-seq-len:** 8k1k only, one eval per parallelism topology at its highest
-  concurrency; rows differing only by concurrency share a topology.
-* **Agentic (single-node):** the highest-concurrency point per model, runner, framework and
-  precision. **Agentic multi-node:** as multi-node (highest per topology).
-* Modes: ``default`` (throughput for every point plus the selected evals), ``none``
-  (`--no-evals`: throughput only), ``only`` (`--evals-only`: the selected evals, no throughput),
-  ``all`` (`--all-evals`, the same as `--evals-only --all-evals`: every point as an eval only;
-  agentic points included). `--no-evals` cannot be combined with `--all-evals`. Changelog
-  entries say `evals-only: true` / `all-evals: true` (the latter implies eval-only).
+* **Single-node fixed-seq-len:** 8k1k rows only, concurrencies below 16 ignored. Rows are grouped
+  by (model, runner, framework, precision, isl, osl, spec-decoding, dp-attn), across TPs; in each
+  group the highest and the median of the distinct eligible concurrencies are chosen (the median
+  of an even count is the upper one, index ``len // 2``) and *every* row of the group at a chosen
+  concurrency runs an eval.
+* **Multi-node fixed-seq-len:** 8k1k only. Rows that differ only in concurrency (and exp-name)
+  share a topology; per topology the row holding the highest concurrency >= 16 runs the eval at
+  that concurrency (``eval-conc``). A topology whose concurrencies are all below 16 gets none.
+* **Agentic** evals are opt-in (`--evals-only` / `--all-evals`, never the default mode):
+  single-node, the first row at the highest concurrency per (model, runner, framework,
+  precision); multi-node as multi-node fixed-seq-len.
+* ``default``: every row, ``run-eval`` marked. ``none`` (`--no-evals`): no marking (fixed-seq-len
+  rows keep ``run-eval: false``, agentic rows have none). ``only`` (`--evals-only`): the marked
+  rows, each ``eval-only: true``. ``all`` (`--all-evals`, alone or with `--evals-only`): every
+  8k1k fixed-seq-len row and every single-node agentic row evaluated; the multi-node rows of one
+  topology merged into one row with the sorted union of their concurrencies (fixed-seq-len:
+  ``eval-all-concs: true``; agentic: ``eval-conc`` = the highest); eval-only rows only.
+* Changelog entries say `evals-only: true` / `all-evals: true` (the latter implies eval-only).
 
-The selection works over plan dicts (the keys of ``sweepbot recipe plan --json``), so it applies
-to any point kind planning produces: a dict is multi-node when it carries ``prefill``/``decode``
-(the repo's own matrix test) or ``multinode: true``, agentic when ``scenario-type`` is
-``agentic-coding``. Its ``conc`` may be one value or, for multi-node rows, a list.
+A dict is multi-node when it carries ``prefill`` (the repo's own test), agentic when
+``scenario-type`` is ``agentic-coding``. Bot-only fields (``config-key``, ``result-name``,
+``multinode``) are ignored by the grouping.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
 from app.core.recipes.errors import EmptyPlanError, RecipeError
-from app.core.recipes.expand import expand_points
+from app.core.recipes.expand import plan_dicts, tp_filter
+from app.core.recipes.matrix import Hardware
 
 RUN_EVAL = "run-eval"
 EVAL_ONLY = "eval-only"
-EVAL_SEQ = (8192, 1024)  # 8k1k, the only fixed shape the default selection evaluates
-
-# Fields of a plan dict that are not part of a point's topology (identity derived from others,
-# or the marks this module adds).
-_NOT_TOPOLOGY = frozenset(
-    {"conc", "result-name", "exp-name", "max-model-len", "image", RUN_EVAL, EVAL_ONLY, "eval-conc"}
-)
+EVAL_CONC = "eval-conc"
+EVAL_ALL_CONCS = "eval-all-concs"
+EVAL_SEQ = (8192, 1024)  # 8k1k, the only fixed shape evaluated
+MIN_EVAL_CONC = 16  # concurrencies below this never run an eval
+AGENTIC = "agentic-coding"
+# Bot-only fields of a plan dict (not the generator's): never part of a topology.
+BOT_FIELDS = frozenset({"config-key", "result-name", "multinode"})
+# Fields a multi-node topology ignores: the concurrency, what derives from it, the marks.
+_NOT_TOPOLOGY = frozenset({"conc", "exp-name", RUN_EVAL, EVAL_ONLY, EVAL_CONC, EVAL_ALL_CONCS}) | BOT_FIELDS
 
 
 class EvalMode(StrEnum):
@@ -123,26 +128,25 @@ def cli_flags(mode: EvalMode) -> str:
 
 
 def is_multinode_point(point: Mapping[str, Any]) -> bool:
-    return "prefill" in point or "decode" in point or bool(point.get("multinode"))
+    return "prefill" in point or bool(point.get("multinode"))
 
 
 def is_agentic_point(point: Mapping[str, Any]) -> bool:
-    return point.get("scenario-type") == "agentic-coding"
+    return point.get("scenario-type") == AGENTIC
 
 
 def _concs(point: Mapping[str, Any]) -> list[int]:
     raw = point.get("conc")
     values = raw if isinstance(raw, list | tuple) else [raw]
-    out = []
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise EvalModeError(
-                f"point {point.get('result-name') or point!r}: conc {raw!r} is not an integer"
-            )
-        out.append(value)
-    if not out:
-        raise EvalModeError(f"point {point.get('result-name') or point!r} has an empty conc list")
-    return out
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise EvalModeError(
+            f"point {point.get('result-name') or point!r}: conc {raw!r} is not an integer (list)"
+        )
+    return list(values)
+
+
+def _eligible(point: Mapping[str, Any]) -> list[int]:
+    return sorted(c for c in _concs(point) if c >= MIN_EVAL_CONC)
 
 
 def _is_8k1k(point: Mapping[str, Any]) -> bool:
@@ -157,96 +161,130 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def _topology(point: Mapping[str, Any]) -> Any:
+def topology_key(point: Mapping[str, Any]) -> Any:
+    """A multi-node row's topology: every field but its concurrency, exp-name and eval marks."""
     return _freeze({k: v for k, v in point.items() if k not in _NOT_TOPOLOGY})
 
 
-def _single_group(point: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(
-        point.get(k)
-        for k in ("model-prefix", "model", "runner", "framework", "precision", "tp", "spec-decoding")
-    )
+_SINGLE_GROUP = ("model", "runner", "framework", "precision", "isl", "osl", "spec-decoding", "dp-attn")
+_AGENTIC_GROUP = ("model", "runner", "framework", "precision")
 
 
-def _agentic_group(point: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(point.get(k) for k in ("model-prefix", "model", "runner", "framework", "precision"))
-
-
-def upper_median(values: Iterable[int]) -> int:
+def upper_median(values: Sequence[int]) -> int:
     ordered = sorted(set(values))
     return ordered[len(ordered) // 2]
 
 
-def default_selection(points: Sequence[Mapping[str, Any]]) -> list[int | None]:
-    """For each point, the conc its eval runs at when the default selection picks it, else None.
+def _highest_per_group(
+    groups: Mapping[Any, list[tuple[int, int]]], chosen: dict[int, int | None], mn: bool
+) -> None:
+    """Per group of (row index, conc), the first row at the highest conc (multi-node: eval-conc)."""
+    for members in groups.values():
+        best, conc = max(members, key=lambda m: m[1])
+        chosen[best] = conc if mn else None
 
-    Single-node points have one conc, so the value is that conc; a multi-node row carrying a conc
-    list gets its highest value.
-    """
-    chosen: list[int | None] = [None] * len(points)
-    groups: dict[tuple[str, Any], list[int]] = {}
-    for i, point in enumerate(points):
-        multinode, agentic = is_multinode_point(point), is_agentic_point(point)
-        if not agentic and not _is_8k1k(point):
-            continue  # fixed-seq-len evals are 8k1k only
-        if multinode:
-            key: tuple[str, Any] = ("topology", _topology(point))
-        elif agentic:
-            key = ("agentic", _agentic_group(point))
-        else:
-            key = ("single", _single_group(point))
-        groups.setdefault(key, []).append(i)
-    for (kind, _group), members in groups.items():
-        concs = sorted({c for i in members for c in _concs(points[i])})
-        wanted = {concs[-1]} if kind != "single" else {concs[-1], upper_median(concs)}
-        if kind == "single":
-            # One eval per chosen conc: a group may hold that conc twice (items that differ in
-            # ep or dp-attn share a TP); the first such point in the repo's order runs it.
-            for i in members:
-                value = _concs(points[i])[0]
-                if value in wanted:
-                    chosen[i] = value
-                    wanted.discard(value)
+
+def select_evals(points: Sequence[Mapping[str, Any]], include_agentic: bool = False) -> dict[int, int | None]:
+    """Row index -> its ``eval-conc`` (multi-node) or None (single-node), for every row that runs an
+    eval under the default selection (module docstring); agentic rows only with ``include_agentic``."""
+    chosen: dict[int, int | None] = {}
+    single: dict[Any, list[int]] = {}
+    multi: dict[Any, list[tuple[int, int]]] = {}
+    ag_single: dict[Any, list[tuple[int, int]]] = {}
+    ag_multi: dict[Any, list[tuple[int, int]]] = {}
+    for i, p in enumerate(points):
+        if is_agentic_point(p):
+            if not include_agentic:
+                continue
+            if "prefill" in p:
+                if eligible := _eligible(p):
+                    ag_multi.setdefault(topology_key(p), []).append((i, eligible[-1]))
+            else:
+                ag_single.setdefault(tuple(p.get(k) for k in _AGENTIC_GROUP), []).append((i, max(_concs(p))))
             continue
-        # One eval per topology / agentic group: the first row that holds the highest conc.
-        top = concs[-1]
-        for i in members:
-            if top in _concs(points[i]):
-                chosen[i] = top
-                break
+        if not _is_8k1k(p) or not (eligible := _eligible(p)):
+            continue
+        if "tp" in p:
+            single.setdefault(tuple(p.get(k) for k in _SINGLE_GROUP), []).append(i)
+        elif "prefill" in p:
+            multi.setdefault(topology_key(p), []).append((i, eligible[-1]))
+    for members in single.values():
+        concs = sorted({_concs(points[i])[0] for i in members})
+        wanted = {concs[-1], upper_median(concs)}
+        chosen.update({i: None for i in members if _concs(points[i])[0] in wanted})
+    _highest_per_group(multi, chosen, True)
+    _highest_per_group(ag_single, chosen, False)
+    _highest_per_group(ag_multi, chosen, True)
     return chosen
+
+
+def default_selection(points: Sequence[Mapping[str, Any]]) -> list[int | None]:
+    """For each row, the conc its eval runs at when the default selection picks it, else None."""
+    chosen = select_evals(points)
+    return [
+        (chosen[i] if chosen[i] is not None else max(_concs(p))) if i in chosen else None
+        for i, p in enumerate(points)
+    ]
+
+
+def _mark(points: Sequence[Mapping[str, Any]], include_agentic: bool) -> list[dict[str, Any]]:
+    chosen = select_evals(points, include_agentic)
+    out = []
+    for i, p in enumerate(points):
+        row = dict(p)
+        row[RUN_EVAL] = i in chosen
+        if chosen.get(i) is not None:
+            row[EVAL_CONC] = chosen[i]
+        out.append(row)
+    return out
+
+
+def _merge_all(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`--all-evals`: every 8k1k fixed and single-node agentic row evaluated, multi-node rows of
+    one topology merged (module docstring)."""
+    out: list[dict[str, Any]] = []
+    merged: dict[Any, int] = {}
+    for row in rows:
+        agentic = is_agentic_point(row)
+        if not agentic and not _is_8k1k(row):
+            out.append(row)
+            continue
+        if "prefill" not in row:
+            out.append({**row, RUN_EVAL: True})
+            continue
+        key = (agentic, topology_key(row))
+        if key in merged:
+            into = out[merged[key]]
+            into["conc"] = sorted(set(into["conc"]) | set(_concs(row)))
+            if agentic:
+                into[EVAL_CONC] = max(into["conc"])
+            continue
+        new = {**row, "conc": sorted(set(_concs(row))), RUN_EVAL: True}
+        if agentic:
+            new[EVAL_CONC] = max(new["conc"])
+        else:
+            new.pop(EVAL_CONC, None)
+            new[EVAL_ALL_CONCS] = True
+        merged[key] = len(out)
+        out.append(new)
+    return out
 
 
 def plan_evals(
     points: Sequence[Mapping[str, Any]], mode: EvalMode = EvalMode.DEFAULT
 ) -> list[dict[str, Any]]:
-    """The points a sweep runs under ``mode``, each with ``run-eval`` and ``eval-only`` set.
+    """The rows one generator command prints under ``mode``, marked as it marks them.
 
-    ``default``: every point, ``run-eval`` on the selected ones. ``none``: every point, no eval.
-    ``only``: the selected points only, eval-only. ``all``: every point, eval-only. Multi-node rows
-    that run an eval also get ``eval-conc`` (the concurrency, or under ``all`` the whole list,
-    their eval runs at).
+    ``points`` are the command's rows (after its `--conc` filter): the selection is made on them.
     """
-    selection = default_selection(points) if mode in (EvalMode.DEFAULT, EvalMode.ONLY) else None
-    out: list[dict[str, Any]] = []
-    for i, point in enumerate(points):
-        row = dict(point)
-        if mode == EvalMode.NONE:
-            row[RUN_EVAL], row[EVAL_ONLY] = False, False
-        elif mode == EvalMode.ALL:
-            row[RUN_EVAL], row[EVAL_ONLY] = True, True
-            if is_multinode_point(point):
-                row["eval-conc"] = _concs(point)  # all conc-list values, one engine
-        else:
-            assert selection is not None
-            picked = selection[i]
-            if mode == EvalMode.ONLY and picked is None:
-                continue
-            row[RUN_EVAL], row[EVAL_ONLY] = picked is not None, mode == EvalMode.ONLY
-            if picked is not None and is_multinode_point(point):
-                row["eval-conc"] = picked
-        out.append(row)
-    return out
+    if mode == EvalMode.NONE:
+        return [dict(p) for p in points]
+    rows = _mark(points, include_agentic=mode != EvalMode.DEFAULT)
+    if mode == EvalMode.ALL:
+        rows = _merge_all(rows)
+    if mode == EvalMode.DEFAULT:
+        return rows
+    return [{**r, EVAL_ONLY: True} for r in rows if r.get(RUN_EVAL)]
 
 
 def plan_with_evals(
@@ -257,25 +295,42 @@ def plan_with_evals(
     conc: list[int] | None = None,
     tp: int | None = None,
     mode: EvalMode = EvalMode.DEFAULT,
+    hardware: Hardware | None = None,
 ) -> list[dict[str, Any]]:
-    """``key``'s plan dicts with eval marks, as ``sweepbot recipe plan`` and ``/sweep`` use them.
-
-    The selection is made on the key's search space before the ``conc`` filter: a filter narrows
-    which points run, it does not move the eval points (so `conc=64` alone runs no eval when the
-    key's evals are at 32 and 512). ``seq`` and ``tp`` do not change the selection (it is per TP
-    and 8k1k only), so they are applied first.
-    """
-    rows = [p.to_json() for p in expand_points(master, key, seq=seq, tp=tp)]
-    if conc:
-        expand_points(master, key, seq=seq, tp=tp, conc=conc)  # same "not in its search space" errors
-    marked = plan_evals(rows, mode)
-    if conc:
-        wanted = set(conc)
-        marked = [r for r in marked if wanted & set(_concs(r))]
+    """``key``'s rows as `test-config --config-keys key [--conc ...]` prints them under ``mode``
+    (the marks are made after the `--conc` filter, as the repo makes them), plus the bot's
+    identity fields. ``seq`` narrows to one shape; ``tp`` (which the generator has no flag for)
+    narrows after the marks, so they stay those of the command the repo runs."""
+    marked = plan_evals(plan_dicts(master, key, seq=seq, conc=conc, hardware=hardware), mode)
+    if tp is not None:
+        marked = tp_filter(marked, key, tp)
     if not marked:
-        # Only `only` can drop every point: the filters left none that the default selection evaluates.
+        # Only `only` can drop every row: the filters left none that the selection evaluates.
         raise EmptyPlanError(
             f"config key '{key}': no point of this plan runs an eval under the default selection "
-            "(8k1k only, the highest and median conc per TP); use evals=all to evaluate every point"
+            "(8k1k only, conc >= 16: the highest and median per group; multi-node the highest per "
+            "topology; agentic only in evals=only/all); use evals=all to evaluate every point"
         )
     return marked
+
+
+def generator_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A plan dict without the bot's own fields: what the repo's generator prints for it."""
+    return {k: v for k, v in row.items() if k not in BOT_FIELDS}
+
+
+def plan_all_keys(
+    master: dict[str, Any], mode: EvalMode = EvalMode.DEFAULT, hardware: Hardware | None = None
+) -> dict[str, list[dict[str, Any]] | dict[str, str]]:
+    """Every key of a master file -> the rows `test-config --config-keys KEY` prints under ``mode``
+    (generator fields only; ``[]`` when the mode leaves none), or ``{"error": why}`` for a key the
+    bot cannot plan."""
+    out: dict[str, list[dict[str, Any]] | dict[str, str]] = {}
+    for key in master:
+        try:
+            rows = plan_evals(plan_dicts(master, str(key), hardware=hardware), mode)
+        except RecipeError as exc:
+            out[str(key)] = {"error": str(exc)}
+            continue
+        out[str(key)] = [generator_row(r) for r in rows]
+    return out

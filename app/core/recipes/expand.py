@@ -19,8 +19,9 @@ for a single-node `fixed-seq-len` config, as checked against its source, step by
 5. The filters (`_filter_points`): `--seq-lens` by (isl, osl), then tp, then `--conc` keeps only
    values already in the expansion; a value that matches nothing is an error naming what exists.
 
-Multi-node keys and agentic-coding scenarios are planned by app/core/recipes/topology.py (its
-docstring has their rules); expand_points returns their rows as PlanRow objects, filtered alike.
+Multi-node keys and agentic-coding scenarios are planned as the generator plans them
+(app/core/recipes/matrix.py has their rules); expand_points returns their rows as PlanRow
+objects, filtered alike (a seq filter `agentic` keeps the agentic-coding rows).
 """
 
 from __future__ import annotations
@@ -29,22 +30,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.recipes import topology
 from app.core.recipes.errors import EmptyPlanError, InvalidRecipeError, UnsupportedScenarioError
 from app.core.recipes.master import (
-    AGENTIC_CODING,
-    FIXED_SCENARIO,
-    FIXED_SEQ_LEN,
     SPEC_MODES,
     get_entry,
-    is_multinode,
     is_single_node_fixed,
     positive_int,
     require_single_node_fixed,
     required_field,
 )
-from app.core.recipes.points import MAX_MODEL_LEN_SLACK, PlanRow, Point
-from app.core.seqlen import seq_name, seq_shape
+from app.core.recipes.matrix import Hardware, matrix_rows
+from app.core.recipes.points import MAX_MODEL_LEN_SLACK, PlanRow, Point, row_result_name
+from app.core.seqlen import AGENTIC_SEQ, seq_name, seq_shape
 
 CONC_STEP = 2
 
@@ -127,61 +124,50 @@ def _parse_seq_filter(seq: str) -> str:
     return shape
 
 
-def _expand_other(entry: dict[str, Any], key: str) -> list[PlanRow]:
-    """Rows of a multi-node key or of a key with agentic-coding scenarios, in file order."""
-    scenarios = entry.get("scenarios")
-    if not isinstance(scenarios, dict) or not scenarios:
-        raise InvalidRecipeError(
-            f"config key '{key}' has no `scenarios` mapping; add `scenarios: {{fixed-seq-len: [...]}}`"
-        )
-    unknown = sorted(str(k) for k in scenarios if k not in (FIXED_SEQ_LEN, AGENTIC_CODING))
-    if unknown:
-        raise UnsupportedScenarioError(
-            f"config key '{key}': scenario type {', '.join(unknown)} cannot be expanded into sweep "
-            "points; the benchmark repo documents fixed-seq-len and agentic-coding only"
-        )
-    multinode = is_multinode(entry)
-    rows: list[PlanRow] = []
-    for kind, items in scenarios.items():
-        if not isinstance(items, list) or not items:
-            raise InvalidRecipeError(f"config key '{key}': `scenarios.{kind}` must be a non-empty list")
-        for scenario in items:
-            if not isinstance(scenario, dict):
-                raise InvalidRecipeError(f"config key '{key}': `{kind}` items must be mappings")
-            space = scenario.get("search-space")
-            if not isinstance(space, list) or not space:
-                raise InvalidRecipeError(
-                    f"config key '{key}': a `{kind}` item needs a non-empty `search-space`"
-                )
-            if kind == FIXED_SCENARIO:
-                extra = set(scenario) - topology.FIXED_SCENARIO_FIELDS
-                if extra:
-                    raise topology.unsupported_fields(key, "fixed-seq-len", extra)
-                isl = required_field(scenario, key, "isl", int)
-                osl = required_field(scenario, key, "osl", int)
-                agentic = None
-            else:
-                isl = osl = None
-                agentic = topology.agentic_scenario_fields(scenario, key)
-            for item in space:
-                if not isinstance(item, dict):
-                    raise InvalidRecipeError(f"config key '{key}': search-space items must be mappings")
-                concs = conc_values(item, key)
-                if multinode:
-                    rows.append(
-                        PlanRow(
-                            topology.multinode_row(entry, key, item, concs, isl=isl, osl=osl, agentic=agentic)
-                        )
-                    )
-                elif agentic is not None:
-                    rows += [PlanRow(r) for r in topology.agentic_points(entry, key, item, concs, agentic)]
-                else:  # a single-node key that also has agentic scenarios: this item as its own key
-                    alone = {
-                        **entry,
-                        "scenarios": {FIXED_SEQ_LEN: [{"isl": isl, "osl": osl, "search-space": [item]}]},
-                    }
-                    rows += [PlanRow(p.to_json()) for p in expand_points({key: alone}, key)]
-    return rows
+def with_identity(row: dict[str, Any], key: str) -> dict[str, Any]:
+    """A generated row with the bot's own fields: its config key, result name, multi-node flag."""
+    out = {**row, "config-key": key, "result-name": row_result_name(row)}
+    if "prefill" in row:
+        out["multinode"] = True
+    return out
+
+
+def _expand_other(master: dict[str, Any], key: str, hardware: Hardware | None) -> list[PlanRow]:
+    """Rows of any key as the repo's generator makes them (app/core/recipes/matrix.py), in its order."""
+    return [PlanRow(with_identity(r, key)) for r in matrix_rows(master, key, hardware=hardware)]
+
+
+def plan_dicts(
+    master: dict[str, Any],
+    key: str,
+    *,
+    seq: str | None = None,
+    conc: list[int] | None = None,
+    hardware: Hardware | None = None,
+) -> list[dict[str, Any]]:
+    """Every row the generator's `test-config` makes for ``key`` (its `--conc` applied), with the
+    bot's identity fields; ``seq`` keeps that shape only; a filter matching nothing is an error."""
+    rows = _filter_rows(_expand_other(master, key, hardware), key, seq, conc, None)
+    return [r.to_json() for r in rows]
+
+
+def _row_seq(r: PlanRow) -> str:
+    return seq_name(r.data["isl"], r.data["osl"]) if "isl" in r.data else AGENTIC_SEQ
+
+
+def _row_tps(row: dict[str, Any]) -> set[int]:
+    if "prefill" in row:
+        return {int(row["prefill"]["tp"]), int(row["decode"]["tp"])}
+    return {int(row["tp"])}
+
+
+def tp_filter(rows: list[dict[str, Any]], key: str, tp: int) -> list[dict[str, Any]]:
+    """The rows with ``tp`` (a multi-node row: on either worker); none is an error naming the tps."""
+    kept = [r for r in rows if tp in _row_tps(r)]
+    if not kept:
+        have_tp = ", ".join(str(t) for t in sorted(set().union(*(_row_tps(r) for r in rows))))
+        raise EmptyPlanError(f"config key '{key}' has no tp={tp} in that search space (tp: {have_tp})")
+    return kept
 
 
 def _filter_rows(
@@ -191,7 +177,7 @@ def _filter_rows(
     out = rows
     if seq is not None:
         want = _parse_seq_filter(seq)
-        out = [r for r in out if "isl" in r.data and seq_name(r.data["isl"], r.data["osl"]) == want]
+        out = [r for r in out if _row_seq(r) == want]
         if not out:
             have = sorted({seq_name(r.data["isl"], r.data["osl"]) for r in rows if "isl" in r.data})
             kinds = " (agentic-coding rows have no seq-len)" if any("isl" not in r.data for r in rows) else ""
@@ -199,17 +185,7 @@ def _filter_rows(
                 f"config key '{key}' has no {want} scenario (it has: {', '.join(have) or 'none'}){kinds}"
             )
     if tp is not None:
-
-        def tps(r: PlanRow) -> set[int]:
-            if "prefill" in r.data:
-                return {int(r.data["prefill"]["tp"]), int(r.data["decode"]["tp"])}
-            return {int(r.data["tp"])}
-
-        kept = [r for r in out if tp in tps(r)]
-        if not kept:
-            have_tp = ", ".join(str(t) for t in sorted(set().union(*(tps(r) for r in out))))
-            raise EmptyPlanError(f"config key '{key}' has no tp={tp} in that search space (tp: {have_tp})")
-        out = kept
+        out = [PlanRow(d) for d in tp_filter([r.data for r in out], key, tp)]
     if conc:
         wanted = set(conc)
         present = {c for r in out for c in r.concs}
@@ -226,7 +202,7 @@ def _filter_rows(
             if not keep:
                 continue
             if isinstance(r.data["conc"], list):
-                narrowed.append(PlanRow({**r.data, "conc": keep}))
+                narrowed.append(PlanRow(with_identity({**r.data, "conc": keep}, str(r.data["config-key"]))))
             else:
                 narrowed.append(r)
         out = narrowed
@@ -240,6 +216,7 @@ def expand_points(
     seq: str | None = None,
     conc: list[int] | None = None,
     tp: int | None = None,
+    hardware: Hardware | None = None,
 ) -> list[Any]:
     """Expand `key`'s search space into points, in the repo's order (the steps: module docstring).
 
@@ -250,7 +227,7 @@ def expand_points(
     """
     entry = get_entry(master, key)
     if not is_single_node_fixed(entry):
-        return _filter_rows(_expand_other(entry, key), key, seq, conc, tp)
+        return _filter_rows(_expand_other(master, key, hardware), key, seq, conc, tp)
     fixed = require_single_node_fixed(key, entry)
     shared = _KeyFields.read(entry, key)
     want_seq = _parse_seq_filter(seq) if seq is not None else None

@@ -86,11 +86,12 @@ class Point:
             "conc": self.conc,
             "max-model-len": self.max_model_len,
             "exp-name": self.exp_name,
+            "disagg": self.disagg,
             "result-name": self.result_name,
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], *, disagg: bool = False) -> Point:
+    def from_json(cls, data: dict[str, Any], *, disagg: bool | None = None) -> Point:
         """Inverse of to_json (derived keys are recomputed, not trusted)."""
         try:
             return cls(
@@ -112,7 +113,7 @@ class Point:
                 spec_decoding=str(data["spec-decoding"]),
                 conc=int(data["conc"]),
                 max_model_len=int(data["max-model-len"]),
-                disagg=disagg,
+                disagg=bool(data.get("disagg", False)) if disagg is None else disagg,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidRecipeError(f"point JSON is missing or has a bad field: {exc}") from exc
@@ -135,3 +136,42 @@ class PlanRow:
     def concs(self) -> list[int]:
         conc = self.data["conc"]
         return list(conc) if isinstance(conc, list) else [int(conc)]
+
+
+def _worker_part(w: dict[str, Any], role: str) -> str:
+    return (
+        f"{role}-tp{w['tp']}-pp{w.get('pp', 1)}-dcp{w.get('dcp-size', 1)}-pcp{w.get('pcp-size', 1)}"
+        f"-ep{w.get('ep', 1)}-dp{_bool(bool(w.get('dp-attn', False)))}-nw{w['num-worker']}"
+    )
+
+
+def result_base(row: dict[str, Any]) -> str:
+    """``RESULT_FILENAME_BASE`` of a generated row up to its node name (``..._conc<C>``).
+
+    Single-node rows (fixed-seq-len and agentic, `benchmark-tmpl.yml`):
+    `<exp>_<prec>_<fw>_tp<TP>-pp<PP>-dcp<DCP>-pcp<PCP>-ep<EP>-dpa<bool>_disagg-<bool>_spec-<mode>_conc<C>`
+    (agentic jobs are dispatched with `disagg: false`). Multi-node rows
+    (`benchmark-multinode-tmpl.yml`): `<exp>_<prec>_<fw>_prefill-tp..-pp..-dcp..-pcp..-ep..-dp<bool>-nw<n>
+    _decode-..._disagg-<bool>_spec-<mode>_conc<c1>x<c2>...`.
+    """
+    head = f"{row['exp-name']}_{row['precision']}_{row['framework']}"
+    spec = row.get("spec-decoding", "none")
+    if "prefill" in row:
+        conc = row["conc"] if isinstance(row["conc"], list) else [row["conc"]]
+        concs = "x".join(str(int(c)) for c in conc)
+        return (
+            f"{head}_{_worker_part(row['prefill'], 'prefill')}_{_worker_part(row['decode'], 'decode')}"
+            f"_disagg-{_bool(bool(row.get('disagg', False)))}_spec-{spec}_conc{concs}"
+        )
+    disagg = False if row.get("scenario-type") == "agentic-coding" else bool(row.get("disagg", False))
+    return (
+        f"{head}_tp{int(row['tp'])}-pp{int(row.get('pp', 1))}-dcp{int(row.get('dcp-size', 1))}"
+        f"-pcp{int(row.get('pcp-size', 1))}-ep{int(row.get('ep', 1))}"
+        f"-dpa{_bool(bool(row.get('dp-attn', False)))}"
+        f"_disagg-{_bool(disagg)}_spec-{spec}_conc{int(row['conc'])}"
+    )
+
+
+def row_result_name(row: dict[str, Any]) -> str:
+    """A generated row's identity: ``result_base`` with its runner label for the node name."""
+    return f"{result_base(row)}_{row['runner']}"
