@@ -17,7 +17,7 @@ Also the pure texts of a bump: branch names, commit messages, the changelog fiel
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,6 +33,7 @@ from app.core.recipes import (
     set_image,
 )
 from app.core.recipes.master import scenario_kinds
+from app.core.recipes.srtrecipe import set_container
 
 log = structlog.get_logger(__name__)
 
@@ -148,6 +149,10 @@ class BumpFacts:
     description: Sequence[str] = field(default_factory=tuple)
     entry_link: str | None = None  # the pr-link the entry gets (None: XXX until the PR exists)
     skip_sweep: bool = False
+    # a multi-node key's srt-slurm recipes in the repo at start_sha ({path: text}), whose
+    # `model.container` the same commit sets to the pin; and those named by a repo path but absent
+    recipes: Mapping[str, str] = field(default_factory=dict)
+    missing_recipes: Sequence[str] = ()
 
 
 def refusal_holds(facts: BumpFacts) -> bool:
@@ -247,6 +252,25 @@ def _adopted_entry(facts: BumpFacts) -> str:
     return after[len(before) :] if before and after and after.startswith(before) else ""
 
 
+def recipe_edits(facts: BumpFacts) -> tuple[dict[str, str], str | None]:
+    """The key's srt-slurm recipes with ``model.container`` set to the pin (AGENTS.md: it must equal
+    ``image``), only those that change; or why the bump cannot keep them equal."""
+    if facts.missing_recipes:
+        return {}, (
+            f"`{facts.key}` names srt-slurm recipe(s) the repo does not hold: "
+            f"{', '.join(facts.missing_recipes)}; fix the `CONFIG_FILE=` path(s) in the master config"
+        )
+    edited: dict[str, str] = {}
+    for path, text in facts.recipes.items():
+        try:
+            new = set_container(text, facts.image)
+        except RecipeError as exc:
+            return {}, f"{path}: {exc}"
+        if new != text:
+            edited[path] = new
+    return edited, None
+
+
 def plan_bump(facts: BumpFacts) -> BumpPlan:
     """The one bump decision: every path returns a plan and logs why."""
     if refusal_holds(facts):
@@ -274,6 +298,9 @@ def _plan_edit(facts: BumpFacts) -> BumpPlan:
         return _said(Blocked(str(exc)), facts, "the pin cannot be edited")
     if new_text == cfg.text:
         return _said(AlreadyPinned(cfg.path), facts, "the config already pins the image at the head")
+    recipes, problem = recipe_edits(facts)
+    if problem is not None:
+        return _said(Blocked(problem), facts, "a recipe of the key cannot take the pin")
     old = facts.changelog
     if facts.previous_entry and old.endswith(facts.previous_entry):
         old = old[: len(old) - len(facts.previous_entry)]  # the open bump PR carries one entry
@@ -292,7 +319,7 @@ def _plan_edit(facts: BumpFacts) -> BumpPlan:
         facts.key, facts.image, description, facts.entry_link, skip_sweep=facts.skip_sweep
     )
     plan = Commit(
-        files={cfg.path: new_text, facts.changelog_path: new_changelog},
+        files={cfg.path: new_text, **recipes, facts.changelog_path: new_changelog},
         message=message,
         entry=new_changelog[len(old) :],
         path=cfg.path,

@@ -60,7 +60,7 @@ from app.flows.bumppr import (
     tell_bump_pr,
 )
 from app.flows.bumpsweep import request_bump_sweep
-from app.flows.recipefiles import locate_config, read_master_configs
+from app.flows.recipefiles import locate_config, read_master_configs, read_recipes
 from app.flows.trackports import BumpGateway
 from app.models.tracking import Bump, Dependency, Watch
 from app.store.bumps import blocked_bump, bump_for, last_own_bump, record_bump
@@ -265,6 +265,8 @@ def load_facts(session: Session, gw: BumpGateway, ctx: _Ctx, head: str | None) -
         return replace(facts, changelog=after or "", changelog_before=before if after is not None else None)
     if not needs_changelog(facts):
         return facts
+    recipes, missing = read_recipes(gw, repo, start, text or "", key)
+    facts = replace(facts, recipes=recipes, missing_recipes=missing)
     changelog = _text(gw, repo, path, start) or ""
     previous = None
     if facts.exists and ctx.mode == "bump_pr" and last is not None:

@@ -654,3 +654,48 @@ def test_a_bump_pr_created_during_the_visibility_lag_succeeds(
     assert pr.number == bump.bump_pr_number and pr.head_ref == BUMP_BRANCH
     creates = world.call_summary()["by_operation"]["pulls/create"]
     assert creates.get("422", 0) >= 1 and creates["201"] == 1  # refused while lagging, then made once
+
+
+def test_a_multi_node_srt_slurm_keys_recipe_gets_the_pin_in_the_same_commit(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    """AGENTS.md: for image bumps the recipe's `model.container` must equal `image`; the bump's one
+    commit carries the master line and the recipe line (the recipe a real InferenceX file)."""
+    from pathlib import Path
+
+    recipe_path = (
+        "benchmarks/multi_node/srt-slurm-recipes/vllm/deepseek-v4/8k1k/disagg-b200-low-latency-c1.yaml"
+    )
+    real = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures/inferencex/srt-slurm-recipes/vllm/deepseek-v4/8k1k/disagg-b200-low-latency-c1.yaml"
+    ).read_text()
+    recipe = real.replace('container: "vllm/vllm-openai:v0.23.0"', f'container: "{OLD_PIN}"')
+    # the seed key made multi-node only for its recipe: no sweep (its search space is single-node)
+    scenario = _start(sim, settings_env, "bump:\n  request-sweep: false\n")
+    world = sim.world
+    master = _read(world, MASTER_PATH, "main")
+    lines = master.splitlines(keepends=True)
+    at = lines.index(f"{KEY}:\n")
+    flag = next(i for i in range(at, len(lines)) if lines[i].startswith("  multinode:"))
+    lines[flag] = (
+        "  multinode: true\n"
+        f'  additional-settings: ["CONFIG_FILE=recipes/{recipe_path.split("srt-slurm-recipes/", 1)[1]}"]\n'
+    )
+    world.commit_files(
+        BENCH_REPO, RECIPE_BRANCH, {MASTER_PATH: "".join(lines), recipe_path: recipe}, "srt recipe",
+        author="carol-writer",
+    )  # fmt: skip
+    before = _read(world, recipe_path, RECIPE_BRANCH)
+    _open(db_session, 2104)
+    _until_47270_closed(scenario, db_session)
+    _drop_47270(db_session)
+    db_session.commit()
+    (bump,) = _bumps(db_session)
+    assert bump.state == "committed" and bump.commit_sha
+    image = bump.image
+    after = _read(world, recipe_path, bump.commit_sha)
+    assert _changed_lines(before, after) == [f'-  container: "{OLD_PIN}"', f'+  container: "{image}"']
+    parent = world.repo(BENCH_REPO).objects.commits[bump.commit_sha].parents[0]
+    assert _read(world, recipe_path, parent) == before  # the same commit as the master line
+    assert f"  image: {image}\n" in _read(world, MASTER_PATH, bump.commit_sha)

@@ -70,7 +70,13 @@ def test_a_planned_sweep_stores_the_gate_read_at_the_prs_head(
     gh = FakeGitHub()
     gh.files[THRESHOLDS_PATH] = REAL
     req = request_sweep(
-        db_session, FakeRequest(gh), repo=REPO, pr_number=7, config_key=KEY, requested_by="m", reason="command"
+        db_session,
+        FakeRequest(gh),
+        repo=REPO,
+        pr_number=7,
+        config_key=KEY,
+        requested_by="m",
+        reason="command",
     )
     stored = req.sweep.eval_thresholds
     assert stored is not None and stored["ref"] == req.sweep.head_sha and stored["default"]["gsm8k"] == 0.9

@@ -194,7 +194,11 @@ def test_the_seed_case_end_to_end_in_the_sticky_report(
     ("flexible", "gate_line", "summary"),
     [
         (0.95, "threshold 0.9 (default.gsm8k): **pass**", "; repo threshold: pass on gsm8k"),
-        (0.89, "threshold 0.9 (default.gsm8k): **fail** — 0.8900 < 0.9 (default)", "repo threshold: fail on gsm8k"),
+        (
+            0.89,
+            "threshold 0.9 (default.gsm8k): **fail** — 0.8900 < 0.9 (default)",
+            "repo threshold: fail on gsm8k",
+        ),
     ],
 )
 def test_the_report_gives_both_verdicts_reference_and_repo_threshold(
