@@ -23,6 +23,7 @@ from typing import Literal
 
 import structlog
 
+from app.core.githubtext import bump_commit_message
 from app.core.recipes import (
     NO_FLAGS,
     SCENARIO_TYPES,
@@ -72,16 +73,30 @@ def without_skip_sweep(subject: str) -> str:
 
 
 def commit_message(
-    key: str, image: str, description: list[str], pr_link: str | None, *, skip_sweep: bool = False
+    key: str,
+    image: str,
+    description: list[str],
+    pr_link: str | None,
+    *,
+    skip_sweep: bool = False,
+    recipes: Sequence[str] = (),
 ) -> str:
-    """Subject, the changelog's description lines, and the changelog fields as trailers.
+    """Subject (English), the changelog's description lines, the recipes it edits, the Chinese
+    translation (the repo's authoring policy: app.core.githubtext), and the changelog fields as
+    trailers.
 
     ``skip_sweep`` (sweep mode ``dispatch``): the subject ends in ``[skip-sweep]``, so the repo's
     own run-sweep.yml does not run the sweep the bot's queue already runs.
     """
-    body = "\n".join(f"- {line}" for line in description)
     subject = bump_subject(key, image) + (f" {SKIP_SWEEP}" if skip_sweep else "")
-    return f"{subject}\n\n{body}\n\nconfig-keys: {key}\npr-link: {pr_link or 'XXX'}\n"
+    return bump_commit_message(
+        subject=subject,
+        key=key,
+        image=image,
+        description=description,
+        pr_link=pr_link or "XXX",
+        recipes=recipes,
+    )
 
 
 def changelog_flags_for(master_text: str, key: str) -> EntryFlags:
@@ -316,7 +331,12 @@ def _plan_edit(facts: BumpFacts) -> BumpPlan:
     except RecipeError as exc:
         return _said(Blocked(str(exc)), facts, "the perf-changelog cannot take the entry")
     message = commit_message(
-        facts.key, facts.image, description, facts.entry_link, skip_sweep=facts.skip_sweep
+        facts.key,
+        facts.image,
+        description,
+        facts.entry_link,
+        skip_sweep=facts.skip_sweep,
+        recipes=sorted(recipes),
     )
     plan = Commit(
         files={cfg.path: new_text, **recipes, facts.changelog_path: new_changelog},

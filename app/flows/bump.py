@@ -345,8 +345,17 @@ def _commit(session: Session, gw: BumpGateway, ctx: _Ctx, facts: BumpFacts, plan
         if ctx.mode == "pr_branch" and exc.status == 403:
             raise PushRefused(str(exc)) from exc
         raise
+    recipes = sorted(p for p in plan.files if p not in (plan.path, ctx.config.bump.changelog))
     return _land(
-        session, gw, ctx, old_image=old_image, path=plan.path, sha=sha, start_sha=start, entry=plan.entry
+        session,
+        gw,
+        ctx,
+        old_image=old_image,
+        path=plan.path,
+        sha=sha,
+        start_sha=start,
+        entry=plan.entry,
+        recipes=recipes,
     )
 
 
@@ -360,18 +369,21 @@ def _land(
     sha: str,
     start_sha: str,
     entry: str,
+    recipes: list[str] | None = None,
 ) -> BumpOutcome:
     """The commit is on the branch: record it, open or update the bump PR, close superseded ones,
-    and queue the sweep."""
+    and queue the sweep. ``recipes``: the srt-slurm recipes the commit also edits."""
     watch, key, branch, mode = ctx.watch, ctx.watch.config_key, ctx.branch, ctx.mode
-    detail = {"start_sha": start_sha, "changelog_entry": entry}
+    detail: dict[str, Any] = {"start_sha": start_sha, "changelog_entry": entry}
+    if recipes:
+        detail["recipes"] = recipes
     bump = _record(session, ctx, old_image=old_image, path=path, sha=sha, state="committed", detail=detail)
     log.info(
         "bump_committed", repo=watch.repo, key=key, image=ctx.image, branch=branch, commit=sha, mode=mode
     )
     number = ctx.pull.get("number") if mode == "pr_branch" and ctx.pull is not None else None
     if mode == "bump_pr":
-        number = ensure_bump_pr(gw, watch, branch, ctx.image, ctx.description, ctx.pr_link)
+        number = ensure_bump_pr(gw, watch, branch, ctx.image, ctx.description, ctx.pr_link, recipes or ())
         bump.bump_pr_number = number
         # Before anything else (sweep, status comment): the entry must link this very PR.
         fix_entry_link(session, gw, watch, ctx.config, bump)
