@@ -65,7 +65,8 @@ def _code(value: object, limit: int = inert.MAX_ECHO) -> Markup:
 
 
 def _link(value: object) -> Markup:
-    """An http(s) URL of plain characters as itself (GitHub autolinks it); anything else shown literally as code."""
+    """An http(s) URL of plain characters as itself (GitHub autolinks it); anything else is shown
+    literally, as code."""
     text = str(value)
     return Markup(text) if _SAFE_URL.match(text) else _code(text, TEXT_LIMIT)
 
