@@ -141,6 +141,32 @@ def _model_of(data: Mapping[str, Any]) -> str | None:
     return top if isinstance(top, str) and top else None
 
 
+def _metric_values(
+    file_name: str, where: str, metrics: Mapping[str, Any]
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float | None]]:
+    """A task's ``<metric>,<filter>`` scores and their standard errors (None: "N/A")."""
+    values: dict[tuple[str, str], float] = {}
+    errors: dict[tuple[str, str], float | None] = {}
+    for key, value in metrics.items():
+        if not isinstance(key, str) or "," not in key:
+            continue  # "alias", "name", "sample_len" ...
+        metric, _, filt = key.partition(",")
+        if metric.endswith("_stderr"):
+            base = metric.removesuffix("_stderr")
+            if value is None or value == "N/A":
+                errors[(base, filt)] = None
+                continue
+            stderr = _finite(file_name, f"{where}.{key}", value)
+            if stderr < 0:
+                raise EvalFileError(
+                    file_name, f"{where}.{key}", f"a standard error cannot be negative ({value!r})"
+                )
+            errors[(base, filt)] = stderr
+            continue
+        values[(metric, filt)] = _finite(file_name, f"{where}.{key}", value)
+    return values, errors
+
+
 def declared_metrics(task_config: Any) -> tuple[str, ...]:
     """The metric names a task's harness config declares (``metric_list[].metric``), in order."""
     items = task_config.get("metric_list") if isinstance(task_config, dict) else None
@@ -195,25 +221,7 @@ def parse_lm_eval(body: bytes | str, file_name: str) -> EvalFile:
         declared = declared_metrics(configs.get(task))
         fewshot = shots.get(task)
         num_fewshot = fewshot if isinstance(fewshot, int) and not isinstance(fewshot, bool) else None
-        values: dict[tuple[str, str], float] = {}
-        errors: dict[tuple[str, str], float | None] = {}
-        for key, value in metrics.items():
-            if not isinstance(key, str) or "," not in key:
-                continue  # "alias", "name", "sample_len" ...
-            metric, _, filt = key.partition(",")
-            if metric.endswith("_stderr"):
-                base = metric.removesuffix("_stderr")
-                if value is None or value == "N/A":
-                    errors[(base, filt)] = None
-                    continue
-                stderr = _finite(file_name, f"{where}.{key}", value)
-                if stderr < 0:
-                    raise EvalFileError(
-                        file_name, f"{where}.{key}", f"a standard error cannot be negative ({value!r})"
-                    )
-                errors[(base, filt)] = stderr
-                continue
-            values[(metric, filt)] = _finite(file_name, f"{where}.{key}", value)
+        values, errors = _metric_values(file_name, where, metrics)
         for (metric, filt), score in values.items():
             scores.append(
                 EvalScore(
