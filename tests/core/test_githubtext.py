@@ -18,6 +18,7 @@ from app.core.githubtext import (
     recovery_pr_text,
 )
 from app.core.nightly_logic import IssueView, issue_title, render_issue
+from tests.core.test_nightly_logic import sample_view
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 ENGLISH = re.compile(r"\b(the|sweepbot|image|bumps?|regression|nightly|recover|ingest)\b", re.I)
@@ -98,32 +99,7 @@ def test_user_text_in_a_bump_pr_stays_inert_in_both_languages() -> None:
 
 
 def _view(**over: object) -> IssueView:
-    base = IssueView(
-        repo="o/bench",
-        config_key=KEY,
-        image_repo="vllm/vllm-openai-rocm",
-        last_good_tag="nightly-" + "1" * 40,
-        first_bad_tag="nightly-" + "2" * 40,
-        findings=[
-            {
-                "result_name": "k_conc64",
-                "metric": "mean_tpot_ms",
-                "before": 25.0,
-                "after": 26.0,
-                "change": 0.04,
-                "p": 0.003,
-            },
-        ],  # fmt: skip
-        chart_points=[("nightly-" + "1" * 40, 25.0), ("nightly-" + "2" * 40, 26.0)],
-        chart_metric="mean_tpot_ms",
-        chart_point="k_conc64",
-        narrowing="bisection over 5 retained nightlies",
-        source_repo="vllm-project/vllm",
-        compare_url="https://github.com/vllm-project/vllm/compare/a...b",
-        commits=[{"sha": "c" * 40, "title": HOSTILE}],
-        pulls=[9],
-    )
-    return IssueView(**{**base.__dict__, **over})
+    return sample_view(config_key=KEY, commits=[{"sha": "c" * 40, "title": HOSTILE}], **over)
 
 
 def test_a_regression_issue_has_both_languages_and_inert_commit_titles() -> None:

@@ -190,10 +190,29 @@ def test_the_seed_case_end_to_end_in_the_sticky_report(
         assert "no standard error or sample count" in body
 
 
+def _collected_sweep(db_session: Session, results: dict[str, Any], **marks: Any) -> int:
+    """One eval point collected from its artifacts (bmk_ and eval_); the id of its sweep."""
+    from app.flows.collect import collect_job
+    from app.models.sweeps import SweepJob
+
+    job_id = _job(db_session)
+    point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False, **marks})
+    run = FakeRun(
+        {
+            f"bmk_{RESULT_FILENAME}": _zip({MEMBER: _raw()}),
+            eval_artifact_name(point, NODE): eval_zip(results, meta_env(point)),
+        }
+    )
+    assert collect_job(db_session, run, job_id).state == "succeeded"
+    job = db_session.get(SweepJob, job_id)
+    assert job is not None
+    return job.sweep_id
+
+
 @pytest.mark.parametrize(
     ("flexible", "gate_line", "summary"),
     [
-        (0.95, "threshold 0.9 (default.gsm8k): **pass**", "; repo threshold: pass on gsm8k"),
+        (0.95, "threshold 0.9 (default.gsm8k): **pass**", "repo threshold: pass on gsm8k"),
         (
             0.89,
             "threshold 0.9 (default.gsm8k): **fail** — 0.8900 < 0.9 (default)",
@@ -209,59 +228,37 @@ def test_the_report_gives_both_verdicts_reference_and_repo_threshold(
     from pathlib import Path
 
     from app.core.thresholds import parse_thresholds
-    from app.flows.collect import collect_job
     from app.flows.reports import render_report
-    from app.models.sweeps import Sweep, SweepJob
+    from app.models.sweeps import Sweep
 
-    job_id = _job(db_session)
-    point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False, "model-prefix": "minimaxm3"})
     # strict-match above the threshold: the lowest gated score (flexible-extract) decides
-    results = gsm8k_results(flexible, strict=0.96)
-    run = FakeRun(
-        {
-            f"bmk_{RESULT_FILENAME}": _zip({MEMBER: _raw()}),
-            eval_artifact_name(point, NODE): eval_zip(results, meta_env(point)),
-        }
+    sweep_id = _collected_sweep(
+        db_session, gsm8k_results(flexible, strict=0.96), **{"model-prefix": "minimaxm3"}
     )
-    assert collect_job(db_session, run, job_id).state == "succeeded"
-    job = db_session.get(SweepJob, job_id)
-    assert job is not None
-    sweep = db_session.get(Sweep, job.sweep_id)
+    sweep = db_session.get(Sweep, sweep_id)
     assert sweep is not None
     text = (Path(__file__).resolve().parents[1] / "fixtures/inferencex/evals/thresholds.yaml").read_text()
     sweep.eval_thresholds = parse_thresholds(text, ref="843c6254ff69").as_json()
     db_session.flush()
-    body = render_report(db_session, job.sweep_id)
+    body = render_report(db_session, sweep_id)
     task_line = next(line for line in body.splitlines() if line.startswith("- **gsm8k**:"))
     assert f"{flexible:.4f} ±" in task_line and "vs ATOM" in task_line and "0.9363" in task_line
     assert task_line.endswith(gate_line)
-    assert summary in body.split("\n\n")[0] + body  # on the verdict line
     verdict = next(line for line in body.splitlines() if line.startswith("**Verdict**"))
-    assert verdict.endswith(summary.removeprefix("; ")) or summary in verdict
+    assert verdict.endswith(f"; {summary}")
     assert "`utils/evals/thresholds.yaml` at `843c625`" in body and "model prefix `minimaxm3`" in body
 
 
 def test_without_the_repo_thresholds_the_report_says_so(db_session: Session) -> None:
-    from app.flows.collect import collect_job
     from app.flows.reports import render_report
-    from app.models.sweeps import Sweep, SweepJob
+    from app.models.sweeps import Sweep
 
-    job_id = _job(db_session)
-    point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})
-    run = FakeRun(
-        {
-            f"bmk_{RESULT_FILENAME}": _zip({MEMBER: _raw()}),
-            eval_artifact_name(point, NODE): eval_zip(gsm8k_results(0.95), meta_env(point)),
-        }
-    )
-    assert collect_job(db_session, run, job_id).state == "succeeded"
-    job = db_session.get(SweepJob, job_id)
-    assert job is not None
-    body = render_report(db_session, job.sweep_id)
+    sweep_id = _collected_sweep(db_session, gsm8k_results(0.95))
+    body = render_report(db_session, sweep_id)
     assert "Repo threshold: not read for this sweep" in body and "repo threshold:" not in body
-    sweep = db_session.get(Sweep, job.sweep_id)
+    sweep = db_session.get(Sweep, sweep_id)
     assert sweep is not None
     sweep.eval_thresholds = {"missing": "utils/evals/thresholds.yaml", "ref": "abc"}
     db_session.flush()
-    body = render_report(db_session, job.sweep_id)
+    body = render_report(db_session, sweep_id)
     assert "Repo threshold: the repo has no `utils/evals/thresholds.yaml`; no threshold verdict." in body
