@@ -17,12 +17,13 @@ Also the pure texts of a bump: branch names, commit messages, the changelog fiel
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import structlog
 
+from app.core.githubtext import bump_commit_message
 from app.core.recipes import (
     NO_FLAGS,
     SCENARIO_TYPES,
@@ -33,6 +34,7 @@ from app.core.recipes import (
     set_image,
 )
 from app.core.recipes.master import scenario_kinds
+from app.core.recipes.srtrecipe import set_container
 
 log = structlog.get_logger(__name__)
 
@@ -71,16 +73,30 @@ def without_skip_sweep(subject: str) -> str:
 
 
 def commit_message(
-    key: str, image: str, description: list[str], pr_link: str | None, *, skip_sweep: bool = False
+    key: str,
+    image: str,
+    description: list[str],
+    pr_link: str | None,
+    *,
+    skip_sweep: bool = False,
+    recipes: Sequence[str] = (),
 ) -> str:
-    """Subject, the changelog's description lines, and the changelog fields as trailers.
+    """Subject (English), the changelog's description lines, the recipes it edits, the Chinese
+    translation (the repo's authoring policy: app.core.githubtext), and the changelog fields as
+    trailers.
 
     ``skip_sweep`` (sweep mode ``dispatch``): the subject ends in ``[skip-sweep]``, so the repo's
     own run-sweep.yml does not run the sweep the bot's queue already runs.
     """
-    body = "\n".join(f"- {line}" for line in description)
     subject = bump_subject(key, image) + (f" {SKIP_SWEEP}" if skip_sweep else "")
-    return f"{subject}\n\n{body}\n\nconfig-keys: {key}\npr-link: {pr_link or 'XXX'}\n"
+    return bump_commit_message(
+        subject=subject,
+        key=key,
+        image=image,
+        description=description,
+        pr_link=pr_link or "XXX",
+        recipes=recipes,
+    )
 
 
 def changelog_flags_for(master_text: str, key: str) -> EntryFlags:
@@ -148,6 +164,10 @@ class BumpFacts:
     description: Sequence[str] = field(default_factory=tuple)
     entry_link: str | None = None  # the pr-link the entry gets (None: XXX until the PR exists)
     skip_sweep: bool = False
+    # a multi-node key's srt-slurm recipes in the repo at start_sha ({path: text}), whose
+    # `model.container` the same commit sets to the pin; and those named by a repo path but absent
+    recipes: Mapping[str, str] = field(default_factory=dict)
+    missing_recipes: Sequence[str] = ()
 
 
 def refusal_holds(facts: BumpFacts) -> bool:
@@ -247,6 +267,25 @@ def _adopted_entry(facts: BumpFacts) -> str:
     return after[len(before) :] if before and after and after.startswith(before) else ""
 
 
+def recipe_edits(facts: BumpFacts) -> tuple[dict[str, str], str | None]:
+    """The key's srt-slurm recipes with ``model.container`` set to the pin (AGENTS.md: it must equal
+    ``image``), only those that change; or why the bump cannot keep them equal."""
+    if facts.missing_recipes:
+        return {}, (
+            f"`{facts.key}` names srt-slurm recipe(s) the repo does not hold: "
+            f"{', '.join(facts.missing_recipes)}; fix the `CONFIG_FILE=` path(s) in the master config"
+        )
+    edited: dict[str, str] = {}
+    for path, text in facts.recipes.items():
+        try:
+            new = set_container(text, facts.image)
+        except RecipeError as exc:
+            return {}, f"{path}: {exc}"
+        if new != text:
+            edited[path] = new
+    return edited, None
+
+
 def plan_bump(facts: BumpFacts) -> BumpPlan:
     """The one bump decision: every path returns a plan and logs why."""
     if refusal_holds(facts):
@@ -274,6 +313,9 @@ def _plan_edit(facts: BumpFacts) -> BumpPlan:
         return _said(Blocked(str(exc)), facts, "the pin cannot be edited")
     if new_text == cfg.text:
         return _said(AlreadyPinned(cfg.path), facts, "the config already pins the image at the head")
+    recipes, problem = recipe_edits(facts)
+    if problem is not None:
+        return _said(Blocked(problem), facts, "a recipe of the key cannot take the pin")
     old = facts.changelog
     if facts.previous_entry and old.endswith(facts.previous_entry):
         old = old[: len(old) - len(facts.previous_entry)]  # the open bump PR carries one entry
@@ -289,10 +331,15 @@ def _plan_edit(facts: BumpFacts) -> BumpPlan:
     except RecipeError as exc:
         return _said(Blocked(str(exc)), facts, "the perf-changelog cannot take the entry")
     message = commit_message(
-        facts.key, facts.image, description, facts.entry_link, skip_sweep=facts.skip_sweep
+        facts.key,
+        facts.image,
+        description,
+        facts.entry_link,
+        skip_sweep=facts.skip_sweep,
+        recipes=sorted(recipes),
     )
     plan = Commit(
-        files={cfg.path: new_text, facts.changelog_path: new_changelog},
+        files={cfg.path: new_text, **recipes, facts.changelog_path: new_changelog},
         message=message,
         entry=new_changelog[len(old) :],
         path=cfg.path,

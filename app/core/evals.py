@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core import safejson
+from app.core.thresholds import is_gated
 
 MAX_TASKS = 500  # a results file with more tasks than this is not one eval job's output
 _CONC_SUFFIX = re.compile(r"_conc(\d+)\.json$")
@@ -53,6 +54,9 @@ class EvalScore:
     n_original: int | None
     limit: float | None  # config.limit (None: the whole split)
     num_fewshot: int | None
+    # the repo's validate_scores.py checks this score against its threshold: the metric is one the
+    # task's ``configs.<task>.metric_list`` declares, or exact_match when it declares none
+    gated: bool = True
 
     @property
     def label(self) -> str:
@@ -137,6 +141,44 @@ def _model_of(data: Mapping[str, Any]) -> str | None:
     return top if isinstance(top, str) and top else None
 
 
+def _metric_values(
+    file_name: str, where: str, metrics: Mapping[str, Any]
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float | None]]:
+    """A task's ``<metric>,<filter>`` scores and their standard errors (None: "N/A")."""
+    values: dict[tuple[str, str], float] = {}
+    errors: dict[tuple[str, str], float | None] = {}
+    for key, value in metrics.items():
+        if not isinstance(key, str) or "," not in key:
+            continue  # "alias", "name", "sample_len" ...
+        metric, _, filt = key.partition(",")
+        if metric.endswith("_stderr"):
+            base = metric.removesuffix("_stderr")
+            if value is None or value == "N/A":
+                errors[(base, filt)] = None
+                continue
+            stderr = _finite(file_name, f"{where}.{key}", value)
+            if stderr < 0:
+                raise EvalFileError(
+                    file_name, f"{where}.{key}", f"a standard error cannot be negative ({value!r})"
+                )
+            errors[(base, filt)] = stderr
+            continue
+        values[(metric, filt)] = _finite(file_name, f"{where}.{key}", value)
+    return values, errors
+
+
+def declared_metrics(task_config: Any) -> tuple[str, ...]:
+    """The metric names a task's harness config declares (``metric_list[].metric``), in order."""
+    items = task_config.get("metric_list") if isinstance(task_config, dict) else None
+    if not isinstance(items, list):
+        return ()
+    return tuple(
+        str(i["metric"])
+        for i in items
+        if isinstance(i, dict) and isinstance(i.get("metric"), str) and i["metric"]
+    )
+
+
 def parse_lm_eval(body: bytes | str, file_name: str) -> EvalFile:
     """One lm-evaluation-harness result file; refused with the field when anything is malformed."""
     data = _load(body, file_name)
@@ -160,6 +202,7 @@ def parse_lm_eval(body: bytes | str, file_name: str) -> EvalFile:
     if version is not None and not isinstance(version, str):
         raise EvalFileError(file_name, "lm_eval_version", f"expected text, got {version!r}")
     scores: list[EvalScore] = []
+    configs: dict[str, Any] = data["configs"] if isinstance(data.get("configs"), dict) else {}
     for task, metrics in results.items():
         where = f"results.{task}"
         if not isinstance(metrics, dict):
@@ -175,27 +218,10 @@ def parse_lm_eval(body: bytes | str, file_name: str) -> EvalFile:
                 f"n-samples.{task}.effective",
                 f"{n} samples scored but config.limit is {limit:g}: the file contradicts itself",
             )
+        declared = declared_metrics(configs.get(task))
         fewshot = shots.get(task)
         num_fewshot = fewshot if isinstance(fewshot, int) and not isinstance(fewshot, bool) else None
-        values: dict[tuple[str, str], float] = {}
-        errors: dict[tuple[str, str], float | None] = {}
-        for key, value in metrics.items():
-            if not isinstance(key, str) or "," not in key:
-                continue  # "alias", "name", "sample_len" ...
-            metric, _, filt = key.partition(",")
-            if metric.endswith("_stderr"):
-                base = metric.removesuffix("_stderr")
-                if value is None or value == "N/A":
-                    errors[(base, filt)] = None
-                    continue
-                stderr = _finite(file_name, f"{where}.{key}", value)
-                if stderr < 0:
-                    raise EvalFileError(
-                        file_name, f"{where}.{key}", f"a standard error cannot be negative ({value!r})"
-                    )
-                errors[(base, filt)] = stderr
-                continue
-            values[(metric, filt)] = _finite(file_name, f"{where}.{key}", value)
+        values, errors = _metric_values(file_name, where, metrics)
         for (metric, filt), score in values.items():
             scores.append(
                 EvalScore(
@@ -208,6 +234,7 @@ def parse_lm_eval(body: bytes | str, file_name: str) -> EvalFile:
                     n_original=n_original,
                     limit=limit,
                     num_fewshot=num_fewshot,
+                    gated=is_gated(metric, filt, declared),
                 )
             )
     if not scores:

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from app.core.changepoint import Detection, DetectorSettings, detect
+from app.core.githubtext import regression_chinese, regression_title
 
 log = structlog.get_logger(__name__)
 
@@ -369,7 +370,9 @@ def issue_title(view: IssueView) -> str:
     if worst is not None:
         label = METRICS.get(str(worst["metric"]), (str(worst["metric"]), "", 1))[0]
         what = f" {label} {float(worst['change']):+.1%}"
-    return f"Nightly regression: {view.config_key}{what} from {_short(view.first_bad_tag)}"[:250]
+    english = f"Nightly regression: {view.config_key}{what} from {_short(view.first_bad_tag)}"
+    # the repo's policy: `<English> / <中文>` (app.core.githubtext)
+    return regression_title(english, view.config_key, _short(view.first_bad_tag))
 
 
 def render_issue(view: IssueView) -> str:
@@ -426,6 +429,18 @@ def render_issue(view: IssueView) -> str:
         lines += [f"- {n}" for n in view.watch_notes]
         lines.append("")
     lines.append("_Kept up to date by sweepbot; it closes this issue when a later nightly recovers._")
+    lines += [
+        "",
+        regression_chinese(
+            key=view.config_key,
+            image_repo=view.image_repo,
+            last_good=view.last_good_tag,
+            first_bad=view.first_bad_tag,
+            recovered_tag=view.recovered_tag,
+            source_repo=view.source_repo,
+            watch_notes=bool(view.watch_notes),
+        ),
+    ]
     return "\n".join(lines)
 
 

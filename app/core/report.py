@@ -19,6 +19,7 @@ from app.core.accuracy import (
     compare_accuracy,
     overall_verdict_line,
     render_accuracy_table,
+    task_verdicts,
 )
 from app.core.gap import (
     GapRow,
@@ -31,6 +32,15 @@ from app.core.gap import (
 )
 from app.core.matrixerrors import eval_not_run
 from app.core.references import Reference
+from app.core.thresholds import (
+    FAIL,
+    ThresholdVerdict,
+    judge,
+    model_prefix,
+    outcome_text,
+    task_outcomes,
+    thresholds_from_json,
+)
 
 FINAL_JOB_STATES = ("succeeded", "failed", "cancelled", "reused")
 _ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "atom": "ATOM", "trt": "TRT-LLM"}
@@ -79,6 +89,8 @@ class ReportData:
     evals: list[Any] = field(default_factory=list)  # the sweep's accuracy scores (EvalResult rows)
     accuracy_tolerance: float = 0.0
     mode: str = "dispatch"  # how the sweep reached the runners (.github/sweepbot.yml sweep.mode)
+    # the repo's accuracy gate as the sweep recorded it (Sweep.eval_thresholds); None: not read
+    eval_thresholds: Mapping[str, Any] | None = None
 
 
 def progress_bar(done: int, total: int, width: int = 20) -> str:
@@ -261,8 +273,9 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
     verdict_at = len(out)  # the overall verdict line goes here once both tables are known
     latency, latency_rows = _latency_sections(data, label, ref_label)
     out += latency
-    accuracy_rows = _accuracy_section(data, out, label, ref_label)
-    out[verdict_at:verdict_at] = [f"**Verdict** — {overall_verdict_line(latency_rows, accuracy_rows)}", ""]
+    accuracy_rows, gate = _accuracy_section(data, out, label, ref_label)
+    verdict = overall_verdict_line(latency_rows, accuracy_rows) + _gate_summary(gate)
+    out[verdict_at:verdict_at] = [f"**Verdict** — {verdict}", ""]
     return "\n".join(out + _footer(data))
 
 
@@ -277,11 +290,93 @@ def _not_run_warnings(planned: Sequence[JobView]) -> list[str]:
     return out
 
 
-def _accuracy_section(data: ReportData, out: list[str], label: str, ref_label: str) -> list[AccuracyRow]:
-    """Append the accuracy table (beside the latency table) to ``out``; return its rows."""
+def _sweep_model_prefix(data: ReportData) -> str | None:
+    """The ``model-prefix`` of the sweep's points (the eval artifact's ``infmax_model_prefix`` is
+    checked equal to it when collected)."""
+    for j in data.jobs:
+        found = model_prefix((j.point or {}).get("model-prefix"))
+        if found:
+            return found
+    return None
+
+
+def _gate(data: ReportData) -> tuple[dict[str, ThresholdVerdict] | None, list[str]]:
+    """Per task, the repo gate's verdict, and the lines that say which gate it is (or why none)."""
+    stored = data.eval_thresholds
+    if stored is None:
+        return None, [
+            "Repo threshold: not read for this sweep (`utils/evals/thresholds.yaml`), no verdict.",
+            "",
+        ]
+    if "missing" in stored or "error" in stored:
+        why = (
+            f"the repo has no `{stored.get('missing')}`"
+            if "missing" in stored
+            else f"the file cannot be used: {stored.get('error')}"
+        )
+        return None, [f"Repo threshold: {why}; no threshold verdict.", ""]
+    gate = thresholds_from_json(stored)
+    prefix = _sweep_model_prefix(data)
+    outcomes = task_outcomes(judge(data.evals, gate, prefix))
+    at = f" at `{str(gate.ref)[:7]}`" if gate.ref else ""
+    model = f"model prefix `{prefix}`" if prefix else "no model prefix"
+    lines = [
+        f"Against the repo's own gate: `{gate.path}`{at}, as `utils/evals/validate_scores.py` applies it "
+        f"({model}; the lowest gated score of each task decides).",
+        "",
+    ]
+    return outcomes, lines
+
+
+def _both_verdicts(
+    rows: Sequence[AccuracyRow], gate: Mapping[str, ThresholdVerdict] | None, ref_label: str
+) -> list[str]:
+    """One line per task: the verdict against the reference (with its interval) and the repo gate's."""
+    verdicts = task_verdicts(rows)
+    out = []
+    for task in dict.fromkeys(r.task for r in rows):
+        decided = verdicts.get(task)
+        # the row that decides the task: the largest drop below the reference among its verdict's
+        candidates = [r for r in rows if r.task == task and r.verdict == decided and r.shortfall is not None]
+        row = max(candidates, key=lambda r: r.shortfall or 0.0, default=None)
+        if row is not None and row.reference is not None:
+            hw = f" ±{row.half_width * 100:.1f} pts at 95%" if row.half_width is not None else ""
+            against = f"{row.score:.4f}{hw} vs {ref_label} {row.reference:.4f}: {row.verdict}"
+            if row.allowed is not None and row.shortfall is not None:
+                against += (
+                    f" ({-row.shortfall * 100:+.2f} pts; a drop of up to {row.allowed * 100:.2f} pts "
+                    "is within the noise)"
+                )
+        else:
+            against = f"no reference accuracy for {task}"
+        judged = gate.get(task) if gate is not None else None
+        if judged is not None:
+            against += f"; {outcome_text(judged)}"
+        elif gate is not None:
+            against += "; no gated score (validate_scores.py checks none of its metrics)"
+        out.append(f"- **{task}**: {against}")
+    return out + [""] if out else []
+
+
+def _gate_summary(gate: Mapping[str, ThresholdVerdict] | None) -> str:
+    if not gate:
+        return ""
+    failed = [t for t, v in gate.items() if v.verdict == FAIL]
+    passed = [t for t, v in gate.items() if v.verdict != FAIL]
+    parts = ([f"fail on {', '.join(failed)}"] if failed else []) + (
+        [f"pass on {', '.join(passed)}"] if passed else []
+    )
+    return f"; repo threshold: {', '.join(parts)}"
+
+
+def _accuracy_section(
+    data: ReportData, out: list[str], label: str, ref_label: str
+) -> tuple[list[AccuracyRow], dict[str, ThresholdVerdict] | None]:
+    """Append the accuracy table (beside the latency table) to ``out``; return its rows and the
+    repo gate's verdict per task."""
     planned = [j for j in data.jobs if (j.point or {}).get("run-eval")]
     if not data.evals and not planned:
-        return []
+        return [], None
     ref = data.reference
     refs = list(ref.accuracy) if ref is not None else []
     rows = compare_accuracy(data.evals, refs, tolerance=data.accuracy_tolerance)
@@ -293,7 +388,9 @@ def _accuracy_section(data: ReportData, out: list[str], label: str, ref_label: s
             out += [f"No eval result yet: {waiting} of {len(planned)} eval points not finished.", ""]
         else:
             out += [f"No eval result was stored for the {len(planned)} eval points (see the runs below).", ""]
-        return rows
+        return rows, None
+    gate, gate_lines = _gate(data)
+    out += _both_verdicts(rows, gate, ref_label)
     out += [render_accuracy_table(rows, recipe_label=label, reference_label=ref_label, icons=True), ""]
     out += [
         "*Not worse* = the score is at most one standard error of the difference below the reference"
@@ -306,6 +403,7 @@ def _accuracy_section(data: ReportData, out: list[str], label: str, ref_label: s
         "",
     ]
     out += [f"> [!NOTE]\n> {note}\n" for note in accuracy_notes(rows)]
+    out += gate_lines
     if ref is not None and ref.accuracy:
         where = ref.accuracy_source or ref.source or ref.name
         shown = f"[{ref.name}]({where})" if where.startswith("https://") else where
@@ -320,4 +418,4 @@ def _accuracy_section(data: ReportData, out: list[str], label: str, ref_label: s
             "No reference accuracy applies (the reference table publishes none and the sibling has no eval).",
             "",
         ]
-    return rows
+    return rows, gate

@@ -13,6 +13,7 @@ from app.core.emptymatrix import unexpanded_findings
 from app.core.recipes import locate_key, runner_capacity
 from app.core.routing import TransientError
 from app.core.sweepspec import SweepError
+from app.core.thresholds import THRESHOLDS_PATH, ThresholdsError, parse_thresholds
 from app.core.workflows import workflow_path
 from app.settings import Settings, get_settings
 
@@ -131,3 +132,24 @@ def callers_of(prediction: dict[str, Any] | None) -> frozenset[str]:
     dispatch's slots leave them out; an unread file predicts none: too many slots keep runners
     idle, too few would oversubscribe them)."""
     return frozenset((prediction or {}).get("callers") or {})
+
+
+def eval_thresholds_at(gw: FileReader, repo: str, ref: str) -> dict[str, Any] | None:
+    """The repo's accuracy gate (``utils/evals/thresholds.yaml``) at ``ref``, the checkout the
+    sweep's eval jobs run ``validate_scores.py`` in; stored on the sweep so the report judges scores
+    as that run did. ``{"missing": path}`` when the repo has no such file, ``{"error": why}`` when it
+    cannot be used; None when it could not be read now (the report then says so)."""
+    try:
+        got = gw.get_file(repo, THRESHOLDS_PATH, ref=ref)
+    except TransientError:
+        raise
+    except Exception as exc:  # an unreadable file costs the threshold verdict, never a sweep
+        log.warning("thresholds_unreadable", repo=repo, ref=ref, error=str(exc))
+        return None
+    if got is None:
+        return {"missing": THRESHOLDS_PATH, "ref": ref}
+    try:
+        return parse_thresholds(got[0], ref=ref).as_json()
+    except ThresholdsError as exc:
+        log.warning("thresholds_invalid", repo=repo, ref=ref, error=str(exc))
+        return {"error": str(exc), "path": THRESHOLDS_PATH, "ref": ref}

@@ -62,7 +62,7 @@ from app.flows.bumppr import (
     tell_bump_pr,
 )
 from app.flows.bumpsweep import request_bump_sweep
-from app.flows.recipefiles import default_image_repo, locate_config, read_master_configs
+from app.flows.recipefiles import default_image_repo, locate_config, read_master_configs, read_recipes
 from app.flows.trackports import BumpGateway
 from app.models.tracking import Bump, Dependency, Watch
 from app.store.bumps import blocked_bump, bump_for, last_own_bump, record_bump
@@ -279,6 +279,8 @@ def load_facts(session: Session, gw: BumpGateway, ctx: _Ctx, head: str | None) -
         return replace(facts, changelog=after or "", changelog_before=before if after is not None else None)
     if not needs_changelog(facts):
         return facts
+    recipes, missing = read_recipes(gw, repo, start, text or "", key)
+    facts = replace(facts, recipes=recipes, missing_recipes=missing)
     changelog = _text(gw, repo, path, start) or ""
     previous = None
     if facts.exists and ctx.mode == "bump_pr" and last is not None:
@@ -361,8 +363,17 @@ def _commit(session: Session, gw: BumpGateway, ctx: _Ctx, facts: BumpFacts, plan
         if ctx.mode == "pr_branch" and exc.status == 403:
             raise PushRefused(str(exc)) from exc
         raise
+    recipes = sorted(p for p in plan.files if p not in (plan.path, ctx.config.bump.changelog))
     return _land(
-        session, gw, ctx, old_image=old_image, path=plan.path, sha=sha, start_sha=start, entry=plan.entry
+        session,
+        gw,
+        ctx,
+        old_image=old_image,
+        path=plan.path,
+        sha=sha,
+        start_sha=start,
+        entry=plan.entry,
+        recipes=recipes,
     )
 
 
@@ -376,18 +387,21 @@ def _land(
     sha: str,
     start_sha: str,
     entry: str,
+    recipes: list[str] | None = None,
 ) -> BumpOutcome:
     """The commit is on the branch: record it, open or update the bump PR, close superseded ones,
-    and queue the sweep."""
+    and queue the sweep. ``recipes``: the srt-slurm recipes the commit also edits."""
     watch, key, branch, mode = ctx.watch, ctx.watch.config_key, ctx.branch, ctx.mode
-    detail = {"start_sha": start_sha, "changelog_entry": entry}
+    detail: dict[str, Any] = {"start_sha": start_sha, "changelog_entry": entry}
+    if recipes:
+        detail["recipes"] = recipes
     bump = _record(session, ctx, old_image=old_image, path=path, sha=sha, state="committed", detail=detail)
     log.info(
         "bump_committed", repo=watch.repo, key=key, image=ctx.image, branch=branch, commit=sha, mode=mode
     )
     number = ctx.pull.get("number") if mode == "pr_branch" and ctx.pull is not None else None
     if mode == "bump_pr":
-        number = ensure_bump_pr(gw, watch, branch, ctx.image, ctx.description, ctx.pr_link)
+        number = ensure_bump_pr(gw, watch, branch, ctx.image, ctx.description, ctx.pr_link, recipes or ())
         bump.bump_pr_number = number
         # Before anything else (sweep, status comment): the entry must link this very PR.
         fix_entry_link(session, gw, watch, ctx.config, bump)

@@ -19,6 +19,7 @@ from app.core.bumpplan import (
     canonical_pr_link,
     link_fix_subject,
 )
+from app.core.githubtext import bump_pr_text, link_fix_commit_message
 from app.core.recipes import PENDING_PR_LINK, RecipeError, replace_pending_link
 from app.flows.statuscomment import publish_status
 from app.flows.trackports import BumpGateway, BumpPrGateway
@@ -41,20 +42,27 @@ def tell_bump_pr(gw: BumpPrGateway, watch: Watch, branch: str, reason: str) -> N
 
 
 def ensure_bump_pr(
-    gw: BumpPrGateway, watch: Watch, branch: str, image: str, description: Sequence[str], pr_link: str | None
+    gw: BumpPrGateway,
+    watch: Watch,
+    branch: str,
+    image: str,
+    description: Sequence[str],
+    pr_link: str | None,
+    recipes: Sequence[str] = (),
 ) -> int:
-    """The one open bump PR of this key (look before create); its title follows the newest image."""
+    """The one open bump PR of this key (look before create); its title follows the newest image.
+    Title and body in English and Simplified Chinese (app.core.githubtext)."""
     owner = watch.repo.split("/", 1)[0]
-    title = bump_subject(watch.config_key, image)
-    body = "\n".join(
-        [
-            BUMP_PR_MARKER,
-            f"sweepbot bumps `{watch.config_key}` to `{image}`.",
-            "",
-            *[f"- {line}" for line in description],
-        ]
-        + (["", f"Recipe PR: {pr_link}"] if pr_link else [])
+    text = bump_pr_text(
+        marker=BUMP_PR_MARKER,
+        subject=bump_subject(watch.config_key, image),
+        key=watch.config_key,
+        image=image,
+        description=description,
+        recipe_pr=pr_link,
+        recipes=recipes,
     )
+    title, body = text.title, text.body
     existing = gw.list_pulls(watch.repo, state="open", head=f"{owner}:{branch}")
     if existing:
         pr = existing[0]
@@ -134,7 +142,12 @@ def fix_entry_link(session: Session, gw: BumpGateway, watch: Watch, config: BotC
     tree = gw.create_tree(repo, base_tree, {path: gw.create_blob(repo, fixed)})
     # This commit touches the changelog too: in dispatch mode it must not start the repo's sweep.
     skip = f" {SKIP_SWEEP}" if config.sweep.mode == "dispatch" else ""
-    message = f"{link_fix_subject(watch.config_key, bump.image)}{skip}\n\npr-link: {link}\n"
+    message = link_fix_commit_message(
+        subject=f"{link_fix_subject(watch.config_key, bump.image)}{skip}",
+        key=watch.config_key,
+        image=bump.image,
+        link=link,
+    )
     commit = gw.create_commit(repo, message, tree, [bump.commit_sha])
     try:
         gw.update_ref(repo, f"heads/{bump.branch}", str(commit["sha"]), force=False)

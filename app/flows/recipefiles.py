@@ -22,6 +22,7 @@ from app.core.recipes import (
     locate_key,
     parse_master,
 )
+from app.core.recipes.srtrecipe import recipe_refs
 from app.flows.trackports import RecipeReader
 
 log = structlog.get_logger(__name__)
@@ -78,6 +79,27 @@ def default_image_repo(gw: RecipeReader, repo: str, key: str, cfg: BotConfig, hi
     except (RecipeError, ValueError) as exc:
         log.info("default_pin_unreadable", repo=repo, key=key, error=str(exc))
         return None
+
+
+def read_recipes(
+    gw: RecipeReader, repo: str, ref: str, master_text: str, key: str
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The srt-slurm recipe files a multi-node key names, at ``ref`` ({path: text}), and those it
+    names by their repo path that the repo does not hold. A ``recipes/`` path the repo does not
+    hold is the srt-slurm project's own recipe (outside the repo): neither."""
+    try:
+        entry = parse_master(master_text).get(key)
+    except RecipeError:
+        return {}, ()
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for r in recipe_refs(entry) if isinstance(entry, dict) else []:
+        got = gw.get_file(repo, r.path, ref=ref)
+        if got is not None:
+            found[r.path] = got[0]
+        elif r.in_repo_path:
+            missing.append(r.path)
+    return found, tuple(missing)
 
 
 def _parsed(texts: dict[str, str]) -> dict[str, Any]:

@@ -221,6 +221,7 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
         list(evals),
         float(get_settings().accuracy_tolerance),
         str((sweep.filters or {}).get("mode") or "dispatch"),
+        eval_thresholds=sweep.eval_thresholds,
     )
 
 

@@ -31,6 +31,7 @@ from app.core.sweepspec import (
 from app.flows.benchrepo import (
     RepoFiles,
     callers_of,
+    eval_thresholds_at,
     label_capacity,
     locate,
     master_files,
@@ -139,6 +140,8 @@ def request_sweep(
         matrix=matrix,
         unexpanded=prediction,
     )
+    if created:  # the gate its eval jobs apply: validate_scores.py runs in the head's checkout
+        sweep.eval_thresholds = eval_thresholds_at(gw, repo, head_sha)
     if sweep_cfg.mode == "label":  # also for a replay: the trigger is idempotent (labelruns)
         trigger_label_run(session, gw, sweep, pr, sweep_cfg.label)
     plan = plan_for(session, gw, sweep)

@@ -8,7 +8,18 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, func
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -130,6 +141,9 @@ class EvalResult(Base):
     n_original: Mapped[int | None] = mapped_column(Integer)
     limit: Mapped[float | None] = mapped_column(Float)  # --limit (None: the whole split)
     num_fewshot: Mapped[int | None] = mapped_column(Integer)
+    # validate_scores.py gates this score (a declared metric of the task, or exact_match); None: stored
+    # before this was recorded (then exact_match is assumed, the script's default)
+    gated: Mapped[bool | None] = mapped_column(Boolean)
     lm_eval_version: Mapped[str | None] = mapped_column(String(64))
     meta_model: Mapped[str | None] = mapped_column(String(200))  # meta_env.json `model`
     meta_framework: Mapped[str | None] = mapped_column(String(64))  # meta_env.json `framework`

@@ -76,6 +76,9 @@ class Sweep(Base):
     # the dispatch workflow's matrix jobs GitHub never expands, read from the file at the dispatched
     # ref when the sweep was planned (app.flows.benchrepo.workflow_prediction_at); None: not read
     unexpanded: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # the repo's utils/evals/thresholds.yaml at the ref the sweep runs (app.core.thresholds
+    # Thresholds.as_json, or {"missing": path} / {"error": why}); None: not read
+    eval_thresholds: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     requested_by: Mapped[str] = mapped_column(String(200))
     reason: Mapped[str] = mapped_column(String(16))  # command | bump | api | canary
     priority: Mapped[int] = mapped_column(Integer, default=PRIORITIES["normal"])

@@ -149,6 +149,7 @@ def store_eval(
             n_original=score.n_original,
             limit=score.limit,
             num_fewshot=score.num_fewshot,
+            gated=score.gated,
             lm_eval_version=parsed.result.lm_eval_version,
             meta_model=parsed.meta.model,
             meta_framework=parsed.meta.framework,

@@ -78,7 +78,8 @@ def test_pulls_are_read_from_squash_titles_and_merge_commits() -> None:
     assert pulls_in(commits) == [50123, 47269]
 
 
-def test_the_issue_carries_its_marker_the_range_and_inert_commit_titles() -> None:
+def sample_view(**over: Any) -> IssueView:
+    """A regression issue's view (config key `k`, one TPOT finding, one commit in the range)."""
     view = IssueView(
         repo="o/bench",
         config_key="k",
@@ -104,6 +105,11 @@ def test_the_issue_carries_its_marker_the_range_and_inert_commit_titles() -> Non
         commits=[{"sha": "c" * 40, "title": "@everyone <img src=x> [link](http://evil) (#9)"}],
         pulls=[9],
     )
+    return IssueView(**{**view.__dict__, **over})
+
+
+def test_the_issue_carries_its_marker_the_range_and_inert_commit_titles() -> None:
+    view = sample_view()
     body = render_issue(view)
     assert body.startswith(issue_marker("o/bench", "k", "nightly-" + "2" * 40))
     assert "first bad nightly: `nightly-" + "2" * 40 in body

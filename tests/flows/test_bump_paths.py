@@ -230,7 +230,8 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     assert first == bump.commit_sha and commits[bump_commit].parents == (main_head,)
     (pr,) = _bump_prs(world)
     assert pr.number == bump.bump_pr_number and pr.state == "open" and pr.base_ref == "main"
-    assert pr.title == f"Bump {KEY} image to {image}" and BUMP_PR_MARKER in pr.body
+    assert pr.title == f"Bump {KEY} image to {image} / 将 {KEY} 的镜像升级到 {image}"
+    assert BUMP_PR_MARKER in pr.body
     master_main = _read(world, MASTER_PATH, "main")
     assert _changed_lines(master_main, _read(world, MASTER_PATH, BUMP_BRANCH)) == [
         f"-  image: {OLD_PIN}",
@@ -274,7 +275,8 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     (second_bump,) = commits[second or ""].parents  # the second bump, then its link fix
     assert second != first and commits[second_bump].parents == (first,)
     (pr2,) = _bump_prs(world)
-    assert pr2.number == pr.number and pr2.state == "open" and pr2.title == f"Bump {KEY} image to {newer}"
+    assert pr2.number == pr.number and pr2.state == "open"
+    assert pr2.title.startswith(f"Bump {KEY} image to {newer} / ")
     assert _changed_lines(master_main, _read(world, MASTER_PATH, BUMP_BRANCH)) == [
         f"-  image: {OLD_PIN}",
         f"+  image: {newer}",
@@ -656,3 +658,48 @@ def test_a_bump_pr_created_during_the_visibility_lag_succeeds(
     assert pr.number == bump.bump_pr_number and pr.head_ref == BUMP_BRANCH
     creates = world.call_summary()["by_operation"]["pulls/create"]
     assert creates.get("422", 0) >= 1 and creates["201"] == 1  # refused while lagging, then made once
+
+
+def test_a_multi_node_srt_slurm_keys_recipe_gets_the_pin_in_the_same_commit(
+    sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
+) -> None:
+    """AGENTS.md: for image bumps the recipe's `model.container` must equal `image`; the bump's one
+    commit carries the master line and the recipe line (the recipe a real InferenceX file)."""
+    from pathlib import Path
+
+    recipe_path = (
+        "benchmarks/multi_node/srt-slurm-recipes/vllm/deepseek-v4/8k1k/disagg-b200-low-latency-c1.yaml"
+    )
+    real = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures/inferencex/srt-slurm-recipes/vllm/deepseek-v4/8k1k/disagg-b200-low-latency-c1.yaml"
+    ).read_text()
+    recipe = real.replace('container: "vllm/vllm-openai:v0.23.0"', f'container: "{OLD_PIN}"')
+    # the seed key made multi-node only for its recipe: no sweep (its search space is single-node)
+    scenario = _start(sim, settings_env, "bump:\n  request-sweep: false\n")
+    world = sim.world
+    master = _read(world, MASTER_PATH, "main")
+    lines = master.splitlines(keepends=True)
+    at = lines.index(f"{KEY}:\n")
+    flag = next(i for i in range(at, len(lines)) if lines[i].startswith("  multinode:"))
+    lines[flag] = (
+        "  multinode: true\n"
+        f'  additional-settings: ["CONFIG_FILE=recipes/{recipe_path.split("srt-slurm-recipes/", 1)[1]}"]\n'
+    )
+    world.commit_files(
+        BENCH_REPO, RECIPE_BRANCH, {MASTER_PATH: "".join(lines), recipe_path: recipe}, "srt recipe",
+        author="carol-writer",
+    )  # fmt: skip
+    before = _read(world, recipe_path, RECIPE_BRANCH)
+    _open(db_session, 2104)
+    _until_47270_closed(scenario, db_session)
+    _drop_47270(db_session)
+    db_session.commit()
+    (bump,) = _bumps(db_session)
+    assert bump.state == "committed" and bump.commit_sha
+    image = bump.image
+    after = _read(world, recipe_path, bump.commit_sha)
+    assert _changed_lines(before, after) == [f'-  container: "{OLD_PIN}"', f'+  container: "{image}"']
+    parent = world.repo(BENCH_REPO).objects.commits[bump.commit_sha].parents[0]
+    assert _read(world, recipe_path, parent) == before  # the same commit as the master line
+    assert f"  image: {image}\n" in _read(world, MASTER_PATH, bump.commit_sha)

@@ -188,3 +188,77 @@ def test_the_seed_case_end_to_end_in_the_sticky_report(
         assert "wide interval: ±4.3 points at 95%" in body
     if "not enough" in verdict:
         assert "no standard error or sample count" in body
+
+
+def _collected_sweep(db_session: Session, results: dict[str, Any], **marks: Any) -> int:
+    """One eval point collected from its artifacts (bmk_ and eval_); the id of its sweep."""
+    from app.flows.collect import collect_job
+    from app.models.sweeps import SweepJob
+
+    job_id = _job(db_session)
+    point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False, **marks})
+    run = FakeRun(
+        {
+            f"bmk_{RESULT_FILENAME}": _zip({MEMBER: _raw()}),
+            eval_artifact_name(point, NODE): eval_zip(results, meta_env(point)),
+        }
+    )
+    assert collect_job(db_session, run, job_id).state == "succeeded"
+    job = db_session.get(SweepJob, job_id)
+    assert job is not None
+    return job.sweep_id
+
+
+@pytest.mark.parametrize(
+    ("flexible", "gate_line", "summary"),
+    [
+        (0.95, "threshold 0.9 (default.gsm8k): **pass**", "repo threshold: pass on gsm8k"),
+        (
+            0.89,
+            "threshold 0.9 (default.gsm8k): **fail** — 0.8900 < 0.9 (default)",
+            "repo threshold: fail on gsm8k",
+        ),
+    ],
+)
+def test_the_report_gives_both_verdicts_reference_and_repo_threshold(
+    db_session: Session, flexible: float, gate_line: str, summary: str
+) -> None:
+    """The seed's gsm8k against ATOM's 0.9363 with its interval, and against the repo's own
+    thresholds.yaml (minimaxm3 has no per-model entry: default.gsm8k 0.90)."""
+    from pathlib import Path
+
+    from app.core.thresholds import parse_thresholds
+    from app.flows.reports import render_report
+    from app.models.sweeps import Sweep
+
+    # strict-match above the threshold: the lowest gated score (flexible-extract) decides
+    sweep_id = _collected_sweep(
+        db_session, gsm8k_results(flexible, strict=0.96), **{"model-prefix": "minimaxm3"}
+    )
+    sweep = db_session.get(Sweep, sweep_id)
+    assert sweep is not None
+    text = (Path(__file__).resolve().parents[1] / "fixtures/inferencex/evals/thresholds.yaml").read_text()
+    sweep.eval_thresholds = parse_thresholds(text, ref="843c6254ff69").as_json()
+    db_session.flush()
+    body = render_report(db_session, sweep_id)
+    task_line = next(line for line in body.splitlines() if line.startswith("- **gsm8k**:"))
+    assert f"{flexible:.4f} ±" in task_line and "vs ATOM" in task_line and "0.9363" in task_line
+    assert task_line.endswith(gate_line)
+    verdict = next(line for line in body.splitlines() if line.startswith("**Verdict**"))
+    assert verdict.endswith(f"; {summary}")
+    assert "`utils/evals/thresholds.yaml` at `843c625`" in body and "model prefix `minimaxm3`" in body
+
+
+def test_without_the_repo_thresholds_the_report_says_so(db_session: Session) -> None:
+    from app.flows.reports import render_report
+    from app.models.sweeps import Sweep
+
+    sweep_id = _collected_sweep(db_session, gsm8k_results(0.95))
+    body = render_report(db_session, sweep_id)
+    assert "Repo threshold: not read for this sweep" in body and "repo threshold:" not in body
+    sweep = db_session.get(Sweep, sweep_id)
+    assert sweep is not None
+    sweep.eval_thresholds = {"missing": "utils/evals/thresholds.yaml", "ref": "abc"}
+    db_session.flush()
+    body = render_report(db_session, sweep_id)
+    assert "Repo threshold: the repo has no `utils/evals/thresholds.yaml`; no threshold verdict." in body

@@ -204,6 +204,11 @@ def test_with_a_fixed_workflow_the_eval_is_collected_from_its_eval_only_job(
         uploaded = {a.name for a in world.artifacts.values() if a.run_id == eval_job.run_id}
     assert any(name.startswith("eval_minimaxm3_8k1k_") for name in uploaded)
     assert all((s.artifact_name or "").startswith("eval_minimaxm3_8k1k_") for s in scores)
+    # the simulated repo's own gate (its utils/evals/thresholds.yaml, read when the sweep was planned)
+    report = render_report(db_session, sweep_id)
+    assert "Against the repo's own gate: `utils/evals/thresholds.yaml` at `" in report
+    task_line = next(line for line in report.splitlines() if line.startswith("- **gsm8k**:"))
+    assert "threshold 0.9 (default.gsm8k): **" in task_line, task_line  # minimaxm3: no own entry
 
 
 def test_a_multi_node_row_and_its_eval_are_collected(world: World, db_session: Session) -> None:

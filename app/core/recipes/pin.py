@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -318,9 +319,18 @@ def _verify_entry(
 
 
 def _verify(
-    text: str, new: str, pure: bool, index: int, span: tuple[int, int], rendered: str, new_image: str
+    text: str,
+    new: str,
+    pure: bool,
+    index: int,
+    span: tuple[int, int],
+    rendered: str,
+    new_image: str,
+    *,
+    entry_shortcut: bool = True,
 ) -> str | None:
-    """None when `new` differs from `text` exactly as intended, else the reason it does not."""
+    """None when `new` differs from `text` exactly as intended, else the reason it does not.
+    ``entry_shortcut``: the text is a master config (re-parse only the edited top-level entry)."""
     start, end = span
     # One physical line changes: the old span lies on one line (checked when locating it) and
     # the replacement holds no line break; every byte outside the span is the old text's.
@@ -328,9 +338,10 @@ def _verify(
         return "the edit would change more than one line"
     if new[:start] != text[:start] or new[start + len(rendered) :] != text[end:]:
         return "the edit touched bytes outside the image value"
-    local = _verify_entry(text, new, pure, index, len(rendered) - (end - start), new_image)
-    if local is not False:
-        return local if isinstance(local, str) else None
+    if entry_shortcut:
+        local = _verify_entry(text, new, pure, index, len(rendered) - (end - start), new_image)
+        if local is not False:
+            return local if isinstance(local, str) else None
     return _verify_full(new, _signatures(text, pure), index, new_image)
 
 
@@ -366,28 +377,43 @@ def set_image(text: str, key: str, new_image: str) -> str:
     one-line reason; never returns an edit that failed its verification.
     """
     validate_image(new_image)
+    return replace_scalar(
+        text, lambda pure: _locate_image(text, key, pure=pure), new_image, f"config key '{key}'"
+    )
+
+
+def replace_scalar(
+    text: str, locate: Callable[[bool], int], new_value: str, what: str, *, master: bool = True
+) -> str:
+    """``text`` with the one-line string scalar that ``locate(pure)`` finds (its index in
+    ``_events(text, pure)``) replaced by ``new_value``, every other byte kept, the result verified
+    (one line differs; re-parsed, only that value changed). ``master``: the text is a master
+    config (the edited entry alone is re-parsed when that is safe). ``what`` names the value in
+    errors."""
     events = _events(text)
     pure = False
-    index = _locate_image(text, key)
+    index = locate(False)
     ev = events[index]
     assert isinstance(ev, ScalarEvent)
     if not _span_ok(text, ev):
         # The C parser's marks did not line up with this text; the pure-Python parser's do.
         pure = True
         events = _events(text, pure=True)
-        index = _locate_image(text, key, pure=True)
+        index = locate(True)
         ev = events[index]
         assert isinstance(ev, ScalarEvent)
         if not _span_ok(text, ev):
-            raise EditError(f"config key '{key}': could not find the exact `image` text; edit by hand")
-    if ev.value == new_image:
+            raise EditError(f"{what}: could not find the exact text of the value; edit by hand")
+    if ev.value == new_value:
         return text
     start, end = _start(ev).index, _end(ev).index
     reason = "no safe spelling"
-    for rendered in _renderings(new_image, ev.style):
+    for rendered in _renderings(new_value, ev.style):
         candidate = text[:start] + rendered + text[end:]
-        problem = _verify(text, candidate, pure, index, (start, end), rendered, new_image)
+        problem = _verify(
+            text, candidate, pure, index, (start, end), rendered, new_value, entry_shortcut=master
+        )
         if problem is None:
             return candidate
         reason = problem
-    raise EditError(f"config key '{key}': refusing the image edit because {reason}; edit by hand")
+    raise EditError(f"{what}: refusing the image edit because {reason}; edit by hand")
