@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from app.instance import instance_text
 from app.preflight import (
     EXIT_REFUSED,
     PortUse,
@@ -185,10 +186,12 @@ def check_ports(uses: list[PortUse]) -> None:
 
 
 @contextmanager
-def instance_lock(data_dir: Path, name: str, dashboard: str) -> Iterator[None]:
+def instance_lock(data_dir: Path, name: str, dashboard: str) -> Iterator[Callable[[Settings], None]]:
     """Hold ``<data dir>/<name>.lock`` while running: a second ``up`` (or ``demo``) on the same
     data dir is refused with where the first one's dashboard is. The kernel drops the lock when
-    the process dies, so a crash never leaves a stale one."""
+    the process dies, so a crash never leaves a stale one. Yields ``record(settings)``, which
+    writes the database and broker the instance uses into the lock (the CLI reads them:
+    app.instance)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / f"{name}.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -200,7 +203,13 @@ def instance_lock(data_dir: Path, name: str, dashboard: str) -> Iterator[None]:
             raise StartRefused(already_running_message(holder, str(data_dir))) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, lock_text(os.getpid(), dashboard).encode(), 0)
-        yield
+
+        def record(settings: Settings) -> None:
+            text = instance_text(os.getpid(), dashboard, settings.database_url, settings.broker_url)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, text.encode(), 0)
+
+        yield record
     finally:
         os.close(fd)  # closing releases the lock
 
@@ -337,7 +346,7 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
         stop["now"] = True
 
     try:
-        with instance_lock(data_dir, "up", f"http://{host}:{port}/"):
+        with instance_lock(data_dir, "up", f"http://{host}:{port}/") as record:
             ports = [PortUse(host, port, "the API and dashboard", "--port")]
             if use_sim:
                 ports.append(PortUse(host, sim_port, "the simulated GitHub", "--sim-port"))
@@ -347,6 +356,7 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
             if use_sim:
                 settings = sim_world_settings(settings)
                 sim = SimServer(settings=SimSettings(time_scale=0.01), host=host, port=sim_port).start()
+            record(settings)
             with stack(host=host, port=port, sim=sim, settings=settings) as running:
                 if sim is not None:
                     # Loaded once the bot listens, so it hears the recipe PR being opened.

@@ -23,6 +23,7 @@ from app.cli.errors import (
     short_ids,
     url_error,
 )
+from app.instance import adopt_running_instance
 from app.logging import configure
 from app.settings import Settings, SettingsError, ensure_data_dir, get_settings, reset_settings_cache
 
@@ -396,6 +397,10 @@ def build_command() -> Any:
 def main() -> None:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # The operating commands read the database of the instance running in this data dir (with
+    # the simulator: the world's own under <data dir>/sim/), as its dashboard does.
+    adopt_running_instance(os.environ, sys.argv[1] if len(sys.argv) > 1 else None)
+    reset_settings_cache()
     url = ""
     try:
         settings = get_settings()
