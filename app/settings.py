@@ -224,6 +224,11 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
     @property
+    def has_github_credentials(self) -> bool:
+        """A token or an App id is set (without either, only the simulator can stand in)."""
+        return self.github_token is not None or self.github_app_id is not None
+
+    @property
     def secret_values(self) -> list[bytes]:
         return [s.get_secret_value().encode() for s in self.webhook_secrets]
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
+import socket
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -69,19 +71,48 @@ def _settings(*, writes: bool = False) -> Any:
 # ---------------------------------------------------------------------- processes
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The API's socket, bound here (not by uvicorn) so that a busy port is one line naming the
+    flag, and the address printed is the one actually bound (``--port 0`` picks a free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise _fail(
+                f"cannot listen on {host}:{port}: address already in use; stop what listens there, "
+                "or choose another port with --port"
+            ) from exc
+        raise _fail(f"cannot listen on {host}:{port} ({exc.strerror}): choose another with --host") from exc
+    sock.listen(2048)  # connections wait in the backlog until the server takes them (no refusal)
+    return sock
+
+
 @cli.command()
 def api(host: str = "127.0.0.1", port: int = 8000, migrate: bool = True) -> None:
     """Run the HTTP API (webhooks, dashboard, /api, /healthz, /readyz, /metrics)."""
     import uvicorn  # lazy: loaded when this command runs (CLI start-up time and the up processes' memory)
 
     settings = _settings(writes=True)
+    sock = listening_socket(host, port)
     if migrate:
         from app.migrate import upgrade  # lazy: loaded when the command runs (start-up)
 
         upgrade(settings.database_url)
-    uvicorn.run(
-        "app.web.main:create_app", factory=True, host=host, port=port, log_level="warning", access_log=False
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    console.print(
+        f"sweepbot API listening on http://{shown}:{bound}/ (webhooks /webhooks/github, "
+        "health /healthz, metrics /metrics)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
+    config = uvicorn.Config("app.web.main:create_app", factory=True, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 @cli.command()
@@ -351,6 +382,8 @@ def _register_capabilities() -> None:
 # tool subcommands; registering those imports the simulator's app, the demo and the report and
 # recipe tooling in every one of them (bench/memory.py, docs/benchmarks.md "Memory").
 SERVICE_COMMANDS = ("up", "api", "worker", "beat")
+# The offline tools read files only, never a setting: a bad SWEEPBOT_* value does not stop them.
+OFFLINE_COMMANDS = ("recipe", "gap")
 if len(sys.argv) < 2 or sys.argv[1] not in SERVICE_COMMANDS or "--help" in sys.argv:
     _register_capabilities()
 
@@ -402,12 +435,16 @@ def main() -> None:
     adopt_running_instance(os.environ, sys.argv[1] if len(sys.argv) > 1 else None)
     reset_settings_cache()
     url = ""
+    command = sys.argv[1] if len(sys.argv) > 1 else None
     try:
         settings = get_settings()
         url = settings.database_url
         configure(settings.log_level, settings.log_json)  # JSON lines on stderr; stdout is the command's
-    except ValueError:
-        pass  # a bad setting is reported by the command itself, with the fix
+    except ValueError as exc:
+        # One line naming the variable, whatever the command (those that read no settings apart).
+        if command not in OFFLINE_COMMANDS and "--help" not in sys.argv:
+            err.print(settings_error(exc), markup=False, highlight=False, soft_wrap=True)
+            raise SystemExit(EXIT_USAGE) from exc
     from sqlalchemy.exc import (  # lazy: loaded when the command runs (start-up)
         ArgumentError,
         DBAPIError,
