@@ -10,7 +10,7 @@ import socket
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,9 +25,9 @@ from app.cli.errors import (
     short_ids,
     url_error,
 )
-from app.instance import adopt_running_instance
-from app.logging import configure
-from app.settings import Settings, SettingsError, ensure_data_dir, get_settings, reset_settings_cache
+
+if TYPE_CHECKING:  # types only: the offline tools (recipe, gap) never load the settings (bench/cli.py)
+    from app.settings import Settings
 
 cli = typer.Typer(
     help="sweepbot: GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
@@ -53,6 +53,8 @@ def _settings(*, writes: bool = False) -> Any:
     """The settings, checked; ``writes``: this command writes into the data dir (create it)."""
     from sqlalchemy.engine import make_url  # lazy: loaded when the command runs (start-up)
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # lazy: start-up
+
+    from app.settings import SettingsError, ensure_data_dir, get_settings  # lazy: start-up
 
     try:
         settings = get_settings()
@@ -172,9 +174,10 @@ def beat() -> None:
 
 def use_data_dir(data_dir: Path | None) -> None:
     """``--data-dir`` wins over ``SWEEPBOT_DATA_DIR`` for this process and its children."""
+    from app.settings import reset_settings_cache  # lazy: the offline tools never load settings
+
     if data_dir is None:
         return
-
     os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir.resolve())
     reset_settings_cache()
 
@@ -360,31 +363,75 @@ def deliveries_replay(
     console.print(f"delivery {full} queued again", markup=False, highlight=False)
 
 
-def _register_capabilities() -> None:
-    from app.cli.deps import deps_app  # lazy: loaded when the command runs (start-up)
-    from app.cli.recipe import recipe_app  # lazy: loaded when the command runs (start-up)
-    from app.cli.report import gap_command, report_command  # lazy: loaded when the command runs (start-up)
-    from app.cli.sweep import queue_command, sweep_app  # lazy: loaded when the command runs (start-up)
-    from app.demo import demo_command  # lazy: loaded when the command runs (start-up)
-    from sim.cli import sim_app  # lazy: loaded when the command runs (start-up)
+def _register_recipe() -> None:
+    from app.cli.recipe import recipe_app  # lazy: registered only when the command runs (start-up)
 
     cli.add_typer(recipe_app, name="recipe", help="Benchmark-repo files: plan, bump, changelog.")
+
+
+def _register_deps() -> None:
+    from app.cli.deps import deps_app  # lazy: registered only when the command runs (start-up)
+
     cli.add_typer(deps_app, name="deps", help="Upstream dependencies and nightlies.")
+
+
+def _register_sweep() -> None:
+    from app.cli.sweep import queue_command, sweep_app  # lazy: registered only when it runs (start-up)
+
     cli.add_typer(sweep_app, name="sweep", help="Sweeps: create, status, cancel.")
     cli.command("queue")(queue_command)
+
+
+def _register_reports() -> None:
+    from app.cli.report import gap_command, report_command  # lazy: registered only when it runs
+
     cli.command("report")(report_command)
     cli.command("gap")(gap_command)
+
+
+def _register_sim() -> None:
+    from sim.cli import sim_app  # lazy: registered only when the command runs (start-up)
+
     cli.add_typer(sim_app, name="sim", help="The simulated GitHub, registry and runners.")
+
+
+def _register_demo() -> None:
+    from app.demo import demo_command  # lazy: registered only when the command runs (start-up)
+
     cli.command("demo")(demo_command)
 
 
-# The long-running processes (`sweepbot up` and the api, worker and beat it starts) never run the
-# tool subcommands; registering those imports the simulator's app, the demo and the report and
-# recipe tooling in every one of them (bench/memory.py, docs/benchmarks.md "Memory").
+# The tool subcommands by name, in --help order. A run of one of them registers (imports) only it:
+# `sweepbot recipe ...` and `sweepbot gap` load no service code (no web framework, ORM, broker or
+# simulator; bench/cli.py, tests/cli/test_cli_imports.py). The long-running processes (`up` and the
+# api, worker and beat it starts) register none (bench/memory.py, docs/benchmarks.md "Memory").
+CAPABILITIES = {
+    "recipe": _register_recipe,
+    "deps": _register_deps,
+    "sweep": _register_sweep,
+    "queue": _register_sweep,
+    "report": _register_reports,
+    "gap": _register_reports,
+    "sim": _register_sim,
+    "demo": _register_demo,
+}
 SERVICE_COMMANDS = ("up", "api", "worker", "beat")
 # The offline tools read files only, never a setting: a bad SWEEPBOT_* value does not stop them.
 OFFLINE_COMMANDS = ("recipe", "gap")
-if len(sys.argv) < 2 or sys.argv[1] not in SERVICE_COMMANDS or "--help" in sys.argv:
+
+
+def _register_capabilities(only: str | None = None) -> None:
+    done: set[Any] = set()
+    for name, register in CAPABILITIES.items():
+        if (only is None or name == only) and register not in done:
+            register()
+            done.add(register)
+
+
+_FIRST = sys.argv[1] if len(sys.argv) > 1 else None
+if _FIRST in CAPABILITIES:
+    _register_capabilities(_FIRST)
+elif _FIRST not in SERVICE_COMMANDS or "--help" in sys.argv:
     _register_capabilities()
 
 
@@ -430,37 +477,60 @@ def build_command() -> Any:
 def main() -> None:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    if command in OFFLINE_COMMANDS:
+        build_command()(prog_name="sweepbot")  # files in, text out: no settings, no database
+        return
+    _service_main(command)
+
+
+def _service_main(command: str | None) -> None:
+    """The commands that read settings (and maybe a database): one line for a bad setting or an
+    unusable database, whatever the command."""
+    from app.instance import adopt_running_instance  # lazy: not for the offline tools (start-up)
+    from app.logging import configure  # lazy: not for the offline tools (start-up)
+    from app.settings import get_settings, reset_settings_cache  # lazy: not for the offline tools
+
     # The operating commands read the database of the instance running in this data dir (with
     # the simulator: the world's own under <data dir>/sim/), as its dashboard does.
-    adopt_running_instance(os.environ, sys.argv[1] if len(sys.argv) > 1 else None)
+    adopt_running_instance(os.environ, command)
     reset_settings_cache()
     url = ""
-    command = sys.argv[1] if len(sys.argv) > 1 else None
     try:
         settings = get_settings()
         url = settings.database_url
         configure(settings.log_level, settings.log_json)  # JSON lines on stderr; stdout is the command's
     except ValueError as exc:
-        # One line naming the variable, whatever the command (those that read no settings apart).
-        if command not in OFFLINE_COMMANDS and "--help" not in sys.argv:
+        if "--help" not in sys.argv:
             err.print(settings_error(exc), markup=False, highlight=False, soft_wrap=True)
             raise SystemExit(EXIT_USAGE) from exc
-    from sqlalchemy.exc import (  # lazy: loaded when the command runs (start-up)
+    try:
+        build_command()(prog_name="sweepbot")
+    except Exception as exc:
+        line = _database_failure(exc, url)
+        if line is None:
+            raise
+        # Unreachable server, wrong credentials, no schema yet: one line and the fix, no traceback.
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(EXIT_USAGE) from exc
+
+
+def _database_failure(exc: Exception, url: str) -> str | None:
+    """The one line for a database error (None: not one). SQLAlchemy is only asked when loaded."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from sqlalchemy.exc import (  # lazy: already loaded by the command that failed
         ArgumentError,
         DBAPIError,
         NoSuchModuleError,
         OperationalError,
     )
 
-    try:
-        build_command()(prog_name="sweepbot")
-    except (OperationalError, DBAPIError) as exc:
-        # Unreachable server, wrong credentials, no schema yet: one line and the fix, no traceback.
-        err.print(database_error(exc, url), markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(EXIT_USAGE) from exc
-    except (ArgumentError, NoSuchModuleError) as exc:
-        err.print(url_error(exc, url), markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(EXIT_USAGE) from exc
+    if isinstance(exc, OperationalError | DBAPIError):
+        return database_error(exc, url)
+    if isinstance(exc, ArgumentError | NoSuchModuleError):
+        return url_error(exc, url)
+    return None
 
 
 __all__ = ["cli", "main"]

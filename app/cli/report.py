@@ -28,12 +28,13 @@ from app.core.gap import (
 )
 from app.core.references import Reference, ReferenceError, load_reference, metric_field
 from app.core.resultfile import ResultFileError, parse_result
-from app.db import session_scope
-from app.flows.reports import render_report
 
 
 def report_command(sweep_id: Annotated[int, typer.Argument(help="The sweep's id.")]) -> None:
     """Print the markdown of the sweep's report comment, as the bot would post it."""
+    from app.db import session_scope  # lazy: `gap`, registered with it, is offline (bench/cli.py)
+    from app.flows.reports import render_report  # lazy: as above
+
     with session_scope() as session:
         try:
             body = render_report(session, sweep_id)
