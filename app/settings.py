@@ -109,6 +109,16 @@ class Settings(BaseSettings):
     # A job claimed for dispatch with no run found (by its name) after this long is queued again:
     # the worker died between the claim and the dispatch call.
     dispatch_lost_grace_seconds: float = 300.0
+    # History pruned by the beat's retention pass (app.flows.retention), in bounded batches: finished
+    # deliveries, the workflow_job/workflow_run deliveries among them sooner (a sweep makes
+    # thousands), audit rows, and the redelivery requests GitHub can no longer be asked about. A
+    # delivery is kept at least as long as GitHub may redeliver it (SWEEPBOT_REDELIVERY_HORIZON_SECONDS):
+    # the recovery scan takes a GUID it no longer has for a missed delivery.
+    delivery_retention_seconds: float = Field(default=30 * 24 * 3600.0, gt=0)
+    job_event_retention_seconds: float = Field(default=7 * 24 * 3600.0, gt=0)
+    audit_retention_seconds: float = Field(default=180 * 24 * 3600.0, gt=0)
+    retention_interval: float = Field(default=3600.0, gt=0)
+    retention_batch_size: int = Field(default=1000, ge=1, le=100_000)
     infra_retry_limit: int = 2
     # Jobs a label may have waiting in GitHub's queue beyond its runners (app.core.release_policy).
     # auto: a dispatch group goes out when at least one of its jobs can start on a free runner now
@@ -210,6 +220,17 @@ class Settings(BaseSettings):
                 out[host.strip()] = url.strip().rstrip("/")
             return out
         return value
+
+    @model_validator(mode="after")
+    def _retention(self) -> Settings:
+        for name in ("delivery_retention_seconds", "job_event_retention_seconds"):
+            if getattr(self, name) < self.redelivery_horizon_seconds:
+                raise SettingsError(
+                    f"SWEEPBOT_{name.upper()} {getattr(self, name):g} is shorter than "
+                    f"SWEEPBOT_REDELIVERY_HORIZON_SECONDS ({self.redelivery_horizon_seconds:g}): a delivery "
+                    "GitHub may still redeliver must be kept, or it would be asked for again"
+                )
+        return self
 
     @model_validator(mode="after")
     def _defaults(self) -> Settings:

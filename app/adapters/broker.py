@@ -22,6 +22,7 @@ TASK_MODULES = [
     "workers.tasks_sweeps",
     "workers.tasks_results",
     "workers.tasks_operator",
+    "workers.tasks_retention",
 ]
 
 
@@ -35,6 +36,7 @@ PERIODIC_TASKS = (
     "sweepbot.flush_reports",
     "sweepbot.watch_nightlies",
     "sweepbot.recover_deliveries",
+    "sweepbot.prune_history",
 )
 
 
@@ -108,6 +110,7 @@ def make_celery() -> Celery:
             "repair-jobs": every(settings.job_repair_interval, "sweepbot.repair_jobs"),
             "watch-nightlies": every(settings.nightly_watch_interval, "sweepbot.watch_nightlies"),
             "flush-reports": every(settings.report_debounce_seconds, "sweepbot.flush_reports"),
+            "prune-history": every(settings.retention_interval, "sweepbot.prune_history"),
         },
     )
     return app
