@@ -70,6 +70,8 @@ class Stack:
     sim: Any = None  # sim.server.SimServer when the simulator is in use
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     log_dir: Path | None = None
+    args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # how each child was started
+    command: tuple[str, ...] = (sys.executable, "-m", "app")
 
     @property
     def dashboard_url(self) -> str:
@@ -80,7 +82,7 @@ class Stack:
         # The child gets its own copy of the descriptor; the parent's is closed right away.
         with open(self.log_dir / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "app", *args],
+                [*self.command, *args],
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,
@@ -88,7 +90,12 @@ class Stack:
                 start_new_session=True,
             )
         self.procs[name] = proc
+        self.args[name] = args
         return proc
+
+    def restart(self, name: str) -> subprocess.Popen[bytes]:
+        """Start a child that exited again, as it was started."""
+        return self.start_process(name, *self.args[name])
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs[name]
@@ -362,12 +369,7 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
                     # Loaded once the bot listens, so it hears the recipe PR being opened.
                     SeedScenario(sim.world).load()
                 _print_up(console, running, sim, settings)
-                while not stop["now"]:
-                    dead = running.dead()
-                    if dead:
-                        err.print(f"[red]{_child_exited(running, dead[0])}[/red]")
-                        return 1
-                    time.sleep(0.5)
+                return supervise(running, lambda: stop["now"], err)
     except StartRefused as exc:
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         return exc.exit_code
@@ -377,6 +379,32 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
     finally:
         if sim is not None:
             sim.stop()
+    return 0
+
+
+# A worker or beat that exits is started again this many times (a crash at start, a lost broker
+# connection); the API, or one more exit, stops everything: either way the operator is told.
+MAX_RESTARTS = 3
+
+
+def supervise(running: Stack, stopping: Callable[[], bool], err: Console, poll: float = 0.5) -> int:
+    """Watch the children until ``stopping()``: a dead worker or beat is restarted (said, with
+    why it exited), up to MAX_RESTARTS times each; a dead API, or a child past its restarts, stops
+    the stack (said). 0 when stopped on request, 1 when a child's death stopped it."""
+    restarts = dict.fromkeys(running.procs, 0)
+    while not stopping():
+        for name in running.dead():
+            why = _child_exited(running, name)
+            if name != "api" and restarts.get(name, 0) < MAX_RESTARTS:
+                restarts[name] = restarts.get(name, 0) + 1
+                err.print(
+                    f"{why}; restarting it ({restarts[name]}/{MAX_RESTARTS})", markup=False, highlight=False
+                )
+                running.restart(name)
+                continue
+            err.print(f"{why}; stopping everything", markup=False, highlight=False, soft_wrap=True)
+            return 1
+        time.sleep(poll)
     return 0
 
 

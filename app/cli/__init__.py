@@ -220,6 +220,11 @@ def db_upgrade(revision: str = "head") -> None:
 
     run_upgrade(settings.database_url, revision)
     console.print(f"database at revision {revision}")
+    if settings.broker_url.startswith("sqla+"):
+        from app.adapters.broker import declare_embedded_queues  # lazy: loaded when the command runs
+
+        # Created here, once, before the API and the worker start (both would create them).
+        declare_embedded_queues()
 
 
 # ---------------------------------------------------------------------- deliveries
