@@ -286,6 +286,26 @@ class Settings(BaseSettings):
                 "No GitHub credentials: set SWEEPBOT_GITHUB_TOKEN, or SWEEPBOT_GITHUB_APP_ID with "
                 "SWEEPBOT_GITHUB_APP_PRIVATE_KEY(_PATH)."
             )
+        self.check_key_file()
+
+    def check_key_file(self) -> None:
+        """A key path that names no readable file fails now, in one line, not at the first GitHub call."""
+        path = self.github_app_private_key_path
+        if path is None or self.github_app_id is None or self.github_app_private_key is not None:
+            return  # no App configured (a token), or its key given as text
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise SettingsError(
+                f"SWEEPBOT_GITHUB_APP_PRIVATE_KEY_PATH {str(path)!r} cannot be read ({exc.strerror}): "
+                "mount the App's private key there (docker compose: the github_app_key secret) "
+                "or fix the path"
+            ) from None
+        if "PRIVATE KEY" not in text:
+            raise SettingsError(
+                f"SWEEPBOT_GITHUB_APP_PRIVATE_KEY_PATH {str(path)!r} holds no PEM private key: "
+                "use the .pem file GitHub generated for the App"
+            )
 
 
 @lru_cache(maxsize=1)

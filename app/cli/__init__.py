@@ -227,6 +227,48 @@ def db_upgrade(revision: str = "head") -> None:
         declare_embedded_queues()
 
 
+@db_app.command("current")
+def db_current() -> None:
+    """The revision the database is at, and whether migrations are pending (exit 1 if so)."""
+    settings = _settings()
+    from app.cli.errors import redact_url  # lazy: loaded when the command runs (start-up)
+    from app.migrate import current_revision, head_revision  # lazy: loaded when the command runs
+
+    at, head = current_revision(settings.database_url), head_revision()
+    where = redact_url(settings.database_url)
+    if at == head:
+        console.print(f"{where}: at revision {at} (head)", markup=False, highlight=False, soft_wrap=True)
+        return
+    state = "has no sweepbot schema yet" if at is None else f"is at revision {at}"
+    console.print(
+        f"{where} {state}; the code's head is {head}: run `sweepbot db upgrade`",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(1)
+
+
+@db_app.command("history")
+def db_history() -> None:
+    """Every migration, newest first (the database's current one marked)."""
+    settings = _settings()
+    from app.migrate import current_revision, history  # lazy: loaded when the command runs (start-up)
+
+    try:
+        at = current_revision(settings.database_url)
+    except Exception:  # no database yet: the list stands alone
+        at = None
+    for revision, down, title in history():
+        mark = "  <- current" if revision == at else ""
+        console.print(
+            f"{revision}  (after {down or 'nothing'})  {title}{mark}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 # ---------------------------------------------------------------------- deliveries
 
 
@@ -505,6 +547,7 @@ def _service_main(command: str | None) -> None:
         settings = get_settings()
         url = settings.database_url
         configure(settings.log_level, settings.log_json)  # JSON lines on stderr; stdout is the command's
+        settings.check_key_file()
     except ValueError as exc:
         if "--help" not in sys.argv:
             err.print(settings_error(exc), markup=False, highlight=False, soft_wrap=True)
