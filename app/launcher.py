@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from app.instance import instance_text
 from app.preflight import (
     EXIT_REFUSED,
     PortUse,
@@ -69,6 +70,8 @@ class Stack:
     sim: Any = None  # sim.server.SimServer when the simulator is in use
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     log_dir: Path | None = None
+    args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # how each child was started
+    command: tuple[str, ...] = (sys.executable, "-m", "app")
 
     @property
     def dashboard_url(self) -> str:
@@ -79,7 +82,7 @@ class Stack:
         # The child gets its own copy of the descriptor; the parent's is closed right away.
         with open(self.log_dir / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "app", *args],
+                [*self.command, *args],
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,
@@ -87,7 +90,12 @@ class Stack:
                 start_new_session=True,
             )
         self.procs[name] = proc
+        self.args[name] = args
         return proc
+
+    def restart(self, name: str) -> subprocess.Popen[bytes]:
+        """Start a child that exited again, as it was started."""
+        return self.start_process(name, *self.args[name])
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs[name]
@@ -185,10 +193,12 @@ def check_ports(uses: list[PortUse]) -> None:
 
 
 @contextmanager
-def instance_lock(data_dir: Path, name: str, dashboard: str) -> Iterator[None]:
+def instance_lock(data_dir: Path, name: str, dashboard: str) -> Iterator[Callable[[Settings], None]]:
     """Hold ``<data dir>/<name>.lock`` while running: a second ``up`` (or ``demo``) on the same
     data dir is refused with where the first one's dashboard is. The kernel drops the lock when
-    the process dies, so a crash never leaves a stale one."""
+    the process dies, so a crash never leaves a stale one. Yields ``record(settings)``, which
+    writes the database and broker the instance uses into the lock (the CLI reads them:
+    app.instance)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / f"{name}.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -200,7 +210,13 @@ def instance_lock(data_dir: Path, name: str, dashboard: str) -> Iterator[None]:
             raise StartRefused(already_running_message(holder, str(data_dir))) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, lock_text(os.getpid(), dashboard).encode(), 0)
-        yield
+
+        def record(settings: Settings) -> None:
+            text = instance_text(os.getpid(), dashboard, settings.database_url, settings.broker_url)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, text.encode(), 0)
+
+        yield record
     finally:
         os.close(fd)  # closing releases the lock
 
@@ -337,7 +353,7 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
         stop["now"] = True
 
     try:
-        with instance_lock(data_dir, "up", f"http://{host}:{port}/"):
+        with instance_lock(data_dir, "up", f"http://{host}:{port}/") as record:
             ports = [PortUse(host, port, "the API and dashboard", "--port")]
             if use_sim:
                 ports.append(PortUse(host, sim_port, "the simulated GitHub", "--sim-port"))
@@ -347,17 +363,13 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
             if use_sim:
                 settings = sim_world_settings(settings)
                 sim = SimServer(settings=SimSettings(time_scale=0.01), host=host, port=sim_port).start()
+            record(settings)
             with stack(host=host, port=port, sim=sim, settings=settings) as running:
                 if sim is not None:
                     # Loaded once the bot listens, so it hears the recipe PR being opened.
                     SeedScenario(sim.world).load()
                 _print_up(console, running, sim, settings)
-                while not stop["now"]:
-                    dead = running.dead()
-                    if dead:
-                        err.print(f"[red]{_child_exited(running, dead[0])}[/red]")
-                        return 1
-                    time.sleep(0.5)
+                return supervise(running, lambda: stop["now"], err)
     except StartRefused as exc:
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         return exc.exit_code
@@ -367,6 +379,32 @@ def run_stack(*, host: str, port: int, sim_port: int, console: Console) -> int:
     finally:
         if sim is not None:
             sim.stop()
+    return 0
+
+
+# A worker or beat that exits is started again this many times (a crash at start, a lost broker
+# connection); the API, or one more exit, stops everything: either way the operator is told.
+MAX_RESTARTS = 3
+
+
+def supervise(running: Stack, stopping: Callable[[], bool], err: Console, poll: float = 0.5) -> int:
+    """Watch the children until ``stopping()``: a dead worker or beat is restarted (said, with
+    why it exited), up to MAX_RESTARTS times each; a dead API, or a child past its restarts, stops
+    the stack (said). 0 when stopped on request, 1 when a child's death stopped it."""
+    restarts = dict.fromkeys(running.procs, 0)
+    while not stopping():
+        for name in running.dead():
+            why = _child_exited(running, name)
+            if name != "api" and restarts.get(name, 0) < MAX_RESTARTS:
+                restarts[name] = restarts.get(name, 0) + 1
+                err.print(
+                    f"{why}; restarting it ({restarts[name]}/{MAX_RESTARTS})", markup=False, highlight=False
+                )
+                running.restart(name)
+                continue
+            err.print(f"{why}; stopping everything", markup=False, highlight=False, soft_wrap=True)
+            return 1
+        time.sleep(poll)
     return 0
 
 

@@ -56,10 +56,21 @@ class Holder:
 
     pid: int | None
     dashboard: str | None
+    # The database and broker the instance's processes use (``up`` with the simulator: the world's
+    # own under <data dir>/sim/); the CLI run in the same data dir reads these (app.instance).
+    database_url: str | None = None
+    broker_url: str | None = None
 
 
-def lock_text(pid: int, dashboard: str) -> str:
-    return json.dumps({"pid": pid, "dashboard": dashboard})
+def lock_text(
+    pid: int, dashboard: str, database_url: str | None = None, broker_url: str | None = None
+) -> str:
+    record: dict[str, object] = {"pid": pid, "dashboard": dashboard}
+    if database_url:
+        record["database_url"] = database_url
+    if broker_url:
+        record["broker_url"] = broker_url
+    return json.dumps(record)
 
 
 def parse_lock(text: str) -> Holder:
@@ -71,8 +82,17 @@ def parse_lock(text: str) -> Holder:
     if not isinstance(data, dict):
         return Holder(None, None)
     pid = data.get("pid")
-    dashboard = data.get("dashboard")
-    return Holder(pid if isinstance(pid, int) else None, dashboard if isinstance(dashboard, str) else None)
+
+    def text_of(name: str) -> str | None:
+        value = data.get(name)
+        return value if isinstance(value, str) and value else None
+
+    return Holder(
+        pid if isinstance(pid, int) else None,
+        text_of("dashboard"),
+        text_of("database_url"),
+        text_of("broker_url"),
+    )
 
 
 def already_running_message(holder: Holder, data_dir: str) -> str:

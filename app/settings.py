@@ -109,6 +109,16 @@ class Settings(BaseSettings):
     # A job claimed for dispatch with no run found (by its name) after this long is queued again:
     # the worker died between the claim and the dispatch call.
     dispatch_lost_grace_seconds: float = 300.0
+    # History pruned by the beat's retention pass (app.flows.retention), in bounded batches: finished
+    # deliveries, the workflow_job/workflow_run deliveries among them sooner (a sweep makes
+    # thousands), audit rows, and the redelivery requests GitHub can no longer be asked about. A
+    # delivery is kept at least as long as GitHub may redeliver it (SWEEPBOT_REDELIVERY_HORIZON_SECONDS):
+    # the recovery scan takes a GUID it no longer has for a missed delivery.
+    delivery_retention_seconds: float = Field(default=30 * 24 * 3600.0, gt=0)
+    job_event_retention_seconds: float = Field(default=7 * 24 * 3600.0, gt=0)
+    audit_retention_seconds: float = Field(default=180 * 24 * 3600.0, gt=0)
+    retention_interval: float = Field(default=3600.0, gt=0)
+    retention_batch_size: int = Field(default=1000, ge=1, le=100_000)
     infra_retry_limit: int = 2
     # Jobs a label may have waiting in GitHub's queue beyond its runners (app.core.release_policy).
     # auto: a dispatch group goes out when at least one of its jobs can start on a free runner now
@@ -212,6 +222,17 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _retention(self) -> Settings:
+        for name in ("delivery_retention_seconds", "job_event_retention_seconds"):
+            if getattr(self, name) < self.redelivery_horizon_seconds:
+                raise SettingsError(
+                    f"SWEEPBOT_{name.upper()} {getattr(self, name):g} is shorter than "
+                    f"SWEEPBOT_REDELIVERY_HORIZON_SECONDS ({self.redelivery_horizon_seconds:g}): a delivery "
+                    "GitHub may still redeliver must be kept, or it would be asked for again"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _defaults(self) -> Settings:
         if not self.database_url:
             self.database_url = f"sqlite:///{(self.data_dir / 'sweepbot.sqlite3').resolve()}"
@@ -222,6 +243,11 @@ class Settings(BaseSettings):
     @property
     def is_embedded(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def has_github_credentials(self) -> bool:
+        """A token or an App id is set (without either, only the simulator can stand in)."""
+        return self.github_token is not None or self.github_app_id is not None
 
     @property
     def secret_values(self) -> list[bytes]:
@@ -259,6 +285,26 @@ class Settings(BaseSettings):
             raise SettingsError(
                 "No GitHub credentials: set SWEEPBOT_GITHUB_TOKEN, or SWEEPBOT_GITHUB_APP_ID with "
                 "SWEEPBOT_GITHUB_APP_PRIVATE_KEY(_PATH)."
+            )
+        self.check_key_file()
+
+    def check_key_file(self) -> None:
+        """A key path that names no readable file fails now, in one line, not at the first GitHub call."""
+        path = self.github_app_private_key_path
+        if path is None or self.github_app_id is None or self.github_app_private_key is not None:
+            return  # no App configured (a token), or its key given as text
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise SettingsError(
+                f"SWEEPBOT_GITHUB_APP_PRIVATE_KEY_PATH {str(path)!r} cannot be read ({exc.strerror}): "
+                "mount the App's private key there (docker compose: the github_app_key secret) "
+                "or fix the path"
+            ) from None
+        if "PRIVATE KEY" not in text:
+            raise SettingsError(
+                f"SWEEPBOT_GITHUB_APP_PRIVATE_KEY_PATH {str(path)!r} holds no PEM private key: "
+                "use the .pem file GitHub generated for the App"
             )
 
 

@@ -14,9 +14,8 @@ from sim.nightly_scenario import NightlyRegressionStory
 from sim.scenario import SeedScenario
 from sim.world import SimSettings, World
 
-sim_app = typer.Typer(
-    help="Simulated GitHub + container registry + MI355X runner fleet.", no_args_is_help=True
-)
+# Not no_args_is_help: `sweepbot sim` alone serves an empty sim (the callback below, docs/sim.md).
+sim_app = typer.Typer(help="Simulated GitHub + container registry + MI355X runner fleet.")
 scenario_app = typer.Typer(help="Build and play scenarios.", no_args_is_help=True)
 sim_app.add_typer(scenario_app, name="scenario")
 

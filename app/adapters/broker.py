@@ -16,6 +16,7 @@ import structlog
 from celery import Celery
 from sqlalchemy import column, create_engine, delete, false, table
 from sqlalchemy.engine import Engine
+from kombu.transport import sqlalchemy as kombu_sqla
 
 from app.settings import get_settings
 
@@ -27,6 +28,7 @@ TASK_MODULES = [
     "workers.tasks_sweeps",
     "workers.tasks_results",
     "workers.tasks_operator",
+    "workers.tasks_retention",
 ]
 
 
@@ -41,13 +43,34 @@ PERIODIC_TASKS = (
     "sweepbot.watch_nightlies",
     "sweepbot.recover_deliveries",
     "sweepbot.purge_broker",
+    "sweepbot.prune_history",
 )
 # How often the embedded broker's consumed messages are deleted (``purge_consumed``).
 PURGE_INTERVAL = 60.0
 
 
+# Seconds between the embedded broker's polls of an empty queue (Redis pushes; SQLite is polled).
+EMBEDDED_POLL_SECONDS = 0.1
+
+
 def periodic_queue(queue_name: str) -> str:
     return f"{queue_name}.periodic"
+
+
+def declare_embedded_queues() -> list[str]:
+    """Create the embedded broker's queues (rows of ``kombu_queue``) once, before any process
+    uses them. kombu creates a queue on first use behind a lock of its process only, so an API and
+    a worker starting at once both inserted it and one failed (``UNIQUE constraint failed:
+    kombu_queue.name``: the worker was lost in 1 of 7 starts). ``db upgrade`` calls this; with Redis
+    there is nothing to create. The names declared."""
+    settings = get_settings()
+    if not settings.broker_url.startswith("sqla+"):
+        return []
+    names = [settings.queue_name, periodic_queue(settings.queue_name)]
+    with current_celery().connection_for_write() as conn:
+        for name in names:
+            conn.default_channel.queue_declare(queue=name)
+    return names
 
 
 def make_celery() -> Celery:
@@ -57,6 +80,10 @@ def make_celery() -> Celery:
     if settings.broker_url.startswith("sqla+"):
         # kombu hands these to SQLAlchemy's create_engine: wait on a locked SQLite file, don't fail.
         transport_options = {"connect_args": {"timeout": 30}}
+        # ... so the poll interval cannot go there (create_engine refuses unknown arguments): it is
+        # the transport's own attribute, 1 s by default, and a worker watching two queues took
+        # 2.0-2.8 s (median) to pick a delivery up. Polling an indexed SQLite table is cheap.
+        kombu_sqla.Transport.polling_interval = EMBEDDED_POLL_SECONDS
     else:
         transport_options = {
             "visibility_timeout": 3600,
@@ -121,6 +148,7 @@ def make_celery() -> Celery:
                 if is_sql_broker(settings.broker_url)
                 else {}
             ),
+            "prune-history": every(settings.retention_interval, "sweepbot.prune_history"),
         },
     )
     return app

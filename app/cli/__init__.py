@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
+import socket
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -23,8 +25,9 @@ from app.cli.errors import (
     short_ids,
     url_error,
 )
-from app.logging import configure
-from app.settings import Settings, SettingsError, ensure_data_dir, get_settings, reset_settings_cache
+
+if TYPE_CHECKING:  # types only: the offline tools (recipe, gap) never load the settings (bench/cli.py)
+    from app.settings import Settings
 
 cli = typer.Typer(
     help="sweepbot: GitHub bot and sweep scheduler for an LLM-inference benchmark repository.",
@@ -51,6 +54,8 @@ def _settings(*, writes: bool = False) -> Any:
     from sqlalchemy.engine import make_url  # lazy: loaded when the command runs (start-up)
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # lazy: start-up
 
+    from app.settings import SettingsError, ensure_data_dir, get_settings  # lazy: start-up
+
     try:
         settings = get_settings()
         settings.check_production()
@@ -68,19 +73,48 @@ def _settings(*, writes: bool = False) -> Any:
 # ---------------------------------------------------------------------- processes
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The API's socket, bound here (not by uvicorn) so that a busy port is one line naming the
+    flag, and the address printed is the one actually bound (``--port 0`` picks a free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise _fail(
+                f"cannot listen on {host}:{port}: address already in use; stop what listens there, "
+                "or choose another port with --port"
+            ) from exc
+        raise _fail(f"cannot listen on {host}:{port} ({exc.strerror}): choose another with --host") from exc
+    sock.listen(2048)  # connections wait in the backlog until the server takes them (no refusal)
+    return sock
+
+
 @cli.command()
 def api(host: str = "127.0.0.1", port: int = 8000, migrate: bool = True) -> None:
     """Run the HTTP API (webhooks, dashboard, /api, /healthz, /readyz, /metrics)."""
     import uvicorn  # lazy: loaded when this command runs (CLI start-up time and the up processes' memory)
 
     settings = _settings(writes=True)
+    sock = listening_socket(host, port)
     if migrate:
         from app.migrate import upgrade  # lazy: loaded when the command runs (start-up)
 
         upgrade(settings.database_url)
-    uvicorn.run(
-        "app.web.main:create_app", factory=True, host=host, port=port, log_level="warning", access_log=False
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    console.print(
+        f"sweepbot API listening on http://{shown}:{bound}/ (webhooks /webhooks/github, "
+        "health /healthz, metrics /metrics)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
+    config = uvicorn.Config("app.web.main:create_app", factory=True, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 @cli.command()
@@ -140,9 +174,10 @@ def beat() -> None:
 
 def use_data_dir(data_dir: Path | None) -> None:
     """``--data-dir`` wins over ``SWEEPBOT_DATA_DIR`` for this process and its children."""
+    from app.settings import reset_settings_cache  # lazy: the offline tools never load settings
+
     if data_dir is None:
         return
-
     os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir.resolve())
     reset_settings_cache()
 
@@ -185,6 +220,53 @@ def db_upgrade(revision: str = "head") -> None:
 
     run_upgrade(settings.database_url, revision)
     console.print(f"database at revision {revision}")
+    if settings.broker_url.startswith("sqla+"):
+        from app.adapters.broker import declare_embedded_queues  # lazy: loaded when the command runs
+
+        # Created here, once, before the API and the worker start (both would create them).
+        declare_embedded_queues()
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """The revision the database is at, and whether migrations are pending (exit 1 if so)."""
+    settings = _settings()
+    from app.cli.errors import redact_url  # lazy: loaded when the command runs (start-up)
+    from app.migrate import current_revision, head_revision  # lazy: loaded when the command runs
+
+    at, head = current_revision(settings.database_url), head_revision()
+    where = redact_url(settings.database_url)
+    if at == head:
+        console.print(f"{where}: at revision {at} (head)", markup=False, highlight=False, soft_wrap=True)
+        return
+    state = "has no sweepbot schema yet" if at is None else f"is at revision {at}"
+    console.print(
+        f"{where} {state}; the code's head is {head}: run `sweepbot db upgrade`",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(1)
+
+
+@db_app.command("history")
+def db_history() -> None:
+    """Every migration, newest first (the database's current one marked)."""
+    settings = _settings()
+    from app.migrate import current_revision, history  # lazy: loaded when the command runs (start-up)
+
+    try:
+        at = current_revision(settings.database_url)
+    except Exception:  # no database yet: the list stands alone
+        at = None
+    for revision, down, title in history():
+        mark = "  <- current" if revision == at else ""
+        console.print(
+            f"{revision}  (after {down or 'nothing'})  {title}{mark}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 # ---------------------------------------------------------------------- deliveries
@@ -328,29 +410,75 @@ def deliveries_replay(
     console.print(f"delivery {full} queued again", markup=False, highlight=False)
 
 
-def _register_capabilities() -> None:
-    from app.cli.deps import deps_app  # lazy: loaded when the command runs (start-up)
-    from app.cli.recipe import recipe_app  # lazy: loaded when the command runs (start-up)
-    from app.cli.report import gap_command, report_command  # lazy: loaded when the command runs (start-up)
-    from app.cli.sweep import queue_command, sweep_app  # lazy: loaded when the command runs (start-up)
-    from app.demo import demo_command  # lazy: loaded when the command runs (start-up)
-    from sim.cli import sim_app  # lazy: loaded when the command runs (start-up)
+def _register_recipe() -> None:
+    from app.cli.recipe import recipe_app  # lazy: registered only when the command runs (start-up)
 
     cli.add_typer(recipe_app, name="recipe", help="Benchmark-repo files: plan, bump, changelog.")
+
+
+def _register_deps() -> None:
+    from app.cli.deps import deps_app  # lazy: registered only when the command runs (start-up)
+
     cli.add_typer(deps_app, name="deps", help="Upstream dependencies and nightlies.")
+
+
+def _register_sweep() -> None:
+    from app.cli.sweep import queue_command, sweep_app  # lazy: registered only when it runs (start-up)
+
     cli.add_typer(sweep_app, name="sweep", help="Sweeps: create, status, cancel.")
     cli.command("queue")(queue_command)
+
+
+def _register_reports() -> None:
+    from app.cli.report import gap_command, report_command  # lazy: registered only when it runs
+
     cli.command("report")(report_command)
     cli.command("gap")(gap_command)
+
+
+def _register_sim() -> None:
+    from sim.cli import sim_app  # lazy: registered only when the command runs (start-up)
+
     cli.add_typer(sim_app, name="sim", help="The simulated GitHub, registry and runners.")
+
+
+def _register_demo() -> None:
+    from app.demo import demo_command  # lazy: registered only when the command runs (start-up)
+
     cli.command("demo")(demo_command)
 
 
-# The long-running processes (`sweepbot up` and the api, worker and beat it starts) never run the
-# tool subcommands; registering those imports the simulator's app, the demo and the report and
-# recipe tooling in every one of them (bench/memory.py, docs/benchmarks.md "Memory").
+# The tool subcommands by name, in --help order. A run of one of them registers (imports) only it:
+# `sweepbot recipe ...` and `sweepbot gap` load no service code (no web framework, ORM, broker or
+# simulator; bench/cli.py, tests/cli/test_cli_imports.py). The long-running processes (`up` and the
+# api, worker and beat it starts) register none (bench/memory.py, docs/benchmarks.md "Memory").
+CAPABILITIES = {
+    "recipe": _register_recipe,
+    "deps": _register_deps,
+    "sweep": _register_sweep,
+    "queue": _register_sweep,
+    "report": _register_reports,
+    "gap": _register_reports,
+    "sim": _register_sim,
+    "demo": _register_demo,
+}
 SERVICE_COMMANDS = ("up", "api", "worker", "beat")
-if len(sys.argv) < 2 or sys.argv[1] not in SERVICE_COMMANDS or "--help" in sys.argv:
+# The offline tools read files only, never a setting: a bad SWEEPBOT_* value does not stop them.
+OFFLINE_COMMANDS = ("recipe", "gap")
+
+
+def _register_capabilities(only: str | None = None) -> None:
+    done: set[Any] = set()
+    for name, register in CAPABILITIES.items():
+        if (only is None or name == only) and register not in done:
+            register()
+            done.add(register)
+
+
+_FIRST = sys.argv[1] if len(sys.argv) > 1 else None
+if _FIRST in CAPABILITIES:
+    _register_capabilities(_FIRST)
+elif _FIRST not in SERVICE_COMMANDS or "--help" in sys.argv:
     _register_capabilities()
 
 
@@ -396,29 +524,61 @@ def build_command() -> Any:
 def main() -> None:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    if command in OFFLINE_COMMANDS:
+        build_command()(prog_name="sweepbot")  # files in, text out: no settings, no database
+        return
+    _service_main(command)
+
+
+def _service_main(command: str | None) -> None:
+    """The commands that read settings (and maybe a database): one line for a bad setting or an
+    unusable database, whatever the command."""
+    from app.instance import adopt_running_instance  # lazy: not for the offline tools (start-up)
+    from app.logging import configure  # lazy: not for the offline tools (start-up)
+    from app.settings import get_settings, reset_settings_cache  # lazy: not for the offline tools
+
+    # The operating commands read the database of the instance running in this data dir (with
+    # the simulator: the world's own under <data dir>/sim/), as its dashboard does.
+    adopt_running_instance(os.environ, command)
+    reset_settings_cache()
     url = ""
     try:
         settings = get_settings()
         url = settings.database_url
         configure(settings.log_level, settings.log_json)  # JSON lines on stderr; stdout is the command's
-    except ValueError:
-        pass  # a bad setting is reported by the command itself, with the fix
-    from sqlalchemy.exc import (  # lazy: loaded when the command runs (start-up)
+        settings.check_key_file()
+    except ValueError as exc:
+        if "--help" not in sys.argv:
+            err.print(settings_error(exc), markup=False, highlight=False, soft_wrap=True)
+            raise SystemExit(EXIT_USAGE) from exc
+    try:
+        build_command()(prog_name="sweepbot")
+    except Exception as exc:
+        line = _database_failure(exc, url)
+        if line is None:
+            raise
+        # Unreachable server, wrong credentials, no schema yet: one line and the fix, no traceback.
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(EXIT_USAGE) from exc
+
+
+def _database_failure(exc: Exception, url: str) -> str | None:
+    """The one line for a database error (None: not one). SQLAlchemy is only asked when loaded."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from sqlalchemy.exc import (  # lazy: already loaded by the command that failed
         ArgumentError,
         DBAPIError,
         NoSuchModuleError,
         OperationalError,
     )
 
-    try:
-        build_command()(prog_name="sweepbot")
-    except (OperationalError, DBAPIError) as exc:
-        # Unreachable server, wrong credentials, no schema yet: one line and the fix, no traceback.
-        err.print(database_error(exc, url), markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(EXIT_USAGE) from exc
-    except (ArgumentError, NoSuchModuleError) as exc:
-        err.print(url_error(exc, url), markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(EXIT_USAGE) from exc
+    if isinstance(exc, OperationalError | DBAPIError):
+        return database_error(exc, url)
+    if isinstance(exc, ArgumentError | NoSuchModuleError):
+        return url_error(exc, url)
+    return None
 
 
 __all__ = ["cli", "main"]

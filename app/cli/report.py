@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,18 +21,21 @@ from app.core.evals import EvalFileError, parse_lm_eval, parse_meta_env, results
 from app.core.gap import (
     GapRow,
     gap_table,
+    identity_mismatch,
     render_gap_table,
     render_tput_table,
+    run_identity,
     tput_gap_at_equal_interactivity,
 )
 from app.core.references import Reference, ReferenceError, load_reference, metric_field
 from app.core.resultfile import ResultFileError, parse_result
-from app.db import session_scope
-from app.flows.reports import render_report
 
 
 def report_command(sweep_id: Annotated[int, typer.Argument(help="The sweep's id.")]) -> None:
     """Print the markdown of the sweep's report comment, as the bot would post it."""
+    from app.db import session_scope  # lazy: `gap`, registered with it, is offline (bench/cli.py)
+    from app.flows.reports import render_report  # lazy: as above
+
     with session_scope() as session:
         try:
             body = render_report(session, sweep_id)
@@ -121,12 +125,26 @@ def _read_dir(results: Path) -> tuple[list[tuple[str, bytes]], list[Any]]:
     return latency, eval_scores
 
 
+def _record(body: bytes) -> dict[str, object]:
+    """The top-level record of a result file parse_result has accepted (a one-record list or not)."""
+    data = json.loads(body)
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    return data if isinstance(data, dict) else {}
+
+
 def _latency_part(
     latency: list[tuple[str, bytes]], ref: Reference, reference_file: Path, field: str
 ) -> tuple[list[str], list[GapRow]]:
     runs = []
     for name, body in latency:
         parsed = parse_result(body, name, tp=ref.tp)
+        mismatch = identity_mismatch(ref, run_identity(_record(body), name))
+        if mismatch:
+            raise ValueError(
+                f"not comparable with {reference_file.name}: {mismatch}; pass the results of that "
+                "model, TP and sequence lengths, or a --reference table for what these measured"
+            )
         if parsed.conc is None:
             raise ValueError(
                 f"{name}: field 'max_concurrency': missing, so the file cannot be placed on "

@@ -37,6 +37,21 @@ def _parse_conc(value: str | None) -> tuple[tuple[int, ...] | None, tuple[int, i
         raise typer.BadParameter(f"--conc {value!r}: use a list (32,64) or a range (4..256)") from None
 
 
+NO_CREDENTIALS = (
+    "no GitHub credentials: `sweepbot sweep {verb}` reads the PR and writes to GitHub; set "
+    "SWEEPBOT_GITHUB_TOKEN (or SWEEPBOT_GITHUB_APP_ID with SWEEPBOT_GITHUB_APP_PRIVATE_KEY_PATH), "
+    "or run `sweepbot up` for the simulated GitHub and comment `/sweep` on its PR"
+)
+
+
+def _require_credentials(verb: str) -> None:
+    """Refuse in one line, before any request, a command that must talk to GitHub without a way to."""
+    from app.settings import get_settings  # lazy: loaded when the command runs (start-up)
+
+    if not get_settings().has_github_credentials:
+        _fail(NO_CREDENTIALS.format(verb=verb))
+
+
 def _gateway(session: Session) -> GitHubGateway:
     from app.adapters.github.gateway import session_gateway  # lazy: loaded when the command runs (start-up)
 
@@ -70,12 +85,14 @@ def create(
         GitHubError,
         NotFound,
     )
+    from app.core.routing import TransientError  # lazy: loaded when the command runs (start-up)
     from app.core.sweepspec import REPO_RE, SweepError, SweepFilters  # lazy: start-up
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
     from app.flows.sweeprequest import request_sweep  # lazy: loaded when the command runs (start-up)
 
     if not REPO_RE.match(repo):
         _fail(f"--repo {repo!r}: write it as OWNER/NAME, e.g. SemiAnalysisAI/InferenceX")
+    _require_credentials("create")
     conc_list, conc_range = _parse_conc(conc)
     try:
         with session_scope() as session:
@@ -97,6 +114,10 @@ def create(
         _fail(f"{repo}#{pr} was not found: check --repo and --pr (and that the token can read the repo)")
     except GitHubError as exc:
         _fail(f"GitHub refused a request while planning {repo}#{pr}: {exc}")
+    except TransientError as exc:
+        _fail(
+            f"GitHub could not be reached while planning {repo}#{pr} ({exc}): check SWEEPBOT_GITHUB_API_URL"
+        )
     typer.echo(reply)
     _ring_tick()
 

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -264,3 +265,105 @@ def render_tput_table(
             f"{fmt_pct(r.gap)} |"
         )
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ what a result was measured on
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What one result file says it measured (None: the file does not say)."""
+
+    file: str
+    model: str | None = None
+    tp: int | None = None
+    isl: int | None = None  # declared (a field, or isl<N> in the file name)
+    osl: int | None = None
+    mean_input: float | None = None  # input tokens per request, where the file counts them
+    mean_output: float | None = None
+
+
+_ISL_OSL_IN_NAME = re.compile(r"(?:^|[_\-.])isl(\d+)[_\-.]osl(\d+)(?:[_\-.]|$)", re.IGNORECASE)
+
+
+def _whole(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
+        return None
+    return int(value)
+
+
+def _count(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def run_identity(doc: Mapping[str, object], file_name: str) -> RunIdentity:
+    """The model, tp and sequence lengths a result document names: InferenceX's aggregated files
+    (``model``, ``tp``), benchmark_serving's raw ones (``model_id``, token totals), and the
+    ``isl<N>_osl<M>`` of InferenceX's result file names."""
+    model = next((v for k in ("model", "model_id") if isinstance(v := doc.get(k), str) and v), None)
+    isl = next((w for k in ("isl", "random_input_len", "input_len") if (w := _whole(doc.get(k)))), None)
+    osl = next((w for k in ("osl", "random_output_len", "output_len") if (w := _whole(doc.get(k)))), None)
+    named = _ISL_OSL_IN_NAME.search(file_name.rsplit("/", 1)[-1].rsplit(":", 1)[-1])
+    if named and isl is None and osl is None:
+        isl, osl = int(named.group(1)), int(named.group(2))
+    requests = _count(doc.get("completed")) or _count(doc.get("num_prompts"))
+    inputs, outputs = _count(doc.get("total_input_tokens")), _count(doc.get("total_output_tokens"))
+    return RunIdentity(
+        file=file_name,
+        model=model,
+        tp=_whole(doc.get("tp")),
+        isl=isl,
+        osl=osl,
+        mean_input=inputs / requests if requests and inputs is not None else None,
+        mean_output=outputs / requests if requests and outputs is not None else None,
+    )
+
+
+def _model_tokens(name: str) -> list[str]:
+    return [t for t in re.split(r"[^a-z0-9]+", name.rsplit("/", 1)[-1].lower()) if t]
+
+
+def same_model(a: str, b: str) -> bool:
+    """One model, however it is published: the name after the org, compared word by word, where
+    one may add words (a quantization: ``amd/MiniMax-M3-MXFP4`` is ``MiniMaxAI/MiniMax-M3``);
+    ``GLM-4.7`` is not ``MiniMax-M3``, nor ``MiniMax-M2.5`` ``MiniMax-M3``."""
+    ta, tb = _model_tokens(a), _model_tokens(b)
+    shorter, longer = (ta, tb) if len(ta) <= len(tb) else (tb, ta)
+    return bool(shorter) and longer[: len(shorter)] == shorter
+
+
+# Random prompts are drawn between ISL x range ratio and ISL (ATOM's table: ratio 0.8): a mean below
+# half the ISL, or above it, is another workload. Outputs may stop early, never run past the OSL.
+MIN_INPUT_SHARE = 0.5
+TOKEN_SLACK = 1.05
+
+
+def identity_mismatch(reference: Reference, run: RunIdentity) -> str | None:
+    """Why ``run`` cannot be compared with ``reference`` (model, tp, ISL or OSL differ), or None.
+
+    What the file does not say is not held against it; what it says must agree."""
+    ref_seq = f"ISL {reference.isl} / OSL {reference.osl}"
+    if reference.model and run.model and not same_model(reference.model, run.model):
+        return f"{run.file} measured model {run.model}, the reference {reference.model}"
+    if reference.tp is not None and run.tp is not None and run.tp != reference.tp:
+        return f"{run.file} ran at TP{run.tp}, the reference at TP{reference.tp}"
+    if reference.isl is not None and run.isl is not None and run.isl != reference.isl:
+        return f"{run.file} ran ISL {run.isl} / OSL {run.osl}, the reference {ref_seq}"
+    if reference.osl is not None and run.osl is not None and run.osl != reference.osl:
+        return f"{run.file} ran ISL {run.isl} / OSL {run.osl}, the reference {ref_seq}"
+    isl, osl = reference.isl, reference.osl
+    sent, got = run.mean_input, run.mean_output
+    if (
+        isl is not None
+        and run.isl is None
+        and sent is not None
+        and not isl * MIN_INPUT_SHARE <= sent <= isl * TOKEN_SLACK
+    ):
+        return f"{run.file} sent {sent:.0f} input tokens per request, not the reference's {ref_seq}"
+    if osl is not None and run.osl is None and got is not None and got > osl * TOKEN_SLACK:
+        return (
+            f"{run.file} generated {got:.0f} output tokens per request, more than the reference's {ref_seq}"
+        )
+    return None

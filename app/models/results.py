@@ -159,3 +159,36 @@ class EvalResult(Base):
     file_name: Mapped[str | None] = mapped_column(String(400))
 
     __table_args__ = (Index("ix_eval_results_reuse", "image", "fingerprint", "result_name"),)
+
+
+# ``result_points.isl``/``osl`` of a result with no sequence lengths (agentic coding): a unique key
+# needs a value (NULLs never conflict), so none is stored as this.
+NO_SHAPE = -1
+
+
+class ResultPoint(Base):
+    """The index of the results pages: one row per config key, image, shape, tp and conc, kept
+    current as results are stored (``app.store.resultpoints``). The pages read this, not every
+    stored result, so their cost grows with the points a key has, not with its history."""
+
+    __tablename__ = "result_points"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    config_key: Mapped[str] = mapped_column(String(200))
+    image: Mapped[str] = mapped_column(String(400))
+    isl: Mapped[int] = mapped_column(Integer)  # NO_SHAPE: none
+    osl: Mapped[int] = mapped_column(Integer)
+    tp: Mapped[int] = mapped_column(Integer)
+    conc: Mapped[int] = mapped_column(Integer)
+    latest_id: Mapped[int] = mapped_column(Integer)  # the newest result of the point
+    first_id: Mapped[int] = mapped_column(Integer)
+    runs: Mapped[int] = mapped_column(Integer)
+    tpot_sum: Mapped[float] = mapped_column(Float)  # of the runs' mean TPOT, for the per-image mean
+    tpot_n: Mapped[int] = mapped_column(Integer)
+    first_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        UniqueConstraint("config_key", "image", "isl", "osl", "tp", "conc", name="uq_result_points_point"),
+        Index("ix_result_points_key_latest", "config_key", "latest_id"),
+    )

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from app.core.evals import EvalArtifact
 from app.core.resultfile import ParsedResult, as_int
 from app.models.results import EvalResult, Result
+from app.store import resultpoints as _resultpoints  # noqa: F401  (registers the index upkeep)
 
 
 def find_reusable(session: Session, *, image: str, fingerprint: str, result_name: str) -> Result | None:

@@ -9,16 +9,17 @@ the one rule, ``app.core.seqlen.seq_name``.
 from __future__ import annotations
 
 import structlog
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from app.core.accuracy import accuracy_notes, compare_accuracy, overall_verdict_line
 from app.core.gap import gap_table
 from app.core.references import Reference, ReferenceError
 from app.core.seqlen import seq_name
-from app.models.results import EvalResult, Result
+from app.models.results import NO_SHAPE, EvalResult, Result, ResultPoint
 from app.store.botconfigs import stored_config
 from app.store.references import choose_reference
+from app.store.resultpoints import shape_of
 from app.web.dashboard import schemas as S
 from app.web.dashboard.data.common import aware
 
@@ -26,10 +27,11 @@ log = structlog.get_logger(__name__)
 
 
 def result_keys(session: Session, *, limit: int = 200) -> list[S.KeySummary]:
+    # The index (one row per point), not every stored result: the cost follows the points.
     rows = session.execute(
-        select(Result.config_key, func.count(), func.max(Result.created_at))
-        .group_by(Result.config_key)
-        .order_by(func.max(Result.id).desc())
+        select(ResultPoint.config_key, func.sum(ResultPoint.runs), func.max(ResultPoint.last_at))
+        .group_by(ResultPoint.config_key)
+        .order_by(func.max(ResultPoint.latest_id).desc())
         .limit(limit)
     )
     return [S.KeySummary(config_key=k, results=int(n), last_at=aware(at)) for k, n, at in rows]
@@ -79,9 +81,12 @@ def _empty(config_key: str, image: str | None, seq: str | None) -> S.ResultsKeyO
 def _shape(session: Session, config_key: str, seq: str) -> tuple[int | None, int | None] | None:
     """The (isl, osl) of the key's results that ``seq`` names."""
     found = session.execute(
-        select(Result.isl, Result.osl).where(Result.config_key == config_key).group_by(Result.isl, Result.osl)
+        select(ResultPoint.isl, ResultPoint.osl)
+        .where(ResultPoint.config_key == config_key)
+        .group_by(ResultPoint.isl, ResultPoint.osl)
     ).all()
-    match = [(a, b) for a, b in found if shape_name(a, b) == seq]
+    shapes = [(shape_of(a), shape_of(b)) for a, b in found]
+    match = [(a, b) for a, b in shapes if shape_name(a, b) == seq]
     return match[0] if match else None
 
 
@@ -143,16 +148,21 @@ def _images(
     session: Session, config_key: str, isl: int | None, osl: int | None, max_images: int
 ) -> list[S.ImagePoint]:
     """Mean TPOT per (image, conc), the newest ``max_images`` images, ordered by their first result."""
+    tpot_n = func.sum(ResultPoint.tpot_n)
     per_image = session.execute(
         select(
-            Result.image,
-            Result.conc,
-            func.avg(Result.mean_tpot_ms),
-            func.min(Result.created_at),
-            func.min(Result.id),
+            ResultPoint.image,
+            ResultPoint.conc,
+            case((tpot_n > 0, func.sum(ResultPoint.tpot_sum) / tpot_n), else_=None),
+            func.min(ResultPoint.first_at),
+            func.min(ResultPoint.first_id),
         )
-        .where(Result.config_key == config_key, Result.isl == isl, Result.osl == osl)
-        .group_by(Result.image, Result.conc)
+        .where(
+            ResultPoint.config_key == config_key,
+            ResultPoint.isl == (NO_SHAPE if isl is None else isl),
+            ResultPoint.osl == (NO_SHAPE if osl is None else osl),
+        )
+        .group_by(ResultPoint.image, ResultPoint.conc)
     ).all()
     first_id: dict[str, int] = {}
     for img, _conc, _avg, _at, min_id in per_image:
@@ -221,13 +231,15 @@ def results_for_key(
     accuracy_tolerance: float = 0.0,
 ) -> S.ResultsKeyOut:
     """The results page of ``config_key`` (on ``image`` and shape ``seq``; default: the newest)."""
-    newest_stmt = select(Result.image, Result.isl, Result.osl).where(Result.config_key == config_key)
+    newest_stmt = select(ResultPoint.image, ResultPoint.isl, ResultPoint.osl).where(
+        ResultPoint.config_key == config_key
+    )
     if image:
-        newest_stmt = newest_stmt.where(Result.image == image)
-    newest = session.execute(newest_stmt.order_by(Result.id.desc()).limit(1)).first()
+        newest_stmt = newest_stmt.where(ResultPoint.image == image)
+    newest = session.execute(newest_stmt.order_by(ResultPoint.latest_id.desc()).limit(1)).first()
     if newest is None:
         return _empty(config_key, image, seq)
-    isl, osl = newest.isl, newest.osl
+    isl, osl = shape_of(newest.isl), shape_of(newest.osl)
     if seq:
         shape = _shape(session, config_key, seq)
         if shape is None:
