@@ -53,8 +53,13 @@ def _avoid(pairs: list[str]) -> dict[str, frozenset[str]]:
 def _tables(result: Plan) -> None:
     t = Table("runner", "job", "add labels", "lease", "why", title="assignments")
     for a in result.assignments:
-        t.add_row(f"{a.runner_name} ({a.runner_id})", str(a.job_id), " ".join(a.add_labels) or "-",
-                  a.lease or "-", a.why)
+        t.add_row(
+            f"{a.runner_name} ({a.runner_id})",
+            str(a.job_id),
+            " ".join(a.add_labels) or "-",
+            a.lease or "-",
+            a.why,
+        )
     out.print(t)
     c = Table("runner", "remove labels", "why", title="clean-ups")
     for x in result.cleanups:
@@ -62,8 +67,14 @@ def _tables(result: Plan) -> None:
     out.print(c)
     q = Table("job", "PR", "effective", "parts", "runner", "why", title="queue (effective priority order)")
     for e in result.queue:
-        q.add_row(str(e.job_id), str(e.pr or "-"), f"{e.priority.total:.2f}", e.priority.parts(),
-                  str(e.runner_id or "-"), e.why)
+        q.add_row(
+            str(e.job_id),
+            str(e.pr or "-"),
+            f"{e.priority.total:.2f}",
+            e.priority.parts(),
+            str(e.runner_id or "-"),
+            e.why,
+        )
     out.print(q)
     for n in result.notices:
         out.print(f"job {n.job_id} (run {n.run_id}): {n.text} ({n.why})", markup=False, highlight=False)
@@ -76,7 +87,9 @@ def plan_command(
     aging_per_hour: Annotated[float, typer.Option(help="priority gained per hour queued")] = 1.0,
     fair_share_weight: Annotated[float, typer.Option(help="0 turns the fair share term off")] = 1.5,
     canary_run: Annotated[list[int] | None, typer.Option(help="a canary's run id (repeat)")] = None,
-    skip_queue_pr: Annotated[list[int] | None, typer.Option(help="a PR whose skip_queue is authorised")] = None,
+    skip_queue_pr: Annotated[
+        list[int] | None, typer.Option(help="a PR whose skip_queue is authorised")
+    ] = None,
     avoid: Annotated[list[str] | None, typer.Option(help="TOKEN=RUNNER: an infra failure's runner")] = None,
 ) -> None:
     """Plan which idle runner gets which queued job's labels, and the stale labels to remove."""
