@@ -29,6 +29,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/scheduler.py
+	$(BIN)/python bench/scheduler_holds.py
 	$(BIN)/python bench/tick.py
 	$(BIN)/python bench/dashboard.py
 	$(BIN)/python bench/story.py

@@ -42,6 +42,11 @@ def _policy() -> dict[str, Any]:
     return dict(yaml.safe_load((DATA / "configs" / "ci-priority.yaml").read_text()))
 
 
+def labels_match(job_labels: list[str], runner_labels: list[str]) -> bool:
+    """GitHub's AND-matching: every label the job asks for is among the runner's (any case)."""
+    return {x.lower() for x in job_labels} <= {x.lower() for x in runner_labels}
+
+
 def _pr_labels(run: Run) -> frozenset[str]:
     raw = run.inputs.get("pr-labels-json") or "[]"
     try:
@@ -126,9 +131,8 @@ class RunnerLabels(Registry):
         """GitHub's rule for the oldest queued job (the fleet's tick walks jobs oldest first)."""
         if not job.labels:
             return next((r for r in self.runners.get(job.label, []) if r.idle), None)
-        want = {x.lower() for x in job.labels}
         for runner in self.all_runners():
-            if runner.idle and want <= {n.lower() for n, _ in self.runner_labels(runner)}:
+            if runner.idle and labels_match(job.labels, [n for n, _ in self.runner_labels(runner)]):
                 return runner
         return None
 
