@@ -27,7 +27,7 @@ import yaml
 from app.core.schedplan import Policy
 from app.flows.runnerctl import ControllerConfig, MemoryFacts, apply_workflow_job, reconcile
 from sim.priority import queue_token, runs_on, score
-from sim.world_runners import DATA, labels_match
+from sim.world_runners import DATA, label_set
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 REPO = "SemiAnalysisAI/InferenceX"
@@ -255,18 +255,16 @@ class World:
                     job.held.append(r.id)
             if len(job.held) + 1 >= job.nodes:
                 self.work(job)
+        idle = [r for r in self.runners.values() if r.online and r.job is None]
+        if not idle:
+            return
+        have = {r.id: label_set(r.labels()) for r in idle}
         queued = sorted(
             (j for j in self.jobs.values() if j.status == "queued"), key=lambda j: (j.created, j.id)
         )
-        for job in queued:
-            runner = next(
-                (
-                    r
-                    for r in self.runners.values()
-                    if r.online and r.job is None and labels_match(job.labels, r.labels())
-                ),
-                None,
-            )
+        for job in queued:  # GitHub's rule (sim.world_runners.labels_match), the sets computed once
+            want = label_set(job.labels)
+            runner = next((r for r in idle if r.job is None and want <= have[r.id]), None)
             if runner is not None:
                 self.start(job, runner)
 

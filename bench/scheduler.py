@@ -65,9 +65,14 @@ def lower_bound(w: World, prs: list[dict[str, object]]) -> float:
     every PR's arrival plus its longest job. Work is what the run executed (lost halves included)."""
     bound = 0.0
     for pool, cap in ((False, w.cfg.runners), (True, w.cfg.pool)):
-        arrivals = sorted(((j.created, (j.end - j.work_start) * j.nodes) for j in w.jobs.values()
-                           if j.work_start is not None and j.end is not None and (POOL in j.labels) == pool),
-                          key=lambda x: x[0])
+        arrivals = sorted(
+            (
+                (j.created, (j.end - j.work_start) * j.nodes)
+                for j in w.jobs.values()
+                if j.work_start is not None and j.end is not None and (POOL in j.labels) == pool
+            ),
+            key=lambda x: x[0],
+        )
         rest = sum(x[1] for x in arrivals)
         for a, work in arrivals:
             bound = max(bound, a + rest / cap)
@@ -115,15 +120,19 @@ def figures(strategy: str, cfg: Config, fifo_p95: float | None) -> Figures:
     waits = [j.start - j.created for j in done if j.start is not None]
     fair, windows = jain(w)
     return Figures(
-        strategy=strategy, jobs=len(done),
+        strategy=strategy,
+        jobs=len(done),
         idle_while_waiting=round(w.idle_wait / w.online_time, 4),
-        makespan_h=round(makespan / 3600, 2), lower_bound_h=round(bound / 3600, 2),
+        makespan_h=round(makespan / 3600, 2),
+        lower_bound_h=round(bound / 3600, 2),
         ratio=round(makespan / bound, 3),
         p95_high_first_wait_min=round(p95 / 60, 1),
         p95_vs_fifo=round(p95 / fifo_p95, 3) if fifo_p95 else 1.0,
-        jain_contended=round(fair, 3), contended_windows=windows,
+        jain_contended=round(fair, 3),
+        contended_windows=windows,
         longest_wait_h=round(max(waits) / 3600, 2),
-        calls_per_job=round(sum(w.calls.values()) / cfg.jobs, 3), calls=dict(sorted(w.calls.items())),
+        calls_per_job=round(sum(w.calls.values()) / cfg.jobs, 3),
+        calls=dict(sorted(w.calls.items())),
         wall_s=round(time.monotonic() - started, 1),
     )
 
@@ -160,8 +169,13 @@ def main() -> None:
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    cfg = Config(prs=args.prs, jobs=args.jobs, seed=args.seed,
-                 multi_prs=max(1, args.prs // 10), mean_gap_s=1500.0 * 50 / max(1, args.prs) * args.jobs / 2000)
+    cfg = Config(
+        prs=args.prs,
+        jobs=args.jobs,
+        seed=args.seed,
+        multi_prs=max(1, args.prs // 10),
+        mean_gap_s=1500.0 * 50 / max(1, args.prs) * args.jobs / 2000,
+    )
     rows: list[Figures] = []
     fifo_p95: float | None = None
     for name in args.strategies.split(","):

@@ -42,9 +42,14 @@ def _policy() -> dict[str, Any]:
     return dict(yaml.safe_load((DATA / "configs" / "ci-priority.yaml").read_text()))
 
 
+def label_set(labels: list[str]) -> frozenset[str]:
+    """Labels as GitHub compares them: case-insensitive."""
+    return frozenset(x.lower() for x in labels)
+
+
 def labels_match(job_labels: list[str], runner_labels: list[str]) -> bool:
     """GitHub's AND-matching: every label the job asks for is among the runner's (any case)."""
-    return {x.lower() for x in job_labels} <= {x.lower() for x in runner_labels}
+    return label_set(job_labels) <= label_set(runner_labels)
 
 
 def _pr_labels(run: Run) -> frozenset[str]:

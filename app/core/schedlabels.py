@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 JOB_PREFIX = "ci-job-"
 ATTEMPT_PREFIX = "ci-attempt-"
@@ -104,6 +105,11 @@ def _one(labels: frozenset[str], prefix: str, pattern: re.Pattern[str]) -> tuple
 
 def read_contract(labels: Iterable[str]) -> ContractLabels | Unprioritisable:
     """The scheduling facts of a queued job's labels, or why it has none usable."""
+    return _read(tuple(labels))
+
+
+@lru_cache(maxsize=65536)  # a controller reads the same queued jobs' labels every round
+def _read(labels: tuple[str, ...]) -> ContractLabels | Unprioritisable:
     got = norm(labels)
     job, problem = _one(got, JOB_PREFIX, _JOB)
     if job is None:

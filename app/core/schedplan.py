@@ -377,10 +377,20 @@ def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]
         else:
             _place(r, q, [_choose(r, fits, waiting)], None, why)
         why_waiting.pop(q.job.id, None)
+    _fill(r, waiting, competing)
     for q in waiting:
-        r.prio.setdefault(q.job.id, r.priority(q, competing))
         why_waiting.setdefault(q.job.id, "no free runner left")
     return why_waiting
+
+
+def _fill(r: _Round, jobs: list[_Queued], competing: int) -> None:
+    """The priority of every job not yet given one (the fair share term computed once per PR)."""
+    fair: dict[int | None, float] = {}
+    for q in jobs:
+        if q.job.id not in r.prio:
+            if q.job.pr not in fair:
+                fair[q.job.pr] = r.fair(q.job.pr, competing)
+            r.prio[q.job.id] = r.priority(q, competing, fair[q.job.pr])
 
 
 def _cleanups(r: _Round) -> list[Cleanup]:
@@ -417,8 +427,7 @@ def plan(snapshot: Snapshot, policy: Policy) -> Plan:
     competing = len({_pr_key(q.job.pr) for q in queued} | set(r.running))
     waiting = _adopt(r, queued, running)
     why_waiting = _greedy(r, waiting, competing)
-    for q in queued:
-        r.prio.setdefault(q.job.id, r.priority(q, competing))
+    _fill(r, queued, competing)
     entries = [
         QueueEntry(
             q.job.id,
