@@ -20,6 +20,7 @@ repository; ``bench/scheduler.py`` and the tests run it).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -53,6 +54,29 @@ def contract_on(gw: VariableGateway, repo: str) -> bool:
     """The repo variable ``PRIORITY_SCHEDULER_ENABLED`` is ``true`` (the templates compare so)."""
     value = gw.get_repo_variable(repo, CONTRACT_VARIABLE)
     return value is not None and value.strip().lower() == "true"
+
+
+CONTRACT_TTL_S = 300.0
+_contract_seen: dict[str, tuple[bool, float]] = {}
+
+
+def reset_contract_cache() -> None:
+    _contract_seen.clear()
+
+
+def contract_on_cached(gw: VariableGateway, repo: str, *, now: float | None = None) -> bool:
+    """``contract_on``, read at most once every ``CONTRACT_TTL_S`` per repository and process (the
+    tick asks on every label it plans; a missing or unreadable variable means off)."""
+    at = time.monotonic() if now is None else now
+    seen = _contract_seen.get(repo)
+    if seen is not None and at - seen[1] < CONTRACT_TTL_S:
+        return seen[0]
+    try:
+        on = contract_on(gw, repo)
+    except GitHubError:
+        on = False
+    _contract_seen[repo] = (on, at)
+    return on
 
 
 @dataclass
