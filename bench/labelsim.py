@@ -392,10 +392,12 @@ class World:
         self.last = t
 
     def idle_while_waiting(self, online: list[BRunner]) -> int:
+        idle = [r for r in online if r.job is None or (r.job < 0 and self.jobs[-r.job].status == "gathering")]
+        if not idle:
+            return 0
         waiting = [j for j in self.jobs.values() if j.status == "queued"]
         if not waiting:
             return 0
-        idle = [r for r in online if r.job is None or (r.job < 0 and self.jobs[-r.job].status == "gathering")]
         free_pool = sum(1 for r in idle if POOL in r.base)
         single = any(j.nodes == 1 and SINGLE in j.labels for j in waiting)
         multi = min((j.nodes for j in waiting if POOL in j.labels), default=None)

@@ -316,6 +316,8 @@ def reconcile(facts: MemoryFacts, gw: RunnerGateway, cfg: ControllerConfig, now:
     """One round: refresh what is stale, plan, apply (clean-ups, leases, single jobs)."""
     out = ReconcileResult(plan=Plan((), (), (), ()))
     _refresh(facts, gw, cfg, now, out)
+    if not any(r.idle for r in facts.runners.values()):
+        return out  # nothing to place or clean: every runner is busy or offline
     policy = replace(
         cfg.policy,
         usage_hours=facts.usage_hours(now),

@@ -28,9 +28,9 @@ from app.core.release import CanaryHours, QueuedJob, Release, SweepQueue, plan_r
 from app.core.release_policy import AUTO, CanaryRun, LabelView, Overcommit, pick_preemptions
 from app.core.routing import TransientError
 from app.flows.benchrepo import RepoFiles, label_capacity
-from app.flows.runnerctl import VariableGateway, contract_on_cached
 from app.flows.canary_budget import canary_budget, note_preempted_hours
 from app.flows.dispatch import Claimed, DispatchGateway, TickResult, dispatch_claim
+from app.flows.runnerctl import VariableGateway, contract_on_cached
 from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.settings import get_settings
@@ -63,6 +63,7 @@ BOT = "sweepbot"
 class TickGateway(RepoFiles, DispatchGateway, CancelGateway, VariableGateway, Protocol):
     """What a tick uses: runner capacity (runners.yaml), the dispatch, cancelling the runs of
     preempted canaries, and the repo variable saying whether the runner-label contract is on."""
+
 
 # With the contract on (PRIORITY_SCHEDULER_ENABLED), the bot's dispatches go out when asked and
 # queue at GitHub like every other job: the priority controller (app/flows/runnerctl.py) decides
@@ -246,7 +247,9 @@ def _planned(
     return queue, *_plan(session, label, queue, capacity, in_flight, overcommit)
 
 
-def _claim_label(session: Session, gw: TickGateway, label: str, repo: str, result: TickResult) -> list[Claimed]:
+def _claim_label(
+    session: Session, gw: TickGateway, label: str, repo: str, result: TickResult
+) -> list[Claimed]:
     """Under the label's lock: plan this label's releases (``app.core.release``) and apply them."""
     row = lock_label(session, label)
     if row is None or row.paused:
