@@ -30,7 +30,7 @@ def not_found(verb: str, url: str) -> Exchange:
     return Exchange(verb, url, None, 404, JSON, body)
 
 
-def test_runners_listed_with_their_label_names(replay: Any) -> None:
+def test_runners_listed_with_their_label_names(replay: Any) -> None:  # noqa: F811  (the fixture)
     r, gw = replay(doc("GET", f"{R}/runners", "list-self-hosted-runners-for-repo.json"))
     runners = gw.list_runners("octo-org/octo-repo")
     assert [(x["id"], x["name"], x["status"], x["busy"]) for x in runners] == [
@@ -41,13 +41,13 @@ def test_runners_listed_with_their_label_names(replay: Any) -> None:
     assert r.seen[0][0] == "GET" and r.seen[0][1].startswith(f"{R}/runners")
 
 
-def test_org_runners_use_the_organisation_endpoint(replay: Any) -> None:
+def test_org_runners_use_the_organisation_endpoint(replay: Any) -> None:  # noqa: F811  (the fixture)
     r, gw = replay(doc("GET", "/orgs/octo-org/actions/runners", "list-self-hosted-runners-for-repo.json"))
     assert len(gw.list_runners("org:octo-org")) == 2
     assert r.seen[0][1].startswith("/orgs/octo-org/actions/runners")
 
 
-def test_labels_added_and_removed_answer_the_runner_labels(replay: Any) -> None:
+def test_labels_added_and_removed_answer_the_runner_labels(replay: Any) -> None:  # noqa: F811  (the fixture)
     r, gw = replay(
         doc("POST", f"{R}/runners/42/labels", "add-custom-labels-to-self-hosted-runner-for-repo.json"),
         doc(
@@ -65,7 +65,7 @@ def test_labels_added_and_removed_answer_the_runner_labels(replay: Any) -> None:
     assert gw.remove_runner_label("octo-org/octo-repo", 42, f"ci-job-1.000-{'a' * 32}") is None
 
 
-def test_one_runner_read_back(replay: Any) -> None:
+def test_one_runner_read_back(replay: Any) -> None:  # noqa: F811  (the fixture)
     _, gw = replay(doc("GET", f"{R}/runners/23", "get-self-hosted-runner-for-repo.json"))
     got = gw.get_runner("octo-org/octo-repo", 23)
     assert got["id"] == 23 and got["busy"] is True and "no-gpu" in got["labels"]
@@ -78,6 +78,6 @@ def test_one_runner_read_back(replay: Any) -> None:
         (not_found("GET", f"{R}/variables/PRIORITY_SCHEDULER_ENABLED"), None),
     ],
 )
-def test_the_contract_variable_read(replay: Any, exchange: Exchange, want: str | None) -> None:
+def test_the_contract_variable_read(replay: Any, exchange: Exchange, want: str | None) -> None:  # noqa: F811  (the fixture)
     _, gw = replay(exchange)
     assert gw.get_repo_variable("octo-org/octo-repo", "PRIORITY_SCHEDULER_ENABLED") == want

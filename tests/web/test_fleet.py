@@ -25,7 +25,7 @@ def labels(score: str, n: int) -> list[str]:
 
 
 def test_the_fleet_page_shows_runners_their_jobs_and_the_queue_in_priority_order(
-    dash: tuple[TestClient, Session, Seeded],
+    dash: tuple[TestClient, Session, Seeded],  # noqa: F811  (the fixture imported above)
 ) -> None:
     client, session, _ = dash
     gw = FakeRunners(
