@@ -111,11 +111,11 @@ def figures(strategy: str, cfg: Config, fifo_p95: float | None) -> Figures:
     done = [j for j in w.jobs.values() if j.status == "completed"]
     makespan = max(j.end or 0.0 for j in done)
     bound = lower_bound(w, prs)
-    first = {}
+    first: dict[int, float] = {}
     for j in done:
         if j.start is not None:
             first[j.pr] = min(first.get(j.pr, j.start), j.start)
-    high = [first[p["pr"]] - float(p["at"]) for p in prs if p["high"] and p["pr"] in first]  # type: ignore[arg-type]
+    high = [first[p["pr"]] - float(p["at"]) for p in prs if p["high"] and p["pr"] in first]
     p95 = percentile(high, 0.95)
     waits = [j.start - j.created for j in done if j.start is not None]
     fair, windows = jain(w)

@@ -17,7 +17,7 @@ JOB = ["self-hosted", "mi355x", f"ci-job-2.000-{TOKEN}", "ci-attempt-1"]
 
 class FakeRunners:
     def __init__(self, *runners: tuple[int, str, list[str]]) -> None:
-        self.r = {
+        self.r: dict[int, dict[str, Any]] = {
             rid: {"id": rid, "name": n, "status": "online", "busy": False, "labels": list(ls)}
             for rid, n, ls in runners
         }

@@ -643,7 +643,7 @@ def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[
     runnerlabels.ensure_label(env["factory"], label)
     stale = TickResult()
     with env["factory"]() as s:
-        claims = tick_flow._claim_label(s, FakeRepoFiles(gh), label, REPO, stale)
+        claims = tick_flow._claim_label(s, FakeTick(gh), label, REPO, stale)
         s.commit()
     assert claims
     with env["factory"]() as s:

@@ -17,7 +17,7 @@ MAX_QUEUE_ROWS = 500
 def fleet(session: Session) -> list[dict[str, Any]]:
     out = []
     for row in session.scalars(select(RunnerController).order_by(RunnerController.repo)):
-        view = row.view or {}
+        view: dict[str, Any] = dict(row.view or {})
         queue = list(view.get("queue") or [])
         out.append(
             {
