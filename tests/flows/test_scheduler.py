@@ -45,7 +45,6 @@ from tests.sweep_fakes import (
     FakeDispatch,
     FakeGitHub,
     FakeRepair,
-    FakeRepoFiles,
     FakeRequest,
     FakeRunTracking,
     FakeTick,
