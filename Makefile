@@ -32,6 +32,7 @@ mutation: $(STAMP)  ## mutmut over the core decisions, kill rate per module (min
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/scheduler.py
+	$(BIN)/python bench/scheduler_holds.py
 	$(BIN)/python bench/tick.py
 	$(BIN)/python bench/dashboard.py
 	$(BIN)/python bench/story.py

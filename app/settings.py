@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     # than runners, so the bot alone keeps the order and a group waits until its whole width is
     # free; N > 0: a group goes out when up to N jobs would wait on GitHub for a runner.
     runner_overcommit: int | Literal["auto"] = "auto"
+    # Repositories whose GPU runners sweepbot places as the priority controller (app/flows/runnerhook.py)
+    # when their PRIORITY_SCHEDULER_ENABLED variable is true; the credentials need runner admin there.
+    runner_controller_repos: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # Dashboard.
     operator_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
@@ -149,6 +152,11 @@ class Settings(BaseSettings):
     )
     @classmethod
     def _csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("runner_controller_repos", mode="before")
+    @classmethod
+    def _controller_repos(cls, value: object) -> object:
         return _split_csv(value)
 
     @field_validator("redelivery_hooks", mode="before")

@@ -1,4 +1,4 @@
-"""The scheduler at scale on a virtual clock: the harness of bench/scheduler.py and its test.
+"""The scheduler at scale on a virtual clock: the harness of bench/scheduler_holds.py and its test.
 
 The real bot code (request_sweep, tick, the workflow_job/workflow_run handlers, the repair poll,
 collection, the sticky report) runs against the sim's GitHub API over HTTP (a SimServer on

@@ -1,149 +1,190 @@
-"""Scheduler benchmark at scale on a virtual clock: 50 PRs, 2,000 points, 9 mi355x runners.
+"""The priority controller on GitHub's runner-label contract, at scale on a virtual clock.
 
-The real bot (request_sweep, tick, the webhook handlers, the repair poll, collection, the sticky
-report) against the sim's GitHub API on loopback, with every call counted by the sim; the sim's
-clock is virtual, so nothing sleeps (bench/schedsim.py). PRs arrive over time (a burst of 10, then
-exponential gaps), every 5th asks for priority high; runners are lost mid-job, runs are cancelled
-through the API, two PRs cancel their sweep, 2% of webhook deliveries never arrive.
+50 PRs / 2,000 jobs on 9 single-node mi355x runners plus a multi-node pool of 8 (``cluster:b200-nv``,
+jobs of ``nodes:2..4``), faults injected (bench/labelsim.py), three strategies in one run:
 
-The same workload runs twice in one invocation: ``baseline`` (the repair poll of main before
-issue 19: one get-workflow-run per in-flight job per poll, the report looked up before every edit,
-a run's job list read on every workflow_job event whose name two points share) and ``runpoll``
-(this code), each in a process of its own. Printed for each, in simulated seconds:
+- ``fifo``: the variable off, no controller: GitHub hands each idle runner the oldest queued job
+  whose labels it carries (a multi-node job gathers its nodes as the pool frees them);
+- ``score+aging``: the repo's documented controller: score from the label + 0.25 per hour queued,
+  nothing else (no fair share, no pool hold, no memory of infrastructure failures);
+- ``sweepbot``: ``app.core.schedplan.Policy()`` through the live flow ``app.flows.runnerctl``.
 
-- makespan / lower bound (aim <= 1.05), the bound being, over every arrival time a,
-  a + (work arriving at or after a) / runners, and every PR's arrival plus its longest job;
-- idle share of runner time while released work waited (aim < 2%);
-- p95 wait of a high-priority PR's first job (arrival to start on a runner);
-- rate-limited GitHub calls per job: all, the repair poll's, the report's, and the webhook path's
-  (everything but the poll; aim <= 4); and the ratio runpoll / baseline.
+Printed for each: idle runner time while a compatible job waited (share of online runner time),
+makespan / lower bound, p95 first-job wait of the high-priority PRs (every 5th PR is a ``push``:
++2.0) and its ratio to FIFO's, Jain's index of runner-time across backlogged PRs in contended hours,
+the longest wait of any job, GitHub calls per job (label writes, runner reads, the fallback
+listing). Aims for sweepbot: < 1%, <= 1.03, <= 0.5x, >= 0.9, < 6 h, <= 4.
 
-``--overcommit`` is ``SWEEPBOT_RUNNER_OVERCOMMIT``: ``auto`` (the default, as the bot's) or N.
-``--evals-assigned`` seeds a fixed e2e-tests.yml: the real one (843c6254) never assigns EVALS, so
-its `eval /` job fails unexpanded and no single-node eval runs (docs/sim.md).
-
-    .venv/bin/python bench/scheduler.py                  # full scale, both strategies
-    .venv/bin/python bench/scheduler.py --prs 4 --conc-end 8 --strategies runpoll
+    .venv/bin/python bench/scheduler.py                      # full scale, three strategies
+    .venv/bin/python bench/scheduler.py --prs 10 --jobs 200  # small
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.schedsim import Config, Figures, run  # noqa: E402
+from bench.labelsim import POOL, Config, World, workload  # noqa: E402
+
+STRATEGIES = ("fifo", "score+aging", "sweepbot")
+
+
+@dataclass
+class Figures:
+    strategy: str
+    jobs: int
+    idle_while_waiting: float
+    makespan_h: float
+    lower_bound_h: float
+    ratio: float
+    p95_high_first_wait_min: float
+    p95_vs_fifo: float
+    jain_contended: float
+    contended_windows: int
+    longest_wait_h: float
+    calls_per_job: float
+    calls: dict[str, int]
+    wall_s: float
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def lower_bound(w: World, prs: list[dict[str, object]]) -> float:
+    """Per class (single-node, pool): max over arrivals a of a + work arriving >= a / runners; and
+    every PR's arrival plus its longest job. Work is what the run executed (lost halves included)."""
+    bound = 0.0
+    for pool, cap in ((False, w.cfg.runners), (True, w.cfg.pool)):
+        arrivals = sorted(
+            (
+                (j.created, (j.end - j.work_start) * j.nodes)
+                for j in w.jobs.values()
+                if j.work_start is not None and j.end is not None and (POOL in j.labels) == pool
+            ),
+            key=lambda x: x[0],
+        )
+        rest = sum(x[1] for x in arrivals)
+        for a, work in arrivals:
+            bound = max(bound, a + rest / cap)
+            rest -= work
+    for job in w.jobs.values():
+        if job.work_start is not None and job.end is not None:
+            bound = max(bound, job.created + job.end - job.work_start)
+    return bound
+
+
+def jain(w: World, window: float = 3600.0) -> tuple[float, int]:
+    """Mean Jain index of runner-time across the PRs backlogged through each contended hour."""
+    end = max((j.end or 0.0) for j in w.jobs.values())
+    scores = []
+    t = 0.0
+    while t < end:
+        lo, hi = t, t + window
+        backlogged = {j.pr for j in w.jobs.values() if j.created <= lo and (j.start or j.end or end) >= hi}
+        if len(backlogged) >= 2:
+            got = dict.fromkeys(backlogged, 0.0)
+            for s, e, pr, nodes in w.intervals:
+                if pr in got:
+                    got[pr] += max(0.0, min(e, hi) - max(s, lo)) * nodes
+            xs = list(got.values())
+            if sum(xs) > 0:
+                scores.append(sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)))
+        t = hi
+    return (sum(scores) / len(scores) if scores else 1.0), len(scores)
+
+
+def figures(strategy: str, cfg: Config, fifo_p95: float | None) -> Figures:
+    started = time.monotonic()
+    prs = workload(cfg)
+    w = World(cfg, strategy)
+    w.run(prs)
+    done = [j for j in w.jobs.values() if j.status == "completed"]
+    makespan = max(j.end or 0.0 for j in done)
+    bound = lower_bound(w, prs)
+    first: dict[int, float] = {}
+    for j in done:
+        if j.start is not None:
+            first[j.pr] = min(first.get(j.pr, j.start), j.start)
+    high = [first[p["pr"]] - float(p["at"]) for p in prs if p["high"] and p["pr"] in first]
+    p95 = percentile(high, 0.95)
+    waits = [j.start - j.created for j in done if j.start is not None]
+    fair, windows = jain(w)
+    return Figures(
+        strategy=strategy,
+        jobs=len(done),
+        idle_while_waiting=round(w.idle_wait / w.online_time, 4),
+        makespan_h=round(makespan / 3600, 2),
+        lower_bound_h=round(bound / 3600, 2),
+        ratio=round(makespan / bound, 3),
+        p95_high_first_wait_min=round(p95 / 60, 1),
+        p95_vs_fifo=round(p95 / fifo_p95, 3) if fifo_p95 else 1.0,
+        jain_contended=round(fair, 3),
+        contended_windows=windows,
+        longest_wait_h=round(max(waits) / 3600, 2),
+        calls_per_job=round(sum(w.calls.values()) / cfg.jobs, 3),
+        calls=dict(sorted(w.calls.items())),
+        wall_s=round(time.monotonic() - started, 1),
+    )
+
 
 ROWS = (
-    ("jobs", "jobs (points)"),
-    ("makespan_s", "makespan s"),
-    ("lower_bound_s", "lower bound s"),
+    ("jobs", "jobs run (attempts)"),
+    ("idle_while_waiting", "idle while a compatible job waits"),
+    ("makespan_h", "makespan h"),
+    ("lower_bound_h", "lower bound h"),
     ("ratio", "makespan / lower bound"),
-    ("idle_share_while_queued", "idle share while queued"),
-    ("p95_high_first_wait_s", "p95 first-job wait, high priority s"),
-    ("calls_per_job", "rate-limited calls / job"),
-    ("webhook_path_calls_per_job", "  webhook path (all but the poll) / job"),
-    ("poll_calls_per_job", "  repair poll / job"),
-    ("report_calls_per_job", "  report comment / job"),
-    ("report_edits", "report edits"),
-    ("job_events", "job webhook events"),
-    ("calls_not_modified", "conditional 304s (free)"),
-    ("inflight_violations", "times more in flight than runners"),
+    ("p95_high_first_wait_min", "p95 first-job wait, high PRs, min"),
+    ("p95_vs_fifo", "  vs FIFO"),
+    ("jain_contended", "Jain's index, contended hours"),
+    ("contended_windows", "  contended hours"),
+    ("longest_wait_h", "longest wait of a job h"),
+    ("calls_per_job", "GitHub calls / job"),
+    ("wall_s", "wall s"),
 )
 
 
-def table(figures: list[Figures]) -> str:
-    names = [f.strategy for f in figures]
-    head = f"{'figure':42s}" + "".join(f"{n:>12s}" for n in names)
-    if len(figures) == 2:
-        head += f"{'ratio':>10s}"
-    lines = [head]
+def table(rows: list[Figures]) -> str:
+    lines = [f"{'figure':40s}" + "".join(f"{f.strategy:>14s}" for f in rows)]
     for key, label in ROWS:
-        values = [getattr(f, key) for f in figures]
-        line = f"{label:42s}" + "".join(f"{v:>12}" for v in values)
-        if len(values) == 2 and isinstance(values[0], int | float) and values[0]:
-            line += f"{values[1] / values[0]:>10.3f}"
-        lines.append(line)
+        lines.append(f"{label:40s}" + "".join(f"{getattr(f, key)!s:>14s}" for f in rows))
+    lines += [f"calls of {f.strategy}: {json.dumps(f.calls)}" for f in rows if f.calls]
     return "\n".join(lines)
 
 
-def _overcommit(value: str) -> int | str:
-    """``auto`` or a whole number, as the setting takes it."""
-    if value.strip().lower() == "auto":
-        return "auto"
-    if not value.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"{value!r} is not auto or a whole number of jobs")
-    return int(value)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prs", type=int, default=50)
-    parser.add_argument(
-        "--conc-end", type=int, default=512, help="concs 1..N (powers of 2) x 4 spaces per PR"
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prs", type=int, default=50)
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    cfg = Config(
+        prs=args.prs,
+        jobs=args.jobs,
+        seed=args.seed,
+        multi_prs=max(1, args.prs // 10),
+        mean_gap_s=1500.0 * 50 / max(1, args.prs) * args.jobs / 2000,
     )
-    parser.add_argument("--strategies", default="baseline,runpoll")
-    parser.add_argument("--burst", type=int, default=10, help="PRs that arrive at t=0")
-    parser.add_argument("--mean-gap", type=float, default=1800.0, help="mean seconds between later PRs")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument(
-        "--overcommit",
-        type=_overcommit,
-        default="auto",
-        help="SWEEPBOT_RUNNER_OVERCOMMIT: auto (the default) or N jobs that may wait on GitHub",
-    )
-    parser.add_argument(
-        "--evals-assigned",
-        action="store_true",
-        help="seed a fixed e2e-tests.yml whose get-jobs assigns EVALS (the real one never does, so its "
-        "`eval /` job fails unexpanded and no single-node eval runs)",
-    )
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args(argv)
-    configs = [
-        Config(
-            prs=args.prs,
-            conc_end=args.conc_end,
-            burst=args.burst,
-            mean_gap_s=args.mean_gap,
-            strategy=name.strip(),
-            seed=args.seed,
-            overcommit=args.overcommit,
-            evals_assigned=args.evals_assigned,
-        )
-        for name in args.strategies.split(",")
-    ]
-    started = time.monotonic()
-    # Each strategy in a process of its own (own sim, database and settings), side by side.
-    with ProcessPoolExecutor(max_workers=len(configs), mp_context=get_context("spawn")) as pool:
-        figures = list(pool.map(run, configs))
-    print(
-        f"{sum(f.jobs for f in figures)} jobs in {time.monotonic() - started:.0f} s of wall time, "
-        f"SWEEPBOT_RUNNER_OVERCOMMIT={args.overcommit}, e2e-tests.yml "
-        + ("fixed (EVALS assigned)" if args.evals_assigned else "as at 843c6254 (`eval /` never expands)"),
-        flush=True,
-    )
-    print(table(figures))
-    for f in figures:
-        print(
-            f"{f.strategy}: states {f.states}; injected {f.injected}; "
-            f"dropped deliveries {f.dropped_deliveries}; eval points {f.eval_points}"
-        )
-        print(f"{f.strategy}: idle while work waited, by cause {f.idle_causes}")
-        print(f"{f.strategy}: by operation " + json.dumps(f.by_operation, sort_keys=True))
-    if args.json:
-        args.json.write_text(json.dumps([dataclasses.asdict(f) for f in figures], indent=2))
-    # More in flight than runners is a fault only under the strict hold; an overcommit has jobs
-    # wait on GitHub for a runner by design (counted and printed all the same).
-    return 1 if args.overcommit == 0 and any(f.inflight_violations for f in figures) else 0
+    rows: list[Figures] = []
+    fifo_p95: float | None = None
+    for name in args.strategies.split(","):
+        f = figures(name, cfg, fifo_p95)
+        if name == "fifo":
+            fifo_p95 = f.p95_high_first_wait_min * 60
+        rows.append(f)
+    print(json.dumps([asdict(f) for f in rows], indent=2) if args.json else table(rows))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -1,8 +1,8 @@
 """One scheduler tick's cost against the queue's length: main before issue 19 vs this code.
 
-A SQLite database (on /dev/shm when there is one, as bench/scheduler.py) holds N queued jobs: N / 40
+A SQLite database (on /dev/shm when there is one, as bench/scheduler_holds.py) holds N queued jobs: N / 40
 sweeps of 40 points each (4 search spaces x 10 concs, a dispatch per conc holding 4 runners, the
-workload of bench/scheduler.py), as many finished jobs as history, and stored results of other
+workload of bench/scheduler_holds.py), as many finished jobs as history, and stored results of other
 images (so every reuse lookup searches and misses). The label has 9 runners, none busy: a tick
 releases three dispatches with the default ``SWEEPBOT_RUNNER_OVERCOMMIT=auto`` (the third's 3 jobs
 wait on GitHub for a runner), two with ``=0``, and holds the rest. Timed: the label's part of the

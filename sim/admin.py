@@ -232,6 +232,22 @@ def _retention(world: World, b: dict[str, Any]) -> Any:
     return {"ok": True}
 
 
+@_action("variable")
+def _variable(world: World, b: dict[str, Any]) -> Any:
+    world.set_variable(b["repo"], b["name"], str(b["value"]))
+    return world.variables(b["repo"])
+
+
+@_action("runner-pool")
+def _runner_pool(world: World, b: dict[str, Any]) -> Any:
+    """``count`` runners of hardware ``label`` in the multi-node pool ``cluster`` (cluster:<name>)."""
+    world.set_runners(b["label"], int(b["count"]))
+    for r in world.runners[b["label"]]:
+        if b["cluster"] not in r.extra_labels:
+            r.extra_labels.append(b["cluster"])
+    return {lbl: len(rs) for lbl, rs in world.runners.items()}
+
+
 @_action("runners")
 def _runners(world: World, b: dict[str, Any]) -> Any:
     world.set_runners(b["label"], int(b["count"]))

@@ -10,7 +10,7 @@ module registers them all.
 
 from __future__ import annotations
 
-from sim import api_actions, api_hooks, api_identity, api_pulls, api_repos
+from sim import api_actions, api_hooks, api_identity, api_pulls, api_repos, api_runners
 from sim.api_common import (
     ROUTES,
     Ctx,
@@ -25,7 +25,7 @@ from sim.api_common import (
     route,
 )
 
-RESOURCES = (api_identity, api_repos, api_hooks, api_pulls, api_actions)
+RESOURCES = (api_identity, api_repos, api_hooks, api_pulls, api_actions, api_runners)
 
 __all__ = [
     "RESOURCES",

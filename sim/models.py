@@ -146,6 +146,7 @@ class Job:
     runner_id: int | None = None
     ends_at_real: float | None = None  # monotonic deadline while running
     fate: str = "success"  # success | benchmark_failure | runner_lost
+    labels: list[str] = field(default_factory=list)  # runs-on (sim.world_runners); [] -> [label]
     created_mono: float = field(default_factory=time.monotonic)
     steps: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[dict[str, Any]] = field(default_factory=list)  # its check run's annotations
@@ -230,6 +231,13 @@ class Runner:
     name: str
     label: str
     busy_job: int | None = None
+    status: str = "online"  # online | offline
+    extra_labels: list[str] = field(default_factory=list)  # e.g. cluster:<pool> (sim.world_runners)
+    custom_labels: list[str] = field(default_factory=list)  # added through the runners API
+
+    @property
+    def idle(self) -> bool:
+        return self.busy_job is None and self.status == "online"
 
 
 @dataclass

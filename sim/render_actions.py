@@ -113,7 +113,8 @@ def _job_common(world: World, job: Job) -> dict[str, Any]:
         "name": job.name,
         "steps": list(job.steps),
         "check_run_url": f"{u}/check-runs/{job.id}",
-        "labels": ["self-hosted", job.label] if job.label else [],  # a job GitHub failed unexpanded: none
+        "labels": list(job.labels)
+        or (["self-hosted", job.label] if job.label else []),  # a job GitHub failed unexpanded: none
         "runner_id": job.runner_id,
         "runner_name": job.runner_name,
         "runner_group_id": 1 if job.runner_name else None,

@@ -98,8 +98,9 @@ class Actions(Fleet):
             self._conclude(run, "failure")
             return
         self._add_setup_job(run, ok=True)
-        for name, p in planned:
+        for index, (name, p) in enumerate(planned):
             job = Job(self.next_id(), run.id, name, p["runner"], p, self.now())
+            job.labels = self.contract_labels(run, p, index)
             self.jobs[job.id] = job
             run.jobs.append(job.id)
             self._job_event(job, "queued")

@@ -53,6 +53,7 @@ class WorldBase:
         self.images: dict[str, ImageRepo] = {}
         self._tag_seq = itertools.count(1)
         self.runners: dict[str, list[Runner]] = {}
+        self.repo_variables: dict[str, dict[str, str]] = {}  # repo -> Actions variables
         self.runner_nodes: dict[str, list[str]] = {}  # label -> node names (runners.yaml `labels:`)
         self.recipe_suffix = False  # jobs carry a `recipe-fingerprint` (`_recipe-<16 hex>` names)
         # Evals: the workflow's `eval-limit` input (None: the whole split) and per-framework

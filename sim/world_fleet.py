@@ -15,10 +15,10 @@ from typing import Any
 from sim import perf
 from sim.models import Artifact, Event, Job, Run, Runner, iso
 from sim.runs import result_filename
-from sim.world_registry import Registry
+from sim.world_runners import RunnerLabels
 
 
-class Fleet(Registry):
+class Fleet(RunnerLabels):
     def set_runners(self, label: str, count: int) -> None:
         with self.lock:
             current = self.runners.setdefault(label, [])
@@ -55,7 +55,7 @@ class Fleet(Registry):
             for job in sorted(self.jobs.values(), key=lambda j: j.id):
                 if job.status != "queued":
                     continue
-                runner = next((r for r in self.runners.get(job.label, []) if r.busy_job is None), None)
+                runner = self.take_runner(job)
                 if runner is None:
                     continue
                 if self.faults.queue_delay_s and (mono - job.created_mono) < (

@@ -75,6 +75,7 @@ class FakeGitHub:
         self.run_reads = 0
         self.listings: list[tuple[str, str, dict[str, Any], bool]] = []
         self.etags: dict[str, str] = {}
+        self.variables: dict[str, str] = {}  # the repo's Actions variables
 
 
 class _Fake:
@@ -192,7 +193,10 @@ class FakeDispatch(_File, FakeApproval, _RunList):
 
 
 class FakeTick(FakeRepoFiles, FakeDispatch, FakeCancel):
-    """TickGateway: runner capacity, the dispatch, cancelling preempted canaries' runs."""
+    """TickGateway: runner capacity, the dispatch, cancelling preempted canaries' runs, variables."""
+
+    def get_repo_variable(self, repo: str, name: str) -> str | None:
+        return self.gh.variables.get(name)
 
 
 class FakeRunTracking(FakeCancel):

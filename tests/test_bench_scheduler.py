@@ -1,4 +1,4 @@
-"""bench/scheduler.py on a small workload: the real bot on the sim's virtual clock, figures computed."""
+"""bench/scheduler_holds.py on a small workload: the real bot on the sim's virtual clock, figures computed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from bench.schedsim import Config, idle_share, lower_bound, percentile, pr_master, run
 from bench.schedsim_idle import IdleSample, idle_causes
-from bench.scheduler import table
+from bench.scheduler_holds import table
 
 
 def test_figure_helpers() -> None:

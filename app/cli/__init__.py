@@ -429,6 +429,12 @@ def _register_sweep() -> None:
     cli.command("queue")(queue_command)
 
 
+def _register_sched() -> None:
+    from app.cli.sched import sched_app  # lazy: registered only when the command runs (start-up)
+
+    cli.add_typer(sched_app, name="sched", help="The priority controller of the repo's GPU runners.")
+
+
 def _register_reports() -> None:
     from app.cli.report import gap_command, report_command  # lazy: registered only when it runs
 
@@ -457,6 +463,7 @@ CAPABILITIES = {
     "deps": _register_deps,
     "sweep": _register_sweep,
     "queue": _register_sweep,
+    "sched": _register_sched,
     "report": _register_reports,
     "gap": _register_reports,
     "sim": _register_sim,

@@ -30,6 +30,7 @@ from app.core.routing import TransientError
 from app.flows.benchrepo import RepoFiles, label_capacity
 from app.flows.canary_budget import canary_budget, note_preempted_hours
 from app.flows.dispatch import Claimed, DispatchGateway, TickResult, dispatch_claim
+from app.flows.runnerctl import VariableGateway, contract_on_cached
 from app.flows.sweepcancel import CancelGateway, cancel_runs
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
 from app.settings import get_settings
@@ -59,9 +60,15 @@ log = structlog.get_logger(__name__)
 BOT = "sweepbot"
 
 
-class TickGateway(RepoFiles, DispatchGateway, CancelGateway, Protocol):
-    """What a tick uses: runner capacity (runners.yaml), the dispatch, and cancelling the runs of
-    preempted canaries."""
+class TickGateway(RepoFiles, DispatchGateway, CancelGateway, VariableGateway, Protocol):
+    """What a tick uses: runner capacity (runners.yaml), the dispatch, cancelling the runs of
+    preempted canaries, and the repo variable saying whether the runner-label contract is on."""
+
+
+# With the contract on (PRIORITY_SCHEDULER_ENABLED), the bot's dispatches go out when asked and
+# queue at GitHub like every other job: the priority controller (app/flows/runnerctl.py) decides
+# which runner takes which job and when. The dispatch-time hold stays for repos without it.
+UNHELD = 1_000_000
 
 
 GatewayFactory = Callable[[Session], TickGateway]
@@ -239,7 +246,9 @@ def _planned(
     return queue, *_plan(session, label, queue, capacity, in_flight, overcommit)
 
 
-def _claim_label(session: Session, gw: RepoFiles, label: str, repo: str, result: TickResult) -> list[Claimed]:
+def _claim_label(
+    session: Session, gw: TickGateway, label: str, repo: str, result: TickResult
+) -> list[Claimed]:
     """Under the label's lock: plan this label's releases (``app.core.release``) and apply them."""
     row = lock_label(session, label)
     if row is None or row.paused:
@@ -252,7 +261,8 @@ def _claim_label(session: Session, gw: RepoFiles, label: str, repo: str, result:
         in_flight = inflight_slots(session, label)
     # Jobs allowed to wait on GitHub for a runner (SWEEPBOT_RUNNER_OVERCOMMIT): decided by the
     # plan (app.core.release_policy); canaries are preempted for, and released onto, runners only.
-    queue, plan, known = _planned(session, label, capacity, in_flight, get_settings().runner_overcommit)
+    overcommit = UNHELD if contract_on_cached(gw, repo) else get_settings().runner_overcommit
+    queue, plan, known = _planned(session, label, capacity, in_flight, overcommit)
     sweeps = queue.sweeps
     # Only the jobs the plan acts on are loaded whole (a head names its dispatch; a reuse is marked).
     jobs = jobs_by_id(session, [step.job_ids[0] for step in plan if step.action in ("reuse", "dispatch")])

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.adapters.github.gateway import GitHubGateway
 from app.core.routing import Event, HandlerContext
-from app.flows import commands, heads, runtracking, sweepcancel, tracking, trackports
+from app.flows import commands, heads, runnerhook, runtracking, sweepcancel, tracking, trackports
 from app.flows.handlers import composed
 
 SERVED_BY_THE_REAL_CONTEXT: list[Callable[[HandlerContext[Session, GitHubGateway]], None]] = [
@@ -26,6 +26,7 @@ SERVED_BY_THE_REAL_CONTEXT: list[Callable[[HandlerContext[Session, GitHubGateway
     heads.on_pull_request_head,
     runtracking.on_workflow_job,
     runtracking.on_workflow_run,
+    runnerhook.on_gpu_job,
     sweepcancel.on_pull_request_synchronize,
     sweepcancel.on_pull_request_closed,
     tracking.on_pull_request,
@@ -55,6 +56,7 @@ def test_each_handler_names_its_session_and_the_gateway_of_the_flows_it_calls() 
         "on_pull_request_head": (Session, object),  # records the head: needs no GitHub
         "on_workflow_job": (Session, runtracking.TrackingGateway),
         "on_workflow_run": (Session, runtracking.TrackingGateway),
+        "on_gpu_job": (Session, runnerhook.ControllerGateway),
         "on_pull_request_synchronize": (Session, sweepcancel.CancelGateway),
         "on_pull_request_closed": (Session, sweepcancel.CancelGateway),
         "on_pull_request": (Session, trackports.TrackingGateway),

@@ -45,7 +45,6 @@ from tests.sweep_fakes import (
     FakeDispatch,
     FakeGitHub,
     FakeRepair,
-    FakeRepoFiles,
     FakeRequest,
     FakeRunTracking,
     FakeTick,
@@ -644,7 +643,7 @@ def test_stale_claim_is_not_dispatched_after_cancel_retry_and_reclaim(env: dict[
     runnerlabels.ensure_label(env["factory"], label)
     stale = TickResult()
     with env["factory"]() as s:
-        claims = tick_flow._claim_label(s, FakeRepoFiles(gh), label, REPO, stale)
+        claims = tick_flow._claim_label(s, FakeTick(gh), label, REPO, stale)
         s.commit()
     assert claims
     with env["factory"]() as s:
@@ -729,3 +728,26 @@ def test_a_throughput_result_alone_is_not_reused_for_an_eval_point(env: dict[str
     later = _request(env["factory"], gh, pr=10, filters=SweepFilters(seq="8k1k", evals="only"))
     reused = [j.result_name for j in _jobs(env["factory"], later.sweep.id) if j.state == JobState.REUSED]
     assert reused == [eval_job.result_name]
+
+
+def test_with_the_label_contract_on_every_dispatch_goes_out_when_asked(env: dict[str, Any]) -> None:
+    """PRIORITY_SCHEDULER_ENABLED=true: no dispatch-time hold (the controller places the jobs at
+    GitHub); without it, the same sweep is held to the label's capacity."""
+    from app.flows.runnerctl import reset_contract_cache
+    from app.settings import reset_settings_cache
+
+    env["mp"].setenv("SWEEPBOT_RUNNER_OVERCOMMIT", "0")
+    reset_settings_cache()
+    reset_contract_cache()
+    held = FakeGitHub()
+    first = _request(env["factory"], held, filters=SweepFilters(seq="8k1k"))
+    tick(env["factory"], lambda s: FakeTick(held))
+    assert [j for j in _jobs(env["factory"], first.sweep.id) if j.state == JobState.QUEUED], "held"
+    reset_contract_cache()
+    on = FakeGitHub()
+    on.variables["PRIORITY_SCHEDULER_ENABLED"] = "true"
+    req = _request(env["factory"], on, pr=8, filters=SweepFilters(seq="8k1k"))
+    tick(env["factory"], lambda s: FakeTick(on))
+    reset_contract_cache()
+    queued = [j for j in _jobs(env["factory"], req.sweep.id) if j.state == JobState.QUEUED]
+    assert on.dispatches and not queued, "every point of the sweep went out at once"

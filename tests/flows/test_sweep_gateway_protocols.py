@@ -186,7 +186,7 @@ def test_each_flow_asks_for_few_methods() -> None:
         "ArtifactGateway": 2,
         "ConditionalGateway": 1,
         "CommentGateway": 2,
-        "TickGateway": 8,
+        "TickGateway": 9,
         "PollGateway": 5,
         "RepairGateway": 8,
     }

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from app.adapters.github.base import GatewayBase, quote_segment
-from app.adapters.github.errors import Conflict, Forbidden, GitHubError
+from app.adapters.github.errors import Conflict, Forbidden, GitHubError, NotFound
 from app.core.routing import TransientError
 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
@@ -141,3 +141,97 @@ class ActionsGateway(GatewayBase):
                 f"artifact {artifact_id}: download failed: {exc.__class__.__name__}: {exc}"
             ) from exc
         return b"".join(chunks)
+
+
+def _runners_base(repo: str) -> str:
+    """``owner/name`` -> the repository's runners; ``org:NAME`` -> the organisation's."""
+    if repo.startswith("org:"):
+        return f"/orgs/{quote_segment(repo[4:])}/actions/runners"
+    return f"/repos/{repo}/actions/runners"
+
+
+def _scope(repo: str) -> str:
+    return "org" if repo.startswith("org:") else "repo"
+
+
+def _label_names(data: Any) -> list[str]:
+    labels = data.get("labels") if isinstance(data, dict) else None
+    return [x["name"] for x in labels or [] if isinstance(x, dict) and isinstance(x.get("name"), str)]
+
+
+class RunnersGateway(GatewayBase):
+    """Self-hosted runners and their custom labels (the priority controller's effects), and the
+    repository variable that says whether the label contract is on. ``repo`` is ``owner/name``,
+    or ``org:NAME`` for the organisation's runners."""
+
+    def list_runners(self, repo: str) -> list[dict[str, Any]]:
+        """Every runner: ``{id, name, status, busy, labels: [names]}``."""
+        scope = _scope(repo)
+        rows = self._paginate(
+            f"actions/list-self-hosted-runners-for-{scope}", _runners_base(repo), key="runners", limit=5000
+        )
+        return [{**r, "labels": _label_names(r)} for r in rows]
+
+    def get_runner(self, repo: str, runner_id: int) -> dict[str, Any]:
+        data = self._get(
+            f"actions/get-self-hosted-runner-for-{_scope(repo)}", f"{_runners_base(repo)}/{runner_id}"
+        )
+        return {**data, "labels": _label_names(data)}
+
+    def add_runner_labels(self, repo: str, runner_id: int, labels: list[str]) -> list[str]:
+        """Add custom labels; GitHub answers the runner's labels after the change (returned)."""
+        data = self._write(
+            f"actions/add-custom-labels-to-self-hosted-runner-for-{_scope(repo)}",
+            "POST",
+            f"{_runners_base(repo)}/{runner_id}/labels",
+            {"labels": labels},
+            target=f"{repo} runner {runner_id}",
+        )
+        return _label_names(data)
+
+    def remove_runner_label(self, repo: str, runner_id: int, name: str) -> list[str] | None:
+        """Remove one custom label; ``None`` when the runner no longer had it (the state we wanted)."""
+        try:
+            data = self._write(
+                f"actions/remove-custom-label-from-self-hosted-runner-for-{_scope(repo)}",
+                "DELETE",
+                f"{_runners_base(repo)}/{runner_id}/labels/{quote_segment(name)}",
+                target=f"{repo} runner {runner_id}",
+            )
+        except NotFound:
+            return None
+        return _label_names(data)
+
+    def get_repo_variable(self, repo: str, name: str) -> str | None:
+        """An Actions variable's value; ``None`` when the repository has no such variable."""
+        try:
+            data = self._get(
+                "actions/get-repo-variable", f"/repos/{repo}/actions/variables/{quote_segment(name)}"
+            )
+        except NotFound:
+            return None
+        value = data.get("value") if isinstance(data, dict) else None
+        return value if isinstance(value, str) else None
+
+    def queued_jobs(self, repo: str) -> list[dict[str, Any]] | None:
+        """The fallback for missed ``workflow_job`` deliveries: the queued runs (a conditional
+        listing: ``None`` when GitHub answers 304, nothing changed, no rate limit spent), then each
+        one's latest jobs that are queued, with their ``labels``."""
+        got = self.get_conditional(
+            "actions/list-workflow-runs-for-repo",
+            f"/repos/{repo}/actions/runs",
+            {"status": "queued", "per_page": 100},
+        )
+        if not got.changed:
+            return None
+        runs = got.data.get("workflow_runs", []) if isinstance(got.data, dict) else []
+        out: list[dict[str, Any]] = []
+        for run in runs[:100]:
+            jobs = self._paginate(
+                "actions/list-jobs-for-workflow-run",
+                f"/repos/{repo}/actions/runs/{int(run['id'])}/jobs",
+                {"filter": "latest"},
+                key="jobs",
+            )
+            out += [j for j in jobs if j.get("status") == "queued"]
+        return out

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.adapters.github.actions import ActionsGateway
+from app.adapters.github.actions import ActionsGateway, RunnersGateway
 from app.adapters.github.credentials import AppCredentials, credentials
 from app.adapters.github.gitdata import GitDataGateway
 from app.adapters.github.hooks import HooksGateway
@@ -22,7 +22,9 @@ from app.store.audit import Mark, record_outside, settle_outside
 from app.store.auditspool import AuditSpool
 
 
-class GitHubGateway(ReposGateway, GitDataGateway, IssuesGateway, ActionsGateway, HooksGateway):
+class GitHubGateway(
+    ReposGateway, GitDataGateway, IssuesGateway, ActionsGateway, RunnersGateway, HooksGateway
+):
     """Plain-``dict`` calls to every GitHub resource the bot uses; errors as ``errors`` says."""
 
 

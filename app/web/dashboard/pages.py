@@ -12,7 +12,7 @@ from app.flows.nightlywatch import series_view, watched_keys
 from app.flows.recovery import counts as recovery_counts
 from app.web.dashboard.auth import current_settings
 from app.web.dashboard.charts import nightly_charts, results_charts
-from app.web.dashboard.data import overview, records, results, sweeps, watches
+from app.web.dashboard.data import fleet, overview, records, results, sweeps, watches
 from app.web.dashboard.deps import DB, PageNo, PageViewer
 from app.web.dashboard.render import qs, render
 
@@ -37,6 +37,10 @@ def _status_pages(router: APIRouter) -> None:
             data=overview.overview(session, current_settings(request)),
             title="Overview",
         )
+
+    @router.get("/fleet", **html)
+    def fleet_page(request: Request, session: DB, ident: PageViewer) -> HTMLResponse:
+        return render(request, "fleet.html", ident, data=fleet.fleet(session), title="Fleet")
 
     @router.get("/watches", **html)
     def watches_page(

@@ -1,0 +1,32 @@
+"""The fleet page's data: per repository the priority controller places jobs for, each runner, its
+labels, the job it holds and why; the queue in effective-priority order with the score's parts
+(the view the controller stored with its last plan, app/flows/runnerhook.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.models.runnerctl import RunnerController
+
+MAX_QUEUE_ROWS = 500
+
+
+def fleet(session: Session) -> list[dict[str, Any]]:
+    out = []
+    for row in session.scalars(select(RunnerController).order_by(RunnerController.repo)):
+        view: dict[str, Any] = dict(row.view or {})
+        queue = list(view.get("queue") or [])
+        out.append(
+            {
+                "repo": row.repo,
+                "updated_at": row.updated_at,
+                "runners": list(view.get("runners") or []),
+                "queue": queue[:MAX_QUEUE_ROWS],
+                "queue_total": len(queue),
+                "notices": list(view.get("notices") or []),
+            }
+        )
+    return out
