@@ -100,12 +100,15 @@ class SweepSettings(_Model):
     """How a sweep reaches the runners; exactly one way per repository, never both."""
 
     mode: Literal["dispatch", "label"] = Field(
-        default="dispatch",
-        description="dispatch: the bot's queue dispatches e2e-tests.yml (its commits carry [skip-sweep]); "
-        "label: the bot applies the repo's sweep label and follows the run-sweep.yml run the repo starts",
+        default="label",
+        description="label (default): the bot applies the repo's sweep label and follows the "
+        "run-sweep.yml run the repo starts, reusable at merge; targeted sweeps, fork PRs and repos "
+        "without the workflow are still dispatched (app.core.sweepway). dispatch: the bot's queue "
+        "always dispatches e2e-tests.yml (its commits carry [skip-sweep]); main sweeps again at merge",
     )
     label: str = Field(
-        default="full-sweep-enabled", description="label mode: the primary sweep label to apply"
+        default="full-sweep-fail-fast",
+        description="label mode: the primary sweep label to apply (the repo recommends full-sweep-fail-fast)",
     )
     workflow: str = Field(default="run-sweep.yml", description="label mode: the workflow the label starts")
 
