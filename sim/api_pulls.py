@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from sim import render
+from sim import render, render_git
 from sim.api_common import (
     Ctx,
     Resp,
@@ -107,6 +107,18 @@ def pull_files(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
     pr = ctx.world.pull(repo.full_name, _int(p["pull_number"], "pull_number"))
     return paginate(ctx, render.changed_files(ctx.world, repo, pr))
+
+
+@route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/commits", "pulls/list-commits")
+def pull_commits(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    shas = ctx.world.pull_commits(repo.full_name, _int(p["pull_number"], "pull_number"))
+    source = ctx.world.pull(repo.full_name, _int(p["pull_number"], "pull_number")).head_repo
+    store = ctx.world.repos.get(source, repo)
+    return paginate(
+        ctx,
+        [render_git.rest_commit(ctx.world, store if s in store.objects.commits else repo, s) for s in shas],
+    )
 
 
 @route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/merge", "pulls/check-if-merged")

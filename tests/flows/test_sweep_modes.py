@@ -384,11 +384,30 @@ def test_sim_run_sweep_runs_once_for_a_labelled_changelog_pr_and_honours_skip_sw
     runs = [r for r in world.runs.values() if r.event == "pull_request"]
     assert len(runs) == 1 and runs[0].name.startswith("Run Sweep - ")
     names = [world.jobs[j].name for j in runs[0].jobs if world.jobs[j].point]
-    # run-sweep.yml's families: the 10 throughput points under `single-node 8k1k /`, then the
-    # default selection's evals (the highest and the median conc) as eval-only jobs under `eval /`
-    assert len(names) == 12 and all(n.startswith("single-node 8k1k / p") for n in names[:10])
-    assert [n.split(" c", 1)[1] for n in names[10:]] == ["32 | eval-only", "512 | eval-only"]
-    assert all(n.startswith("eval / p") for n in names[10:])
+    # full-sweep-enabled: canary-select runs the lowest-conc single-node throughput row first ...
+    assert names == ["canary / p50 | minimaxm3 fp4 mi355x vllm TP4    c1"]
+    canary = next(world.jobs[j] for j in runs[0].jobs if world.jobs[j].point)
+    world._finish_job(canary, "success")
+    world._maybe_finish_run(runs[0])
+    # ... then the remaining space: the 9 other throughput points under `single-node 8k1k /`, then
+    # the default selection's evals (the highest and the median conc) as eval-only jobs under `eval /`
+    names = [world.jobs[j].name for j in runs[0].jobs if world.jobs[j].point][1:]
+    assert len(names) == 11 and all(n.startswith("single-node 8k1k / p") for n in names[:9])
+    assert [n.split(" c", 1)[1] for n in names[9:]] == ["32 | eval-only", "512 | eval-only"]
+    assert all(n.startswith("eval / p") for n in names[9:])
+
+
+def test_sim_a_failed_canary_runs_nothing_else() -> None:
+    world, facts = _seeded()
+    world.add_labels(facts["bench_repo"], facts["recipe_pr"], ["full-sweep-fail-fast"], "alice-admin")
+    _touch_changelog(world, facts, "Bump it")
+    run = next(r for r in world.runs.values() if r.event == "pull_request")
+    canary = next(world.jobs[j] for j in run.jobs if world.jobs[j].point)
+    world._finish_job(canary, "failure")
+    world._maybe_finish_run(run)
+    assert run.conclusion == "failure" and [world.jobs[j].name for j in run.jobs if world.jobs[j].point] == [
+        canary.name
+    ]
 
 
 def test_sim_dispatch_answers_422_like_github() -> None:
