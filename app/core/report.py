@@ -31,6 +31,7 @@ from app.core.gap import (
 )
 from app.core.matrixerrors import eval_not_run
 from app.core.references import Reference
+from app.core.reusereport import reuse_section
 
 FINAL_JOB_STATES = ("succeeded", "failed", "cancelled", "reused")
 _ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "atom": "ATOM", "trt": "TRT-LLM"}
@@ -79,6 +80,7 @@ class ReportData:
     evals: list[Any] = field(default_factory=list)  # the sweep's accuracy scores (EvalResult rows)
     accuracy_tolerance: float = 0.0
     mode: str = "dispatch"  # how the sweep reached the runners (.github/sweepbot.yml sweep.mode)
+    merge: Mapping[str, Any] = field(default_factory=dict)  # reuse at merge, main's run (reusereport)
 
 
 def progress_bar(done: int, total: int, width: int = 20) -> str:
@@ -263,7 +265,7 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
     out += latency
     accuracy_rows = _accuracy_section(data, out, label, ref_label)
     out[verdict_at:verdict_at] = [f"**Verdict** — {overall_verdict_line(latency_rows, accuracy_rows)}", ""]
-    return "\n".join(out + _footer(data))
+    return "\n".join(out + reuse_section(data.merge) + _footer(data))
 
 
 def _not_run_warnings(planned: Sequence[JobView]) -> list[str]:

@@ -70,6 +70,7 @@ class ReuseDecision:
     run_id: int | None = None  # the run offered or authorized
     pinned: int | None = None  # the run id the authorizing comment names
     main_will: str = ""  # what the push to main will do
+    source_sha: str = ""  # the offered or authorized run's head commit
     per_run: dict[int, str] = field(default_factory=dict)  # run id -> why it is (not) reusable
 
     @property
@@ -146,6 +147,7 @@ def decide_reuse(facts: ReuseFacts) -> ReuseDecision:
             "offer",
             f"run {rid} is reusable and no maintainer has authorized it yet",
             run_id=rid,
+            source_sha=str(best.get("head_sha") or ""),
             main_will=f"{rerun} unless a maintainer posts `{COMMAND} {rid}`",
             per_run=per_run,
         )
@@ -176,7 +178,7 @@ def _authorized(
         if best is None:
             why = "authorized without a run id, but no successful run of this PR is reusable"
             return ReuseDecision("fails_closed", why, main_will=fail, per_run=per_run)
-        rid = int(best["id"])
+        rid, sha = int(best["id"]), str(best.get("head_sha") or "")
         why = f"authorized without a run id: the latest reusable run is {rid}"
     else:
         run = next((r for r in facts.runs if int(r["id"]) == pinned), None)
@@ -188,12 +190,14 @@ def _authorized(
             return ReuseDecision(
                 "fails_closed", f"authorized, but {unfit}", pinned=pinned, main_will=fail, per_run=per_run
             )
-        rid, why = pinned, f"run {pinned} is authorized by a maintainer's `{COMMAND} {pinned}`"
+        rid, sha = pinned, str(run.get("head_sha") or "")
+        why = f"run {pinned} is authorized by a maintainer's `{COMMAND} {pinned}`"
     return ReuseDecision(
         "authorized",
         why,
         run_id=rid,
         pinned=pinned,
+        source_sha=sha,
         main_will=(
             f"the push to main reuses run {rid}: no GPU job runs, and trigger-ingest hands "
             f"source-run-id {rid} with main's own run as merge-run-id to InferenceX-app"

@@ -11,7 +11,7 @@ import importlib
 from functools import lru_cache
 
 from app.core.routing import Router
-from app.flows import commands, heads, runtracking, sweepcancel, tracking
+from app.flows import commands, heads, mergereuse, runtracking, sweepcancel, tracking
 
 CAPABILITIES: tuple[Router, ...] = (
     tracking.router,
@@ -19,6 +19,7 @@ CAPABILITIES: tuple[Router, ...] = (
     sweepcancel.router,
     commands.router,
     heads.router,
+    mergereuse.router,
 )
 
 
