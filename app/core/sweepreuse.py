@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import structlog
@@ -71,6 +71,8 @@ class ReuseDecision:
     pinned: int | None = None  # the run id the authorizing comment names
     main_will: str = ""  # what the push to main will do
     source_sha: str = ""  # the offered or authorized run's head commit
+    best_run: int | None = None  # the latest reusable run whatever was authorized (a recovery's source)
+    best_sha: str = ""
     per_run: dict[int, str] = field(default_factory=dict)  # run id -> why it is (not) reusable
 
     @property
@@ -158,6 +160,8 @@ def decide_reuse(facts: ReuseFacts) -> ReuseDecision:
         if per_run:
             why += ": " + "; ".join(w for w in per_run.values())
         decision = ReuseDecision("ineligible", why, main_will=rerun, per_run=per_run)
+    if best is not None and label_why is None:
+        decision = replace(decision, best_run=int(best["id"]), best_sha=str(best.get("head_sha") or ""))
     log.info("reuse_decision", kind=decision.kind, run=decision.run_id, why=decision.why)
     return decision
 

@@ -101,10 +101,10 @@ def refresh_reuse(session: Session, gw: MergeGateway, repo: str, pr_number: int)
     decision = decide_reuse(reuse_facts(session, gw, repo, pr))
     runs = {str(rid): why for rid, why in decision.per_run.items()}  # JSON keys are strings
     kept = {**asdict(decision), "per_run": runs, "line": decision.line}
+    if pr.get("merged") and (sweep.filters or {}).get("merge_sha") != pr.get("merge_commit_sha"):
+        _note(sweep, merge_sha=pr.get("merge_commit_sha"))
     if (sweep.filters or {}).get("reuse") != kept:
         _note(sweep, reuse=kept)
-        if pr.get("merged"):
-            _note(sweep, merge_sha=pr.get("merge_commit_sha"))
         mark_report_dirty(session, sweep.id)
     log.info("reuse_refreshed", repo=repo, pr=pr_number, kind=decision.kind, why=decision.why)
     return decision
@@ -124,7 +124,7 @@ def follow_main(session: Session, gw: MergeGateway, repo: str, run: dict[str, An
     sweep = sweeps[0]
     reuse = dict((sweep.filters or {}).get("reuse") or {})
     expected = reuse.get("run_id") if reuse.get("kind") == "authorized" else None
-    candidate = reuse.get("run_id") if reuse.get("kind") in ("authorized", "offer") else None
+    candidate = reuse.get("best_run")
     rid = int(run["id"])
     jobs = gw.list_run_jobs(repo, rid) if run.get("status") == "completed" else []
     merge_names = _names(gw, repo, rid) if jobs else []
@@ -141,7 +141,7 @@ def follow_main(session: Session, gw: MergeGateway, repo: str, run: dict[str, An
             expected_source=int(expected) if expected is not None else None,
             source_artifacts=source_names,
             recovery_source=int(candidate) if candidate is not None else None,
-            recovery_source_sha=str(reuse.get("source_sha") or ""),
+            recovery_source_sha=str(reuse.get("best_sha") or ""),
             label=cfg.label,
         )
     )
