@@ -121,3 +121,12 @@ def gate(world: Any, full_name: str, sha: str) -> Gate:
     return Gate(
         True, f"PR #{pr.number} approved reusable full sweep", source_run_id=run.id, pr_number=pr.number
     )
+
+
+def reuse_skips(world: Any, repo: Any, pr: Any) -> bool:
+    """run-sweep.yml's `reuse-sweep-gate` on a PR's later push (synchronize): with a reusable
+    full-sweep label and a maintainer's authorization the PR's sweep is skipped."""
+    labels = set(pr.labels)
+    if not labels & set(FULL) or labels & set(UNFIT):
+        return False
+    return _authorized(world, repo, pr.number)[0]

@@ -8,7 +8,7 @@ import zipfile
 from typing import Any
 
 from sim.models import Artifact, Event, Job, Pull, Repo, Run, iso
-from sim.reusegate import Gate, GateError, gate
+from sim.reusegate import Gate, GateError, gate, reuse_skips
 from sim.runs import RUN_SWEEP, changelog_keys, sweep_jobs, sweep_run_wanted
 from sim.world_pulls import Pulls
 
@@ -105,6 +105,8 @@ class Sweeps(Pulls):
             changelog_changed=base_log != head_log,
             head_message=message,
         )
+        if why == "run" and action == "synchronize" and reuse_skips(self, repo, pr):
+            why = "reuse-sweep-gate: a maintainer authorized reuse, skip-pr-sweep (the run is not modelled)"
         self.sweep_decisions.append({"pr": pr.number, "action": action, "head": head, "decision": why})
         if why != "run":
             return None

@@ -146,3 +146,15 @@ def test_the_finder_and_the_sims_push_run_agree(seeded: SimServer, who: str) -> 
     else:
         assert who in ("bot-only", "outsider")
         assert [j for j in push.jobs if world.jobs[j].point]  # main sweeps the whole key again
+
+
+def test_a_later_push_after_authorization_skips_the_prs_sweep(seeded: SimServer) -> None:
+    """reuse-sweep-gate: "Later commits skip a new sweep after changelog/matrix validation"."""
+    world = seeded.world
+    run = _sweep_the_pr(seeded)
+    world.add_comment(BENCH, PR, "alice-admin", f"/reuse-sweep-run {run.id}")
+    branch = world.pull(BENCH, PR).head_ref
+    text = (world.read_file(BENCH, "perf-changelog.yaml", branch) or b"").decode()
+    world.commit_files(BENCH, branch, {"perf-changelog.yaml": text + "\n"}, "sync main", author="alice-admin")
+    assert world.sweep_decisions[-1]["decision"].startswith("reuse-sweep-gate")
+    assert max(r.id for r in world.runs.values() if r.event == "pull_request") == run.id
