@@ -23,6 +23,11 @@ REDELIVERIES = Counter(
     "Webhook deliveries GitHub failed to send that the bot asked to redeliver, by hook and outcome",
     ["hook", "outcome"],
 )
+PUBLICATION_PROBLEMS = Gauge(
+    "sweepbot_publication_problems",
+    "Merged PRs main did not publish verifiably, by the runbook's case (case_a, case_b, needs_sweep)",
+    ["case"],
+)
 REDELIVERY_STATE = Gauge(
     "sweepbot_redeliveries",
     "GUIDs asked for again, by state: requested, recovered (stored since), refused by GitHub",

@@ -19,9 +19,10 @@ from app.db import session_scope
 from app.flows.ingest import consumption_health, oldest_unprocessed, queue_depth, queue_progress
 from app.flows.recovery import counts
 from app.logging import configure
-from app.metrics import QUEUE_DEPTH, REDELIVERY_STATE
+from app.metrics import PUBLICATION_PROBLEMS, QUEUE_DEPTH, REDELIVERY_STATE
 from app.models import Delivery
 from app.settings import Settings, get_settings
+from app.store.publications import problem_counts
 from app.web.dashboard import STATIC_DIR
 from app.web.dashboard.routes import build_router
 from app.web.secheaders import SecurityHeaders
@@ -134,6 +135,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             with session_scope() as session:
                 for state, n in counts(session).items():
                     REDELIVERY_STATE.labels(state=state).set(n)
+                for case, n in problem_counts(session).items():
+                    PUBLICATION_PROBLEMS.labels(case=case).set(n)
         except Exception:
             pass
         body = generate_latest(_registry()) + generate_latest(scrape_registry)

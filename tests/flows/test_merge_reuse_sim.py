@@ -14,6 +14,8 @@ from app.flows.benchrepo import clear_capacity_cache
 from app.flows.mergereuse import follow_main, refresh_reuse
 from app.flows.reports import render_report
 from app.flows.sweeprequest import request_sweep
+from app.store.publications import problem_counts
+from app.web.dashboard.data.overview import failures
 from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -120,6 +122,11 @@ def test_case_a_the_ingest_failed_after_reuse(bot: dict[str, Any]) -> None:
     pub, push = _follow(bot, merge_sha)
     assert pub.kind == "case_a" and pub.reuse_taken and not pub.published
     assert pub.recovery.startswith(f"gh run rerun {push.id} --repo {REPO} --failed")
+    # raised on the dashboard's "Needs a human" (with the recovery) and in /metrics' gauge
+    with bot["factory"]() as s:
+        (needs,) = [f for f in failures(s) if f.kind == "publication"]
+        assert f"{REPO}#{PR} after merge (case_a)" in needs.summary and "gh run rerun" in needs.summary
+        assert problem_counts(s) == {"case_a": 1, "case_b": 0, "needs_sweep": 0}
 
 
 def test_case_b_reuse_authorized_for_a_run_that_cannot_be_reused(bot: dict[str, Any]) -> None:
