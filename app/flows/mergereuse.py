@@ -216,4 +216,17 @@ def on_merged(ctx: HandlerContext[Session, MergeGateway]) -> None:
     if sweep is None:
         raise HandlerSkipped("no label sweep on this PR")
     _note(sweep, merge_sha=pr.get("merge_commit_sha"))
-    refresh_reuse(ctx.session, ctx.gateway(), ctx.event.repo, int(pr["number"]))
+    gw = ctx.gateway()
+    refresh_reuse(ctx.session, gw, ctx.event.repo, int(pr["number"]))
+    follow_merge(ctx.session, gw, ctx.event.repo, str(pr.get("merge_commit_sha") or ""))
+
+
+def follow_merge(session: Session, gw: MergeGateway, repo: str, merge_sha: str) -> Publication | None:
+    """main's push run for ``merge_sha`` if GitHub already has one (its workflow_run delivery may
+    have come before the PR's `closed`): followed at once."""
+    if not merge_sha:
+        return None
+    workflow = sweep_settings(session, repo).workflow
+    runs = gw.list_workflow_runs(repo, workflow, event="push", head_sha=merge_sha, limit=10)
+    newest = max(runs, key=lambda r: int(r["id"]), default=None)
+    return follow_main(session, gw, repo, newest) if newest is not None else None
