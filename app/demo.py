@@ -151,15 +151,14 @@ def play_story(
             before_step(step.name)
         _play_step(play, scenario.step())
     _follow_sweep(play, on_sweep_started, progress, debounce_seconds)
-    if to_the_merge:
-        merge_with_reuse(world, timeline, play.repo, play.pr, timeout)
+    offered = merge_with_reuse(world, timeline, play.repo, play.pr, timeout) if to_the_merge else None
     # A few more poll cycles: replays and steady-state polls must not add anything.
     play.idle(2 * poll_interval, "checking that steady-state polls and replays change nothing more")
     timeline.close()
     with factory() as session:
         report = observe(world, scenario, session, recipe_base_sha=play.base_sha)
     if to_the_merge:
-        observe_merge(world, play.repo, play.pr, report)
+        observe_merge(world, play.repo, play.pr, report, offered)
     return StoryRun(report=report, marks=timeline.marks, wall_seconds=time.monotonic() - started)
 
 

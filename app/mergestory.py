@@ -40,9 +40,9 @@ def offered_run(world: Any, repo: str, pr: int) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def merge_with_reuse(world: Any, timeline: Timeline, repo: str, pr: int, timeout: float) -> None:
+def merge_with_reuse(world: Any, timeline: Timeline, repo: str, pr: int, timeout: float) -> int | None:
     """Wait for the offer, post it as the maintainer, merge once the bot confirms, then wait for
-    the bot's report of main's run."""
+    the bot's report of main's run. Returns the run offered."""
     wait_until(
         lambda: offered_run(world, repo, pr) is not None,
         timeline,
@@ -60,8 +60,8 @@ def merge_with_reuse(world: Any, timeline: Timeline, repo: str, pr: int, timeout
         "the report to confirm the maintainer's authorization",
         lambda: "reading the maintainer's comment and its author_association",
     )
-    timeline.note("sim", f"{MAINTAINER} merges #{pr}")
-    world.merge_pull(repo, pr, MAINTAINER)
+    timeline.note("sim", f"{MAINTAINER} squash-merges #{pr} (as utils/merge_with_reuse.sh does)")
+    world.merge_pull(repo, pr, MAINTAINER, method="squash")
     wait_until(
         lambda: "After merge:" in _report(world, repo, pr),
         timeline,
@@ -69,11 +69,11 @@ def merge_with_reuse(world: Any, timeline: Timeline, repo: str, pr: int, timeout
         "the report of main's run for the merge commit",
         lambda: "following main's run-sweep.yml push run",
     )
+    return run_id
 
 
-def observe_merge(world: Any, repo: str, pr: int, report: StoryReport) -> None:
-    """The checks of the story's end: the offer, main reusing that run, the bot saying so."""
-    run_id = offered_run(world, repo, pr)
+def observe_merge(world: Any, repo: str, pr: int, report: StoryReport, run_id: int | None) -> None:
+    """The checks of the story's end: the offer (``run_id``), main reusing that run, the bot saying so."""
     followed = {
         r.id for r in world.runs.values() if r.event == "pull_request" and r.pr_number == pr and r.jobs
     }

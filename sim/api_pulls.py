@@ -139,6 +139,7 @@ def merge_pull(ctx: Ctx, p: dict[str, str]) -> Resp:
         merger=ctx.identity.actor(ctx.world),
         commit_title=b.get("commit_title"),
         sha=b.get("sha"),
+        method=str(b.get("merge_method") or "merge"),
     )
     return Resp(200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"})
 

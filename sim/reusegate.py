@@ -6,7 +6,8 @@ the merge commit maps to exactly one PR (``/commits/{sha}/pulls``); the latest c
 OWNER, MEMBER or COLLABORATOR with a line ``/reuse-sweep-run [id]`` authorizes (its last such
 line); the PR has a full-sweep label and is merged; the source is the pinned run, or the latest
 successful ``pull_request`` run of run-sweep.yml whose head is still in the PR's commits; it must be
-a completed ``pull_request`` run of ``.github/workflows/run-sweep.yml`` of that PR with a
+a completed ``pull_request`` run of ``.github/workflows/run-sweep.yml`` whose head is among the PR's
+commits (a recovery PR carries another PR's run that way), with a
 ``results_bmk`` or ``eval_results_all`` artifact. Authorized but unfit raises ``GateError`` (the
 setup job fails: reuse fails closed).
 """
@@ -69,8 +70,6 @@ def _check(world: Any, run: Run, number: int, commits: set[str]) -> None:
         raise GateError(f"Reusable source run {run.id} has not completed.")
     if wf is None or run.workflow_id != wf.id:
         raise GateError(f"Reusable source run {run.id} is not from {PATH}.")
-    if run.pr_number != number:
-        raise GateError(f"Reusable source run {run.id} is not associated with PR #{number}.")
     if run.head_sha not in commits:
         raise GateError(f"Reusable source run {run.id}'s head is not in PR #{number}'s commits.")
     if not _has_aggregate(world, run):
@@ -110,7 +109,6 @@ def gate(world: Any, full_name: str, sha: str) -> Gate:
             if wf is not None
             and r.workflow_id == wf.id
             and r.event == "pull_request"
-            and r.pr_number == pr.number
             and r.conclusion == "success"
             and r.head_sha in commits
         ]

@@ -145,7 +145,10 @@ class Pulls(Issues):
         merger: str | None = None,
         commit_title: str | None = None,
         sha: str | None = None,
+        method: str = "merge",
     ) -> str:
+        """Merge as GitHub does: a merge commit (``merge``), or ``squash``: one commit on the base
+        with the merged tree, the PR's own commits staying off the base branch."""
         with self.lock:
             repo = self.repo(full_name)
             pr = self.pull(full_name, number)
@@ -185,9 +188,8 @@ class Pulls(Issues):
             tree = repo.objects.build_tree(merged_files)
             sig = self.signature(merger)
             title = commit_title or f"Merge pull request #{number} from {hrepo.owner}/{pr.head_ref}"
-            merge_sha = repo.objects.put_commit(
-                tree, [base_sha, head_sha], sig, sig, f"{title}\n\n{pr.title}"
-            )
+            parents = [base_sha] if method == "squash" else [base_sha, head_sha]
+            merge_sha = repo.objects.put_commit(tree, parents, sig, sig, f"{title}\n\n{pr.title}")
             now = self.now()
             pr.state, pr.merged, pr.merged_at, pr.merged_by = "closed", True, now, merger
             pr.merge_commit_sha, pr.closed_at, pr.updated_at, pr.head_sha_frozen = (

@@ -68,7 +68,7 @@ class Sweeps(Pulls):
             "source-run-id": decided.source_run_id if decided else None,
             "reason": decided.reason if decided else run.error,
         }
-        self.sweep_decisions.append({"push": after, "decision": run.inputs["reuse"]})
+        self.sweep_decisions.append({"pr": None, "push": after, "decision": run.inputs["reuse"]})
         if decided is None:
             self._add_hosted_job(run, "setup", "failure")
             self._conclude(run, "failure")

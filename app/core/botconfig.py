@@ -130,6 +130,17 @@ class SweepSettings(_Model):
         return value
 
 
+class RecoverySettings(_Model):
+    """After merge: what the bot does itself when main did not publish the PR (runbook case B)."""
+
+    open_pr: bool = Field(
+        default=False,
+        alias="open-pr",
+        description="open the case-B recovery PR (empty commit, full-sweep label; once a maintainer "
+        "posts /reuse-sweep-run, the appended entry and the carrier commit); off: only report it",
+    )
+
+
 class NightlyKey(_Model):
     """One config key whose image repository's new nightlies get a canary sweep."""
 
@@ -208,6 +219,7 @@ class BotConfig(_Model):
     watches: list[WatchSpec] = Field(default_factory=list)
     bump: BumpSettings = Field(default_factory=BumpSettings)
     sweep: SweepSettings = Field(default_factory=SweepSettings)
+    recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     watch_nightlies: NightlyWatch = Field(default_factory=NightlyWatch, alias="watch-nightlies")
     references: dict[str, str] = Field(
         default_factory=dict,

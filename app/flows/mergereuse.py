@@ -25,6 +25,7 @@ from app.core.publication import GPU_CALLERS, Publication, PublicationFacts, cla
 from app.core.routing import HandlerContext, HandlerSkipped, Router
 from app.core.sweepreuse import COMMAND, ReuseDecision, ReuseFacts, decide_reuse
 from app.flows.labelruns import sweep_settings
+from app.flows.recoverypr import RecoveryGateway, continue_recovery, open_recovery_pr
 from app.models.sweeps import Sweep
 from app.settings import get_settings
 from app.store.audit import record
@@ -36,10 +37,9 @@ router = Router()
 MAX_RUNS = 10  # a PR's newest runs whose artifacts are listed (one call each)
 
 
-class MergeGateway(Protocol):
+class MergeGateway(RecoveryGateway, Protocol):
     def get_pull(self, repo: str, number: int) -> dict[str, Any]: ...
     def list_pull_commits(self, repo: str, number: int) -> list[dict[str, Any]]: ...
-    def list_comments(self, repo: str, number: int) -> list[dict[str, Any]]: ...
     def list_workflow_runs(
         self, repo: str, workflow: str | None = None, **params: Any
     ) -> list[dict[str, Any]]: ...
@@ -158,6 +158,7 @@ def follow_main(session: Session, gw: MergeGateway, repo: str, run: dict[str, An
             detail={"sweep": sweep.id, "kind": pub.kind, "run_id": rid, "why": pub.why},
         )
     log.info("main_run_followed", repo=repo, pr=sweep.pr_number, kind=pub.kind, why=pub.why)
+    open_recovery_pr(session, gw, sweep, kept)
     return pub
 
 
@@ -203,8 +204,31 @@ def on_reuse_comment(ctx: HandlerContext[Session, MergeGateway]) -> None:
     issue = payload.get("issue") or {}
     if COMMAND not in body or not issue.get("pull_request") or not ctx.event.repo:
         raise HandlerSkipped(f"no {COMMAND} on a pull request")
-    if refresh_reuse(ctx.session, ctx.gateway(), ctx.event.repo, int(issue["number"])) is None:
+    author = (payload.get("comment") or {}).get("user") or {}
+    if author.get("type") == "Bot" or author.get("login") == get_settings().bot_login:
+        raise HandlerSkipped("a bot's comment (the report's offer) authorizes nothing")
+    number = int(issue["number"])
+    record(  # the bot reads a maintainer's authorization; it never posts one
+        ctx.session,
+        actor=str(ctx.event.sender or ""),
+        action="command.reuse-sweep-run",
+        target=f"{ctx.event.repo}#{number}",
+        detail={"comment": (payload.get("comment") or {}).get("id")},
+    )
+    recovering = recovery_sweep(ctx.session, ctx.event.repo, number)
+    if recovering is not None:
+        continue_recovery(ctx.session, ctx.gateway(), recovering)
+        return
+    if refresh_reuse(ctx.session, ctx.gateway(), ctx.event.repo, number) is None:
         raise HandlerSkipped("no label sweep on this PR")
+
+
+def recovery_sweep(session: Session, repo: str, number: int) -> Sweep | None:
+    """The merged PR's sweep whose recovery PR is ``number``."""
+    rows = session.scalars(select(Sweep).where(Sweep.repo == repo).order_by(Sweep.id.desc()).limit(500))
+    return next(
+        (s for s in rows if ((s.filters or {}).get("recovery_pr") or {}).get("number") == number), None
+    )
 
 
 @router.register("pull_request", "closed")

@@ -149,3 +149,49 @@ def test_without_authorization_main_sweeps_again_and_publishes_its_own_run(bot: 
     assert _refresh(bot).kind == "offer"
     pub, push = _follow(bot, merge_sha)
     assert (pub.kind, pub.reuse_taken, pub.source_run) == ("published", False, push.id)
+
+
+def test_opted_in_the_bot_opens_the_case_b_recovery_pr_and_main_then_reuses_the_source(
+    bot: dict[str, Any],
+) -> None:
+    from app.flows.botconfig import parse_bot_config
+    from app.flows.mergereuse import recovery_sweep
+    from app.flows.recoverypr import continue_recovery
+    from app.models.tracking import BotConfigRecord
+
+    with bot["factory"]() as s:
+        cfg = parse_bot_config("recovery:\n  open-pr: true\n")
+        s.add(
+            BotConfigRecord(
+                repo=REPO, ok=True, present=True, config=cfg.model_dump(mode="json", by_alias=True)
+            )
+        )
+        s.commit()
+    world = bot["sim"].world
+    _, run = _swept(bot)
+    world.add_comment(REPO, PR, "alice-admin", "/reuse-sweep-run 999999")  # fails closed on main
+    _refresh(bot)
+    merge_sha = world.merge_pull(REPO, PR, "alice-admin", method="squash")  # as merge_with_reuse.sh
+    _refresh(bot)
+    pub, _ = _follow(bot, merge_sha)
+    assert pub.kind == "case_b"
+    (rec,) = [p for p in world.repo(REPO).pulls.values() if p.head_ref == f"sweepbot/recover/pr-{PR}"]
+    assert rec.labels == ["full-sweep-fail-fast"] and f"`/reuse-sweep-run {run.id}`" in rec.body
+    main_log = world.read_file(REPO, "perf-changelog.yaml", "main") or b""
+    with bot["factory"]() as s:  # the bot's own comment or nobody's authorizes nothing
+        assert not continue_recovery(s, bot["gw"](s), recovery_sweep(s, REPO, rec.number))
+    world.add_comment(REPO, rec.number, "alice-admin", f"/reuse-sweep-run {run.id}")
+    with bot["factory"]() as s:
+        assert continue_recovery(s, bot["gw"](s), recovery_sweep(s, REPO, rec.number))
+        s.commit()
+    head = world.pull_head_sha(rec)
+    carrier = world.repo(REPO).objects.commits[head]
+    assert carrier.parents[1] == run.head_sha  # the source head in the recovery PR's commits
+    assert carrier.tree == world.repo(REPO).objects.commits[carrier.parents[0]].tree
+    log = world.read_file(REPO, "perf-changelog.yaml", head) or b""
+    assert log.startswith(main_log)  # never a historical byte changed
+    assert f"pr-link: https://github.com/{REPO}/pull/{rec.number}" in log[len(main_log) :].decode()
+    assert run.head_sha in world.pull_commits(REPO, rec.number)
+    rec_merge = world.merge_pull(REPO, rec.number, "alice-admin", method="squash")
+    push = next(r for r in world.runs.values() if r.event == "push" and r.head_sha == rec_merge)
+    assert push.inputs["reuse"]["enabled"] and push.inputs["reuse"]["source-run-id"] == run.id
