@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_factory
 from app.launcher import SIM_CADENCE, Stack, StartRefused, check_ports, instance_lock, stack
+from app.mergestory import SWEEP_MODES, merge_with_reuse, observe_merge, sweep_mode_setup
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.preflight import PortUse
@@ -134,10 +135,12 @@ def play_story(
     setup: Callable[[], None] | None = None,
     width: int = 0,
     debounce_seconds: float = 1.0,
+    to_the_merge: bool = False,
 ) -> StoryRun:
     """Load and play the seed scenario, waiting for the bot's reaction to each step; then observe.
 
     ``setup`` runs right after the scenario is loaded (a variant's bot config, labels, faults).
+    ``to_the_merge`` (label mode): the story goes on to the end of the PR's life (mergestory).
     """
     started = time.monotonic()
     timeline = Timeline(world, factory, say, width=width)
@@ -148,11 +151,14 @@ def play_story(
             before_step(step.name)
         _play_step(play, scenario.step())
     _follow_sweep(play, on_sweep_started, progress, debounce_seconds)
+    offered = merge_with_reuse(world, timeline, play.repo, play.pr, timeout) if to_the_merge else None
     # A few more poll cycles: replays and steady-state polls must not add anything.
     play.idle(2 * poll_interval, "checking that steady-state polls and replays change nothing more")
     timeline.close()
     with factory() as session:
         report = observe(world, scenario, session, recipe_base_sha=play.base_sha)
+    if to_the_merge:
+        observe_merge(world, play.repo, play.pr, report, offered)
     return StoryRun(report=report, marks=timeline.marks, wall_seconds=time.monotonic() - started)
 
 
@@ -328,6 +334,14 @@ def demo_command(
     time_scale: Annotated[
         float, typer.Option(metavar="SECONDS", help="Real seconds per simulated runner second")
     ] = 0.002,
+    sweep_mode: Annotated[
+        str,
+        typer.Option(
+            "--sweep-mode",
+            metavar="MODE",
+            help="label (InferenceX's way: its run-sweep.yml, reused at merge) or dispatch (e2e-tests.yml)",
+        ),
+    ] = "label",
     timeout: Annotated[
         float, typer.Option(metavar="SECONDS", help="Give up after this many seconds")
     ] = 420.0,
@@ -346,6 +360,9 @@ def demo_command(
     if variant not in ("seed", "both-merge"):
         err.print(f"unknown --variant {variant!r}: use seed or both-merge", markup=False)
         raise typer.Exit(2)
+    if sweep_mode not in SWEEP_MODES:
+        err.print(f"unknown --sweep-mode {sweep_mode!r}: use label or dispatch", markup=False)
+        raise typer.Exit(2)
     if data_dir is not None:
         os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir.resolve())
     base_dir = Path(Settings().data_dir).resolve()
@@ -357,7 +374,9 @@ def demo_command(
                     PortUse("127.0.0.1", sim_port, "the simulated GitHub", "--sim-port"),
                 ]
             )
-            code = _run_demo(base_dir / "demo", until_done, port, sim_port, variant, time_scale, timeout)
+            code = _run_demo(
+                base_dir / "demo", until_done, port, sim_port, variant, time_scale, timeout, sweep_mode
+            )
     except StartRefused as exc:
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from exc
@@ -372,6 +391,7 @@ def _run_demo(
     variant: str,
     time_scale: float,
     timeout: float,
+    sweep_mode: str = "label",
 ) -> int:
     console = Console()
     settings = _fresh_data_dir(data_dir)
@@ -387,7 +407,7 @@ def _run_demo(
                 f"  logs {running.log_dir}",
             ):
                 console.print(fit(line, console.width), markup=False, highlight=False)
-            report, marks = _play_both_stories(console, sim, scenario, timeout)
+            report, marks = _play_both_stories(console, sim, scenario, timeout, sweep_mode)
             for check in report.checks:
                 mark = "ok  " if check.ok else "FAIL"
                 console.print(
@@ -439,7 +459,7 @@ def _fresh_data_dir(data_dir: Path) -> Settings:
 
 
 def _play_both_stories(
-    console: Console, sim: Any, scenario: Any, timeout: float
+    console: Console, sim: Any, scenario: Any, timeout: float, sweep_mode: str = "label"
 ) -> tuple[StoryReport, dict[str, float]]:
     """The seed story under a progress bar, then the nightly regression story; every check of
     both in one report, with the seed story's timeline marks."""
@@ -466,6 +486,8 @@ def _play_both_stories(
             progress=progress,
             width=console.width,
             debounce_seconds=float(SIM_CADENCE["SWEEPBOT_REPORT_DEBOUNCE_SECONDS"]),
+            setup=lambda: sweep_mode_setup(sim.world, scenario, sweep_mode),
+            to_the_merge=sweep_mode == "label",
         )
         # Four bad nightlies after the burst (the story's default is three): with 5 + 4
         # measured nightlies the detector's permutation test cannot get below p = 0.0156 for

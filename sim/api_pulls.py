@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from sim import render
+from sim import render, render_git
 from sim.api_common import (
     Ctx,
     Resp,
@@ -109,6 +109,18 @@ def pull_files(ctx: Ctx, p: dict[str, str]) -> Resp:
     return paginate(ctx, render.changed_files(ctx.world, repo, pr))
 
 
+@route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/commits", "pulls/list-commits")
+def pull_commits(ctx: Ctx, p: dict[str, str]) -> Resp:
+    repo = _repo(ctx, p)
+    shas = ctx.world.pull_commits(repo.full_name, _int(p["pull_number"], "pull_number"))
+    source = ctx.world.pull(repo.full_name, _int(p["pull_number"], "pull_number")).head_repo
+    store = ctx.world.repos.get(source, repo)
+    return paginate(
+        ctx,
+        [render_git.rest_commit(ctx.world, store if s in store.objects.commits else repo, s) for s in shas],
+    )
+
+
 @route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/merge", "pulls/check-if-merged")
 def check_merged(ctx: Ctx, p: dict[str, str]) -> Resp:
     repo = _repo(ctx, p)
@@ -127,6 +139,7 @@ def merge_pull(ctx: Ctx, p: dict[str, str]) -> Resp:
         merger=ctx.identity.actor(ctx.world),
         commit_title=b.get("commit_title"),
         sha=b.get("sha"),
+        method=str(b.get("merge_method") or "merge"),
     )
     return Resp(200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"})
 

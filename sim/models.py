@@ -292,6 +292,7 @@ class Faults:
     retry_after_header: bool = True  # False: a secondary limit answers without Retry-After
     ref_lag_s: float = 0.0  # simulated seconds a just-created ref stays invisible to reads/PRs
     forbid_permission_check: bool = False  # the permission call answers 403 for everyone
+    trigger_ingest_fail: bool = False  # the next push-to-main run's trigger-ingest job fails
 
 
 @dataclass

@@ -188,14 +188,7 @@ def rest_repository(world: World, repo: Repo) -> dict[str, Any]:
 
 
 def _author_association(world: World, repo: Repo, login: str) -> str:
-    perm = world.permission(repo.full_name, login)
-    if login == repo.owner:
-        return "OWNER"
-    if perm in ("admin", "maintain", "write"):
-        return "MEMBER"
-    if login in repo.collaborators and perm != "none":
-        return "COLLABORATOR"
-    return "CONTRIBUTOR" if perm == "read" else "NONE"
+    return world.author_association(repo.full_name, login)
 
 
 def _pr_urls(world: World, repo: Repo, n: int) -> dict[str, str]:

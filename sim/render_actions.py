@@ -52,7 +52,7 @@ def _run_common(world: World, run: Run) -> dict[str, Any]:
         "check_suite_node_id": node_id("CS_", run.id),
         "url": f"{u}/actions/runs/{run.id}",
         "html_url": f"{html(world)}/{repo.full_name}/actions/runs/{run.id}",
-        "pull_requests": [],
+        "pull_requests": run_pulls(world, repo, run),
         "created_at": iso(run.created_at),
         "updated_at": iso(run.updated_at),
         "actor": user(world, run.actor),
@@ -132,6 +132,26 @@ def hook_workflow_job(world: World, job: Job) -> dict[str, Any]:
 
 def rest_job(world: World, job: Job) -> dict[str, Any]:
     return _job_common(world, job)
+
+
+def run_pulls(world: World, repo: Any, run: Any) -> list[dict[str, Any]]:
+    """A run's `pull_requests`: for a same-repo pull_request run, the PR (number, head, base)."""
+    if run.event != "pull_request" or run.pr_number is None:
+        return []
+    pr = repo.pulls.get(run.pr_number)
+    if pr is None or pr.head_repo != repo.full_name:
+        return []  # GitHub leaves it empty for a fork's head
+    u = f"{api(world)}/repos/{repo.full_name}"
+    lite = {"id": repo.id, "url": u, "name": repo.name}
+    return [
+        {
+            "id": pr.id,
+            "number": pr.number,
+            "url": f"{u}/pulls/{pr.number}",
+            "head": {"ref": pr.head_ref, "sha": run.head_sha, "repo": lite},
+            "base": {"ref": pr.base_ref, "sha": world.repo_base_sha(pr), "repo": lite},
+        }
+    ]
 
 
 def artifact(world: World, art: Any) -> dict[str, Any]:

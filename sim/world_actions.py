@@ -99,17 +99,23 @@ class Actions(Fleet):
             return
         self._add_setup_job(run, ok=True)
         for index, (name, p) in enumerate(planned):
-            job = Job(self.next_id(), run.id, name, p["runner"], p, self.now())
-            job.labels = self.contract_labels(run, p, index)
-            self.jobs[job.id] = job
-            run.jobs.append(job.id)
-            self._job_event(job, "queued")
+            self._queue_job(run, name, p, index)
         for failure in failures:
             self._add_unexpanded_job(run, failure)
         if not planned:
             if not empty_ok and not failures:
                 run.error = "the command matched no points"
             self._conclude(run, "success" if empty_ok and not failures else "failure")
+
+    def _queue_job(self, run: Run, name: str, point: dict[str, Any], index: int) -> Job:
+        """A matrix job queued with the runner labels the templates give it (``index``: its place
+        in the run's matrix, which the queue token is derived from)."""
+        job = Job(self.next_id(), run.id, name, point["runner"], point, self.now())
+        job.labels = self.contract_labels(run, point, index)
+        self.jobs[job.id] = job
+        run.jobs.append(job.id)
+        self._job_event(job, "queued")
+        return job
 
     def _add_unexpanded_job(self, run: Run, failure: MatrixFailure) -> None:
         """A matrix job whose `strategy` did not evaluate: GitHub fails it once its `needs` are done

@@ -62,6 +62,8 @@ class WorldBase:
         self.eval_accuracy: dict[str, dict[str, float]] = {}
         self.runs: dict[int, Run] = {}
         self.sweep_decisions: list[dict[str, Any]] = []  # every run-sweep.yml trigger and its outcome
+        self._held: dict[int, list[tuple[str, dict[str, Any]]]] = {}  # run id -> jobs after its canary
+        self.ingests: list[dict[str, Any]] = []  # trigger-ingest's dispatches to InferenceX-app
         self.jobs: dict[int, Job] = {}
         self.artifacts: dict[int, Artifact] = {}
         self._run_numbers: Counter[str] = Counter()

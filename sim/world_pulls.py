@@ -89,6 +89,46 @@ class Pulls(Issues):
         sha = hrepo.refs.get(f"refs/heads/{pr.head_ref}") if hrepo else None
         return sha or pr.head_sha_frozen or ""
 
+    def author_association(self, full_name: str, login: str) -> str:
+        """GitHub's author_association; an App's bot account is never a member or collaborator."""
+        repo = self.repo(full_name)
+        known = self.users.get(login)
+        if known is not None and known.type == "Bot":
+            return "NONE"
+        perm = self.permission(full_name, login)
+        if login == repo.owner:
+            return "OWNER"
+        if perm in ("admin", "maintain", "write"):
+            return "MEMBER"
+        if login in repo.collaborators and perm != "none":
+            return "COLLABORATOR"
+        return "CONTRIBUTOR" if perm == "read" else "NONE"
+
+    def pull_commits(self, full_name: str, number: int) -> list[str]:
+        """GET /pulls/{n}/commits: the head's commits the base does not have, oldest first (a merged
+        PR's: those its merge brought in, from the merge commit's first parent)."""
+        with self.lock:
+            repo = self.repo(full_name)
+            pr = self.pull(full_name, number)
+            head = self.pull_head_sha(pr)
+            objects = repo.objects
+            if head not in objects.commits:
+                hrepo = self.repos.get(pr.head_repo)
+                objects = hrepo.objects if hrepo else objects
+            if pr.merged and pr.merge_commit_sha in repo.objects.commits:
+                base = repo.objects.commits[str(pr.merge_commit_sha)].parents[0]
+            else:
+                base = self.repo_base_sha(pr)
+            mine = objects.ancestors(head) - (objects.ancestors(base) if base in objects.commits else set())
+            ordered: list[str] = []
+            left = set(mine)
+            while left:  # parents before children, ties by committer date
+                ready = [c for c in left if not set(objects.commits[c].parents) & left]
+                first = min(ready, key=lambda c: (objects.commits[c].committer.date, c))
+                ordered.append(first)
+                left.discard(first)
+            return ordered
+
     def pull_base_sha(self, pr: Pull) -> str:
         return self.repo_base_sha(pr)
 
@@ -105,7 +145,10 @@ class Pulls(Issues):
         merger: str | None = None,
         commit_title: str | None = None,
         sha: str | None = None,
+        method: str = "merge",
     ) -> str:
+        """Merge as GitHub does: a merge commit (``merge``), or ``squash``: one commit on the base
+        with the merged tree, the PR's own commits staying off the base branch."""
         with self.lock:
             repo = self.repo(full_name)
             pr = self.pull(full_name, number)
@@ -145,9 +188,8 @@ class Pulls(Issues):
             tree = repo.objects.build_tree(merged_files)
             sig = self.signature(merger)
             title = commit_title or f"Merge pull request #{number} from {hrepo.owner}/{pr.head_ref}"
-            merge_sha = repo.objects.put_commit(
-                tree, [base_sha, head_sha], sig, sig, f"{title}\n\n{pr.title}"
-            )
+            parents = [base_sha] if method == "squash" else [base_sha, head_sha]
+            merge_sha = repo.objects.put_commit(tree, parents, sig, sig, f"{title}\n\n{pr.title}")
             now = self.now()
             pr.state, pr.merged, pr.merged_at, pr.merged_by = "closed", True, now, merger
             pr.merge_commit_sha, pr.closed_at, pr.updated_at, pr.head_sha_frozen = (

@@ -14,9 +14,9 @@ from typing import Any
 
 import structlog
 from celery import Celery
+from kombu.transport import sqlalchemy as kombu_sqla
 from sqlalchemy import column, create_engine, delete, false, table
 from sqlalchemy.engine import Engine
-from kombu.transport import sqlalchemy as kombu_sqla
 
 from app.settings import get_settings
 

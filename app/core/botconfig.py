@@ -106,12 +106,15 @@ class SweepSettings(_Model):
     """How a sweep reaches the runners; exactly one way per repository, never both."""
 
     mode: Literal["dispatch", "label"] = Field(
-        default="dispatch",
-        description="dispatch: the bot's queue dispatches e2e-tests.yml (its commits carry [skip-sweep]); "
-        "label: the bot applies the repo's sweep label and follows the run-sweep.yml run the repo starts",
+        default="label",
+        description="label (default): the bot applies the repo's sweep label and follows the "
+        "run-sweep.yml run the repo starts, reusable at merge; targeted sweeps, fork PRs and repos "
+        "without the workflow are still dispatched (app.core.sweepway). dispatch: the bot's queue "
+        "always dispatches e2e-tests.yml (its commits carry [skip-sweep]); main sweeps again at merge",
     )
     label: str = Field(
-        default="full-sweep-enabled", description="label mode: the primary sweep label to apply"
+        default="full-sweep-fail-fast",
+        description="label mode: the primary sweep label to apply (the repo recommends full-sweep-fail-fast)",
     )
     workflow: str = Field(default="run-sweep.yml", description="label mode: the workflow the label starts")
 
@@ -131,6 +134,17 @@ class SweepSettings(_Model):
         if "/" in value or not value.endswith((".yml", ".yaml")):
             raise ValueError(f"sweep.workflow {value!r} must be a workflow file name, e.g. run-sweep.yml")
         return value
+
+
+class RecoverySettings(_Model):
+    """After merge: what the bot does itself when main did not publish the PR (runbook case B)."""
+
+    open_pr: bool = Field(
+        default=False,
+        alias="open-pr",
+        description="open the case-B recovery PR (empty commit, full-sweep label; once a maintainer "
+        "posts /reuse-sweep-run, the appended entry and the carrier commit); off: only report it",
+    )
 
 
 class NightlyKey(_Model):
@@ -211,6 +225,7 @@ class BotConfig(_Model):
     watches: list[WatchSpec] = Field(default_factory=list)
     bump: BumpSettings = Field(default_factory=BumpSettings)
     sweep: SweepSettings = Field(default_factory=SweepSettings)
+    recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     watch_nightlies: NightlyWatch = Field(default_factory=NightlyWatch, alias="watch-nightlies")
     references: dict[str, str] = Field(
         default_factory=dict,

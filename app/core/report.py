@@ -32,6 +32,7 @@ from app.core.gap import (
 )
 from app.core.matrixerrors import eval_not_run
 from app.core.references import Reference
+from app.core.reusereport import reuse_section
 from app.core.thresholds import (
     FAIL,
     ThresholdVerdict,
@@ -91,6 +92,7 @@ class ReportData:
     mode: str = "dispatch"  # how the sweep reached the runners (.github/sweepbot.yml sweep.mode)
     # the repo's accuracy gate as the sweep recorded it (Sweep.eval_thresholds); None: not read
     eval_thresholds: Mapping[str, Any] | None = None
+    merge: Mapping[str, Any] = field(default_factory=dict)  # reuse at merge, main's run (reusereport)
 
 
 def progress_bar(done: int, total: int, width: int = 20) -> str:
@@ -276,7 +278,7 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
     accuracy_rows, gate = _accuracy_section(data, out, label, ref_label)
     verdict = overall_verdict_line(latency_rows, accuracy_rows) + _gate_summary(gate)
     out[verdict_at:verdict_at] = [f"**Verdict** — {verdict}", ""]
-    return "\n".join(out + _footer(data))
+    return "\n".join(out + reuse_section(data.merge) + _footer(data))
 
 
 def _not_run_warnings(planned: Sequence[JobView]) -> list[str]:

@@ -140,10 +140,11 @@ def fix_entry_link(session: Session, gw: BumpGateway, watch: Watch, config: BotC
         return False
     base_tree = str(gw.get_commit(repo, bump.commit_sha)["tree"]["sha"])
     tree = gw.create_tree(repo, base_tree, {path: gw.create_blob(repo, fixed)})
-    # This commit touches the changelog too: in dispatch mode it must not start the repo's sweep.
-    skip = f" {SKIP_SWEEP}" if config.sweep.mode == "dispatch" else ""
+    # This commit touches the changelog too, but only its link: it never starts a sweep of its own
+    # (as the repo's utils/merge_with_reuse.sh canonicalizes the link with [skip-sweep]); in label
+    # mode the run already made stays reusable, its head being still among the PR's commits.
     message = link_fix_commit_message(
-        subject=f"{link_fix_subject(watch.config_key, bump.image)}{skip}",
+        subject=f"{link_fix_subject(watch.config_key, bump.image)} {SKIP_SWEEP}",
         key=watch.config_key,
         image=bump.image,
         link=link,

@@ -11,7 +11,7 @@ import importlib
 from functools import lru_cache
 
 from app.core.routing import Router
-from app.flows import commands, heads, runnerhook, runtracking, sweepcancel, tracking
+from app.flows import commands, heads, mergereuse, runnerhook, runtracking, sweepcancel, tracking
 
 CAPABILITIES: tuple[Router, ...] = (
     tracking.router,
@@ -20,6 +20,7 @@ CAPABILITIES: tuple[Router, ...] = (
     commands.router,
     heads.router,
     runnerhook.router,
+    mergereuse.router,
 )
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.core.botconfig import BotConfig
 from app.core.clock import utcnow
 from app.core.runmatch import RunMatch, match_label_run
+from app.core.sweepway import SweepWay
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
 from app.store.audit import record
 from app.store.botconfigs import stored_config
@@ -50,6 +51,11 @@ def _note(sweep: Sweep, **changes: Any) -> None:
     sweep.filters = {**_filters(sweep), **changes}
 
 
+def note_way(sweep: Sweep, way: SweepWay) -> None:
+    """Keep why the sweep runs this way, and whether its run can be reused at merge (the report)."""
+    _note(sweep, way=way.why, publishable=way.publishable, publishable_why=way.publishable_why)
+
+
 def label_not_before(sweep: Sweep) -> datetime | None:
     """Runs created before this are not the one the bot's label started (None: any run counts)."""
     text = _filters(sweep).get("labelled_at")
@@ -76,7 +82,12 @@ def _waiting(session: Session, sweep: Sweep) -> list[SweepJob]:
 
 
 def trigger_label_run(
-    session: Session, gw: LabelGateway, sweep: Sweep, pr: dict[str, Any], label: str
+    session: Session,
+    gw: LabelGateway,
+    sweep: Sweep,
+    pr: dict[str, Any],
+    label: str,
+    way: SweepWay | None = None,
 ) -> str:
     """Label mode: make the repo start its sweep run for ``sweep`` (idempotent); says what it did.
 
@@ -84,28 +95,41 @@ def trigger_label_run(
     has the label gets no new run from adding it again (GitHub keeps one label and sends no event),
     so the label is taken off and put back. Done once per sweep (``labelled_at``); a replay after a
     crash between the two calls puts the label back. A bump's sweep on a labelled PR needs nothing:
-    the bump's push starts the run.
+    the bump's push starts the run. ``way``'s modifiers (``evals-only``, ``all-evals``) are put on
+    (and eval modifiers asking for another mode taken off) while the primary label is off, so only
+    the primary label's ``labeled`` event starts a sweep (run-sweep.yml needs a primary label).
     """
+    add, remove = (way.add, way.remove) if way is not None else ((), ())
     present = label in {str(lb.get("name")) for lb in pr.get("labels") or [] if isinstance(lb, dict)}
     state = _filters(sweep)
     if not _waiting(session, sweep):
         why = "the sweep already follows the repo's run"
     elif present and (state.get("labelled_at") or state.get("label_trigger") == "push"):
         why = "the label is on the PR and already started this sweep's run"
-    elif present and sweep.reason == "bump":
+    elif present and sweep.reason == "bump" and not (add or remove):
         _note(sweep, label_trigger="push")
         why = "labelled PR: the bump's push starts the repo's run"
     else:
         if present:
             gw.remove_label(sweep.repo, sweep.pr_number, label)
-        _note(sweep, labelled_at=utcnow().isoformat(), label_trigger="label")
+        for modifier in remove:
+            gw.remove_label(sweep.repo, sweep.pr_number, modifier)
+        if add:
+            gw.add_labels(sweep.repo, sweep.pr_number, list(add))
+        _note(sweep, labelled_at=utcnow().isoformat(), label_trigger="label", labels=[label, *add])
         gw.add_labels(sweep.repo, sweep.pr_number, [label])
         record(
             session,
             actor=BOT,
             action="sweep.label",
             target=f"{sweep.repo}#{sweep.pr_number}",
-            detail={"sweep": sweep.id, "label": label, "reapplied": present},
+            detail={
+                "sweep": sweep.id,
+                "label": label,
+                "reapplied": present,
+                "modifiers": list(add),
+                "removed": list(remove),
+            },
         )
         why = "label taken off and put back: the repo starts a run" if present else "label added"
     log.info("sweep_label", repo=sweep.repo, pr=sweep.pr_number, sweep=sweep.id, label=label, why=why)

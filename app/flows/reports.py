@@ -222,7 +222,14 @@ def load_report_data(session: Session, sweep_id: int) -> ReportData:
         float(get_settings().accuracy_tolerance),
         str((sweep.filters or {}).get("mode") or "dispatch"),
         eval_thresholds=sweep.eval_thresholds,
+        merge=merge_state(sweep.filters or {}),
     )
+
+
+def merge_state(filters: dict[str, Any]) -> dict[str, Any]:
+    """What the report says about reuse at merge and main's run (app.core.reusereport)."""
+    keys = ("publishable", "publishable_why", "reuse", "publication")
+    return {k: filters[k] for k in keys if k in filters}
 
 
 def _configured_references(session: Session, repo: str) -> dict[str, str] | None:

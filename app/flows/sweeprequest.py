@@ -28,6 +28,7 @@ from app.core.sweepspec import (
     pr_heads,
     validate_repo,
 )
+from app.core.sweepway import SweepWay, choose_way, targeted_filters
 from app.flows.benchrepo import (
     RepoFiles,
     callers_of,
@@ -37,7 +38,7 @@ from app.flows.benchrepo import (
     master_files,
     workflow_prediction_at,
 )
-from app.flows.labelruns import LabelGateway, sweep_settings, trigger_label_run
+from app.flows.labelruns import LabelGateway, note_way, sweep_settings, trigger_label_run
 from app.flows.sweepcancel import CancelGateway
 from app.flows.sweepcreate import create_sweep
 from app.models.sweeps import PRIORITIES, JobState, Sweep, SweepJob, SweepState
@@ -114,13 +115,11 @@ def request_sweep(
         rows, matrix = _plan_points(master, config_key, filters, callers_of(prediction))
     except RecipeError as exc:
         raise SweepError(str(exc)) from exc
-    sweep_cfg = sweep_settings(session, repo)
-    if sweep_cfg.mode == "label":
-        _check_label_mode(repo, sweep_cfg, filters, is_fork)
+    way = sweep_way(session, gw, repo, pr, filters, is_fork, head_sha)
     sweep, created, superseded = create_sweep(
         session,
         gw,
-        mode=sweep_cfg.mode,
+        mode=way.mode,
         repo=repo,
         pr_number=pr_number,
         head_sha=head_sha,
@@ -142,8 +141,9 @@ def request_sweep(
     )
     if created:  # the gate its eval jobs apply: validate_scores.py runs in the head's checkout
         sweep.eval_thresholds = eval_thresholds_at(gw, repo, head_sha)
-    if sweep_cfg.mode == "label":  # also for a replay: the trigger is idempotent (labelruns)
-        trigger_label_run(session, gw, sweep, pr, sweep_cfg.label)
+        note_way(sweep, way)
+    if way.mode == "label":  # also for a replay: the trigger is idempotent (labelruns)
+        trigger_label_run(session, gw, sweep, pr, sweep_settings(session, repo).label, way)
     plan = plan_for(session, gw, sweep)
     return SweepRequest(
         sweep=sweep, plan=plan, created=created, reply=reply_text(sweep, plan, created), superseded=superseded
@@ -215,18 +215,36 @@ def _fingerprint(gw: RepoFiles, repo: str, head_sha: str, entry: Any) -> str:
     return str(recipe_fingerprint(entry, script_text))
 
 
-def _check_label_mode(repo: str, cfg: Any, filters: SweepFilters, is_fork: bool) -> None:
-    if filters.seq or filters.conc or filters.conc_range or filters.tp:
-        raise SweepError(
-            f"{repo} runs sweeps in label mode (.github/sweepbot.yml sweep.mode): the repo's "
-            f"{cfg.workflow} runs the key's full sweep, so seq/conc/tp filters cannot apply; "
-            "drop them, or use sweep.mode: dispatch"
-        )
-    if is_fork:
-        raise SweepError(
-            "label mode follows the repo's own run-sweep.yml, which does not fan out for fork PRs; "
-            "use sweep.mode: dispatch (with /sweep approve) for this PR"
-        )
+def sweep_way(
+    session: Session,
+    gw: RepoFiles,
+    repo: str,
+    pr: dict[str, Any],
+    filters: SweepFilters,
+    is_fork: bool,
+    head_sha: str,
+) -> SweepWay:
+    """Label or dispatch for this sweep (app.core.sweepway); reads the label workflow's file only
+    when label mode could apply."""
+    cfg = sweep_settings(session, repo)
+    targeted = targeted_filters(filters.seq, filters.conc, filters.conc_range, filters.tp)
+    mode = parse_eval_mode(filters.evals)
+    has_workflow = False
+    if cfg.mode == "label" and targeted is None and not is_fork:
+        has_workflow = gw.get_file(repo, f".github/workflows/{cfg.workflow}", ref=head_sha) is not None
+    labels = [str(lb.get("name")) for lb in pr.get("labels") or [] if isinstance(lb, dict)]
+    way = choose_way(
+        configured=cfg.mode,
+        has_label_workflow=has_workflow,
+        targeted=targeted,
+        is_fork=is_fork,
+        eval_mode=mode,
+        primary=cfg.label,
+        pr_labels=labels,
+        workflow=cfg.workflow,
+    )
+    log.info("sweep_way", repo=repo, pr=pr.get("number"), mode=way.mode, why=way.why)
+    return way
 
 
 def plan_for(session: Session, gw: RepoFiles | None, sweep: Sweep) -> SweepPlan:

@@ -11,7 +11,7 @@ from app.models import heads as heads  # noqa: E402
 from app.models import nightly as nightly  # noqa: E402
 from app.models import redelivery as redelivery  # noqa: E402
 from app.models import results as results  # noqa: E402
-from app.models import sessions as sessions  # noqa: E402
 from app.models import runnerctl as runnerctl  # noqa: E402
+from app.models import sessions as sessions  # noqa: E402
 from app.models import sweeps as sweeps  # noqa: E402
 from app.models import tracking as tracking  # noqa: E402

@@ -24,6 +24,7 @@ from app.db import session_scope
 from app.flows.ingest import oldest_unprocessed, queue_depth, queue_progress
 from app.flows.recovery import counts
 from app.models import Delivery
+from app.store.publications import problem_counts
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +38,7 @@ class Figures:
     oldest: datetime | None
     consumed: datetime | None
     redeliveries: dict[str, int]
+    publications: dict[str, int]  # merged PRs main did not publish verifiably, by runbook case
 
 
 def read_figures() -> Figures:
@@ -50,6 +52,7 @@ def read_figures() -> Figures:
             oldest=oldest_unprocessed(session),
             consumed=queue_progress(session).consumed_at,
             redeliveries=counts(session),
+            publications=problem_counts(session),
         )
 
 
@@ -100,3 +103,11 @@ def figure_families(figures: Figures, t: datetime) -> Iterator[Metric]:
     for state, n in figures.redeliveries.items():
         redeliveries.add_metric([state], float(n))
     yield redeliveries
+    publications = GaugeMetricFamily(
+        "sweepbot_publication_problems",
+        "Merged PRs main did not publish verifiably, by the runbook's case (case_a, case_b, needs_sweep)",
+        labels=["case"],
+    )
+    for case, n in figures.publications.items():
+        publications.add_metric([case], float(n))
+    yield publications

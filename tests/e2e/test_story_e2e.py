@@ -7,8 +7,10 @@ carries (or gets) the repo's sweep label, so the repo's own run-sweep.yml is liv
 - dispatch mode (the bot's queue through e2e-tests.yml): dispatch answers without a run id, so
   runs are found by their display_title; the first job loses its runner mid-job and is retried
   once; the bump commit's `[skip-sweep]` keeps the repo from running the same sweep again;
-- label mode (the bot applies the sweep label and follows the repo's run-sweep.yml run), with
-  every webhook delivered twice and the worker SIGKILLed once mid-run.
+- label mode, the default (the bot applies the sweep label and follows the repo's run-sweep.yml
+  run), with every webhook delivered twice and the worker SIGKILLed once mid-run, then on to the
+  end of the PR's life: the report offers `/reuse-sweep-run <id>`, a maintainer posts it and
+  merges, and the push to main reuses that run instead of sweeping again.
 
 Same effects in both, none duplicated, exactly one sweep each.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from app.demo import play_story
+from app.mergestory import sweep_mode_setup
 from app.story import STATUS_MARKER, StoryReport, bot_comments
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -85,15 +88,8 @@ def _run(
         def setup() -> None:
             world = sim.world
             repo, pr = scenario.facts["bench_repo"], scenario.facts["recipe_pr"]
-            if mode == "label":
-                world.commit_files(
-                    repo,
-                    "main",
-                    {".github/sweepbot.yml": "version: 1\nsweep:\n  mode: label\n"},
-                    "sweepbot: follow the repo's own sweeps",
-                    author="alice-admin",
-                )
-            else:
+            sweep_mode_setup(world, scenario, mode)  # label mode is the default: no bot config
+            if mode == "dispatch":
                 # a maintainer already labelled the PR: only [skip-sweep] stops a second sweep
                 world.add_labels(repo, pr, ["full-sweep-enabled"], "alice-admin")
                 world.faults.dispatch_ignore_run_details = True  # no run id: find runs by title
@@ -122,6 +118,7 @@ def _run(
                 on_sweep_started=kill_worker if chaos else None,
                 before_step=before,
                 setup=setup,
+                to_the_merge=mode == "label",
             )
             assert not running.dead(), f"processes died: {running.dead()} (logs in {running.log_dir})"
             if crawl_dashboard:
@@ -166,4 +163,12 @@ def test_the_whole_story(story_env: tuple[str, str], tmp_path: Path) -> None:
 def test_the_whole_story_in_label_mode_with_duplicate_webhooks_and_a_killed_worker(
     story_env: tuple[str, str], tmp_path: Path
 ) -> None:
-    _assert_story(_run(tmp_path, *story_env, chaos=True, mode="label"), "label")
+    report = _run(tmp_path, *story_env, chaos=True, mode="label")
+    _assert_story(report, "label")
+    # to the end of the PR's life: the report offered `/reuse-sweep-run <id>` for the run the label
+    # started, a maintainer posted it and merged, and the push to main reused that run
+    checks = {c.name: c for c in report.checks}
+    assert checks["the report offers /reuse-sweep-run <id> for the label-driven run"].ok
+    assert checks["after the maintainer's comment and the merge, the push to main reuses that run"].ok
+    assert checks["the bot reports main's outcome: reuse taken, results published"].ok
+    assert isinstance(report.summary["reused_run"], int)

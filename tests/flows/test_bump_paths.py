@@ -569,6 +569,8 @@ def test_a_bump_pr_whose_creation_failed_is_finished_on_retry_not_blocked(
     assert f"pr-link: https://github.com/{BENCH_REPO}/pull/{pr.number}\n" in _read(
         world, "perf-changelog.yaml", head or ""
     )
+    # the link fix never starts a sweep of its own (utils/merge_with_reuse.sh: [skip-sweep])
+    assert "[skip-sweep]" in world.repo(BENCH_REPO).objects.commits[head or ""].message.splitlines()[0]
     assert _comments(world, pr.number, BUMP_BLOCKED_MARKER) == []
     assert "someone pushed" not in _comments(world, 2104, STATUS)[0].body
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.adapters.github.gateway import GitHubGateway
 from app.core.routing import Event, HandlerContext
-from app.flows import commands, heads, runnerhook, runtracking, sweepcancel, tracking, trackports
+from app.flows import commands, heads, mergereuse, runnerhook, runtracking, sweepcancel, tracking, trackports
 from app.flows.handlers import composed
 
 SERVED_BY_THE_REAL_CONTEXT: list[Callable[[HandlerContext[Session, GitHubGateway]], None]] = [
@@ -31,6 +31,9 @@ SERVED_BY_THE_REAL_CONTEXT: list[Callable[[HandlerContext[Session, GitHubGateway
     sweepcancel.on_pull_request_closed,
     tracking.on_pull_request,
     tracking.on_push,
+    mergereuse.on_sweep_run_completed,
+    mergereuse.on_reuse_comment,
+    mergereuse.on_merged,
 ]
 
 
@@ -61,6 +64,9 @@ def test_each_handler_names_its_session_and_the_gateway_of_the_flows_it_calls() 
         "on_pull_request_closed": (Session, sweepcancel.CancelGateway),
         "on_pull_request": (Session, trackports.TrackingGateway),
         "on_push": (Session, trackports.TrackingGateway),
+        "on_sweep_run_completed": (Session, mergereuse.MergeGateway),
+        "on_reuse_comment": (Session, mergereuse.MergeGateway),
+        "on_merged": (Session, mergereuse.MergeGateway),
     }
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.core.botconfig import BotConfig, BotConfigError, parse_bot_config
 from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
-from app.core.sweepspec import SweepError, SweepFilters
+from app.core.sweepspec import SweepFilters
 from app.flows import labelruns, ring
 from app.flows.benchrepo import clear_capacity_cache
 from app.flows.bump import commit_message
@@ -29,6 +29,7 @@ from app.flows.tick import tick
 from app.models.sweeps import JobState, Sweep, SweepJob
 from sim.runs import changelog_keys, sweep_run_wanted
 from tests.sweep_fakes import (
+    FIXTURES,
     KEY,
     REPO,
     SHA1,
@@ -42,11 +43,12 @@ from tests.sweep_fakes import (
 
 
 def test_config_sweep_section() -> None:
-    assert BotConfig().sweep.mode == "dispatch"
-    cfg = parse_bot_config("sweep:\n  mode: label\n")
+    # label mode is InferenceX's own way and the default; the repo recommends full-sweep-fail-fast
+    assert (BotConfig().sweep.mode, BotConfig().sweep.label) == ("label", "full-sweep-fail-fast")
+    cfg = parse_bot_config("sweep:\n  mode: dispatch\n")
     assert (cfg.sweep.mode, cfg.sweep.label, cfg.sweep.workflow) == (
-        "label",
-        "full-sweep-enabled",
+        "dispatch",
+        "full-sweep-fail-fast",
         "run-sweep.yml",
     )
     with pytest.raises(BotConfigError, match="minimum concurrency"):
@@ -108,7 +110,7 @@ def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator
     settings_env.setattr(ring, "enqueue", lambda task, *args: enqueued.append((task, args)))
     factory = session_factory()
     with factory() as s:
-        cfg = parse_bot_config("sweep:\n  mode: label\n")
+        cfg = parse_bot_config("sweep:\n  mode: label\n  label: full-sweep-enabled\n")
         s.add(
             BotConfigRecord(
                 repo=REPO, ok=True, present=True, config=cfg.model_dump(mode="json", by_alias=True)
@@ -116,6 +118,10 @@ def label_env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator
         )
         s.commit()
     gh = FakeGitHub()
+    # label mode needs the repo's label workflow (without it a sweep is dispatched)
+    gh.files[".github/workflows/run-sweep.yml"] = (
+        FIXTURES / "inferencex" / "workflows" / "run-sweep.yml"
+    ).read_text()
     settings_env.setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
     yield {"factory": factory, "gh": gh, "enqueued": enqueued}
 
@@ -174,17 +180,20 @@ def test_label_mode_applies_the_label_and_never_dispatches(label_env: dict[str, 
     assert jobs and {j.state for j in jobs} == {JobState.DISPATCHED} and all(j.run_id is None for j in jobs)
     assert tick(label_env["factory"], lambda s: FakeTick(gh)).dispatched_runs == 0 and gh.dispatches == []
     with label_env["factory"]() as s:
-        with pytest.raises(SweepError, match="label mode"):
-            request_sweep(
-                s,
-                FakeRequest(gh),
-                repo=REPO,
-                pr_number=7,
-                config_key=KEY,
-                requested_by="maint",
-                reason="command",
-                filters=SweepFilters(conc=(64,)),
-            )
+        # a targeted sweep is what a label cannot say: it is dispatched, and says it is not reusable
+        targeted = request_sweep(
+            s,
+            FakeRequest(gh),
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(conc=(64,)),
+        ).sweep
+        assert targeted.filters["mode"] == "dispatch" and "conc=64" in targeted.filters["way"]
+        assert targeted.filters["publishable"] is False
+        assert gh.labels == [(7, ["full-sweep-enabled"])]  # no label for it
         summary = sweep_summary(s, jobs[0].sweep_id)
     assert summary["jobs"]
 
@@ -375,11 +384,30 @@ def test_sim_run_sweep_runs_once_for_a_labelled_changelog_pr_and_honours_skip_sw
     runs = [r for r in world.runs.values() if r.event == "pull_request"]
     assert len(runs) == 1 and runs[0].name.startswith("Run Sweep - ")
     names = [world.jobs[j].name for j in runs[0].jobs if world.jobs[j].point]
-    # run-sweep.yml's families: the 10 throughput points under `single-node 8k1k /`, then the
-    # default selection's evals (the highest and the median conc) as eval-only jobs under `eval /`
-    assert len(names) == 12 and all(n.startswith("single-node 8k1k / p") for n in names[:10])
-    assert [n.split(" c", 1)[1] for n in names[10:]] == ["32 | eval-only", "512 | eval-only"]
-    assert all(n.startswith("eval / p") for n in names[10:])
+    # full-sweep-enabled: canary-select runs the lowest-conc single-node throughput row first ...
+    assert names == ["canary / p50 | minimaxm3 fp4 mi355x vllm TP4    c1"]
+    canary = next(world.jobs[j] for j in runs[0].jobs if world.jobs[j].point)
+    world._finish_job(canary, "success")
+    world._maybe_finish_run(runs[0])
+    # ... then the remaining space: the 9 other throughput points under `single-node 8k1k /`, then
+    # the default selection's evals (the highest and the median conc) as eval-only jobs under `eval /`
+    names = [world.jobs[j].name for j in runs[0].jobs if world.jobs[j].point][1:]
+    assert len(names) == 11 and all(n.startswith("single-node 8k1k / p") for n in names[:9])
+    assert [n.split(" c", 1)[1] for n in names[9:]] == ["32 | eval-only", "512 | eval-only"]
+    assert all(n.startswith("eval / p") for n in names[9:])
+
+
+def test_sim_a_failed_canary_runs_nothing_else() -> None:
+    world, facts = _seeded()
+    world.add_labels(facts["bench_repo"], facts["recipe_pr"], ["full-sweep-fail-fast"], "alice-admin")
+    _touch_changelog(world, facts, "Bump it")
+    run = next(r for r in world.runs.values() if r.event == "pull_request")
+    canary = next(world.jobs[j] for j in run.jobs if world.jobs[j].point)
+    world._finish_job(canary, "failure")
+    world._maybe_finish_run(run)
+    assert run.conclusion == "failure" and [world.jobs[j].name for j in run.jobs if world.jobs[j].point] == [
+        canary.name
+    ]
 
 
 def test_sim_dispatch_answers_422_like_github() -> None:
@@ -465,3 +493,27 @@ def test_a_dispatch_the_workflow_would_refuse_fails_before_any_runner_time(
         jobs = s.scalars(select(SweepJob).where(SweepJob.sweep_id == req.sweep.id)).all()
         assert {j.state for j in jobs} == {JobState.FAILED}
         assert all(why in (j.reason or "") and "cannot dispatch" in (j.reason or "") for j in jobs)
+
+
+def test_eval_modifiers_go_on_while_the_primary_label_is_off(label_env: dict[str, Any]) -> None:
+    """`/sweep evals=only` on a labelled PR: the primary label comes off, `evals-only` goes on,
+    then the primary label again: only that last `labeled` event has a primary label to sweep."""
+    gh: FakeGitHub = label_env["gh"]
+    gh.pr_labels = {"full-sweep-enabled", "all-evals"}
+    with label_env["factory"]() as s:
+        sweep = request_sweep(
+            s,
+            FakeRequest(gh),
+            repo=REPO,
+            pr_number=7,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(evals="only"),
+        ).sweep
+        s.commit()
+        assert sweep.filters["mode"] == "label" and sweep.filters["publishable"] is False
+        assert "evals-only" in sweep.filters["publishable_why"]
+    assert gh.removed == [(7, "full-sweep-enabled"), (7, "all-evals")]
+    assert gh.labels == [(7, ["evals-only"]), (7, ["full-sweep-enabled"])]
+    assert gh.pr_labels == {"full-sweep-enabled", "evals-only"}

@@ -40,7 +40,7 @@ def _sweep_jobs(labels: list[str], key: str = MULTI_KEY) -> list[str]:
 
 
 def test_multi_node_rows_and_their_evals() -> None:
-    names = [n for n in _sweep_jobs(["full-sweep-enabled"]) if "qwen3.5" in n]
+    names = [n for n in _sweep_jobs(["non-canary-full-sweep-enabled"]) if "qwen3.5" in n]
     assert names == [f"multi-node 8k1k / {BODY}", f"multi-node eval / {BODY} | eval-only"]
 
 
@@ -52,6 +52,6 @@ def test_multi_node_rows_and_their_evals() -> None:
 def test_modifier_labels(labels: list[str], throughput: int, evals: int) -> None:
     # the seed key's changelog entry: 10 single-node 8k1k points (conc 1..512), default evals at
     # the highest and the median conc
-    names = _sweep_jobs(["full-sweep-enabled", *labels], key="minimaxm3-fp4-mi355x-vllm")
+    names = _sweep_jobs(["non-canary-full-sweep-enabled", *labels], key="minimaxm3-fp4-mi355x-vllm")
     assert sum(1 for n in names if not n.endswith(" | eval-only")) == throughput
     assert sum(1 for n in names if n.endswith(" | eval-only")) == evals

@@ -41,6 +41,10 @@ class IssuesGateway(GatewayBase):
         """Changed files of a PR (``filename``, ``status``, ``previous_filename``...), up to GitHub's 3000."""
         return list(self._paginate("pulls/list-files", f"/repos/{repo}/pulls/{number}/files", limit=3000))
 
+    def list_pull_commits(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """A PR's commits, oldest first (GitHub lists up to 250)."""
+        return list(self._paginate("pulls/list-commits", f"/repos/{repo}/pulls/{number}/commits", limit=250))
+
     def list_pulls(
         self, repo: str, *, state: str = "open", head: str | None = None, base: str | None = None
     ) -> list[dict[str, Any]]:

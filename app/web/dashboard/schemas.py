@@ -45,7 +45,7 @@ class LabelUsage(BaseModel):
 
 
 class Failure(BaseModel):
-    kind: str = Field(description="delivery | job | watch | report | bot_config")
+    kind: str = Field(description="delivery | job | watch | report | bot_config | publication")
     id: str
     summary: str
     at: datetime | None = None

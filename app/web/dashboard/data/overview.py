@@ -23,6 +23,7 @@ from app.models.results import ReportState
 from app.models.sweeps import JobState, RunnerLabel, SweepJob
 from app.models.tracking import BotConfigRecord, Watch, WatchState
 from app.settings import Settings
+from app.store.publications import publication_problems
 from app.web.dashboard import schemas as S
 from app.web.dashboard.data.common import aware
 
@@ -167,7 +168,8 @@ def label_usage(session: Session, settings: Settings) -> list[S.LabelUsage]:
 
 
 def failures(session: Session, limit: int = 10) -> list[S.Failure]:
-    """What needs a human: failed deliveries and jobs, blocked watches, report and config errors."""
+    """What needs a human: failed deliveries and jobs, blocked watches, report and config errors,
+    and merges main did not publish verifiably (the runbook's case and its recovery)."""
     out: list[S.Failure] = []
     for d in session.scalars(
         select(Delivery)
@@ -225,6 +227,19 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
                 at=aware(r.marked_at),
                 summary=f"report {r.repo}#{r.pr_number} {r.config_key}: {(r.last_error or '')[:200]}",
                 link=f"/sweeps/{r.sweep_id}",
+            )
+        )
+    for sweep, pub in publication_problems(session, limit):
+        recovery = str(pub.get("recovery") or "").splitlines()
+        out.append(
+            S.Failure(
+                kind="publication",
+                id=str(sweep.id),
+                at=aware(sweep.updated_at),
+                summary=f"{sweep.repo}#{sweep.pr_number} after merge ({pub.get('kind')}): "
+                f"{str(pub.get('why') or '')[:200]}"
+                + (f"; recovery: {recovery[0][:160]}" if recovery else ""),
+                link=f"/sweeps/{sweep.id}",
             )
         )
     for c in session.scalars(select(BotConfigRecord).where(BotConfigRecord.ok.is_(False)).limit(limit)):
