@@ -30,7 +30,7 @@ Expansion, per master-config key (every field the real rows carry, nothing more)
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sim.matrix_dram import dram_offload_gb
@@ -202,30 +202,46 @@ def agentic_rows(
     return rows
 
 
+Pick = Callable[[dict[str, Any], str], "tuple[dict[str, Any], list[int]] | None"]
+
+
+def conc_pick(conc: Sequence[int]) -> Pick:
+    """test-config's choice: every concurrency, or only those ``--conc`` lists."""
+
+    def pick(bmk: dict[str, Any], kind: str) -> tuple[dict[str, Any], list[int]] | None:
+        concs = [c for c in concurrencies(bmk) if not conc or c in conc]
+        return (bmk, concs) if concs else None
+
+    return pick
+
+
 def key_rows(
     config: dict[str, Any],
     runners: dict[str, Any],
-    conc: Sequence[int] = (),
+    pick: Pick,
     seq_lens: Sequence[str] = (),
     scenarios: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Every row ``test-config`` expands one key into, before the eval marks."""
+    """Every row one key expands into, before the eval marks; ``pick`` gives each search-space
+    entry (kind ``single``, ``multi`` or ``agentic``) as the command sees it and its
+    concurrencies, or None to leave it out."""
     wanted = {SEQ_BY_NAME[s] for s in seq_lens}
     kinds = set(scenarios) or {"fixed-seq-len", AGENTIC}
     rows: list[dict[str, Any]] = []
     spaces = config.get("scenarios") or {}
+    fixed_kind = "multi" if config.get("multinode") else "single"
     for seq in spaces.get("fixed-seq-len", []) if "fixed-seq-len" in kinds else []:
         if wanted and (int(seq["isl"]), int(seq["osl"])) not in wanted:
             continue
         for bmk in seq["search-space"]:
-            concs = [c for c in concurrencies(bmk) if not conc or c in conc]
-            if concs:
-                rows += fixed_rows(config, seq, bmk, concs)
+            picked = pick(bmk, fixed_kind)
+            if picked:
+                rows += fixed_rows(config, seq, *picked)
     for scenario in spaces.get(AGENTIC, []) if AGENTIC in kinds else []:
         for bmk in scenario["search-space"]:
-            concs = [c for c in concurrencies(bmk) if not conc or c in conc]
-            if concs:
-                rows += agentic_rows(config, scenario, bmk, concs, runners)
+            picked = pick(bmk, "agentic")
+            if picked:
+                rows += agentic_rows(config, scenario, picked[0], picked[1], runners)
     return rows
 
 
@@ -243,7 +259,7 @@ def test_config(
     files: the later file's), eval marks applied after the ``--conc`` filter."""
     rows: list[dict[str, Any]] = []
     for key in resolve_keys(keys, masters):
-        rows += key_rows(masters[key], runners, conc, seq_lens, scenarios)
+        rows += key_rows(masters[key], runners, conc_pick(conc), seq_lens, scenarios)
     return apply_eval_mode(rows, mode)
 
 
