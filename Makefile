@@ -22,8 +22,8 @@ test: $(STAMP)  ## the test suite (tests marked services need PostgreSQL and Red
 	$(BIN)/pytest -n 2
 
 lint: $(STAMP)
-	$(BIN)/ruff check app workers sim tests bench migrations
-	$(BIN)/ruff format --check app workers sim tests bench migrations
+	$(BIN)/ruff check app workers sim devstack tests bench migrations
+	$(BIN)/ruff format --check app workers sim devstack tests bench migrations
 	$(BIN)/mypy
 
 bench: $(STAMP)

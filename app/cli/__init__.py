@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 from enum import StrEnum
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -155,26 +156,6 @@ DataDirOption = Annotated[
         help="Where the database, logs and secrets live (default: $SWEEPBOT_DATA_DIR or ./.sweepbot)",
     ),
 ]
-
-
-@cli.command()
-def up(
-    host: Annotated[str, typer.Option(metavar="HOST", help="Interface to bind")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(metavar="PORT", help="Port of the API and dashboard")] = 8000,
-    sim_port: Annotated[
-        int, typer.Option(metavar="PORT", help="Port of the simulated GitHub (no credentials set)")
-    ] = 8001,
-    data_dir: DataDirOption = None,
-) -> None:
-    """API + worker + beat in one process tree on the embedded default; prints the URLs.
-
-    With no GitHub credentials set, a simulated GitHub (with the seed world) is started and wired in.
-    """
-    use_data_dir(data_dir)
-    _settings(writes=True)
-    from app.launcher import run_stack  # lazy: loaded when the command runs (start-up)
-
-    raise typer.Exit(run_stack(host=host, port=port, sim_port=sim_port, console=console))
 
 
 @db_app.command("upgrade")
@@ -333,8 +314,6 @@ def _register_capabilities() -> None:
     from app.cli.recipe import recipe_app  # lazy: loaded when the command runs (start-up)
     from app.cli.report import gap_command, report_command  # lazy: loaded when the command runs (start-up)
     from app.cli.sweep import queue_command, sweep_app  # lazy: loaded when the command runs (start-up)
-    from app.demo import demo_command  # lazy: loaded when the command runs (start-up)
-    from sim.cli import sim_app  # lazy: loaded when the command runs (start-up)
 
     cli.add_typer(recipe_app, name="recipe", help="Benchmark-repo files: plan, bump, changelog.")
     cli.add_typer(deps_app, name="deps", help="Upstream dependencies and nightlies.")
@@ -342,16 +321,28 @@ def _register_capabilities() -> None:
     cli.command("queue")(queue_command)
     cli.command("report")(report_command)
     cli.command("gap")(gap_command)
-    cli.add_typer(sim_app, name="sim", help="The simulated GitHub, registry and runners.")
-    cli.command("demo")(demo_command)
 
 
 # The long-running processes (`sweepbot up` and the api, worker and beat it starts) never run the
 # tool subcommands; registering those imports the simulator's app, the demo and the report and
 # recipe tooling in every one of them (bench/memory.py, docs/benchmarks.md "Memory").
 SERVICE_COMMANDS = ("up", "api", "worker", "beat")
-if len(sys.argv) < 2 or sys.argv[1] not in SERVICE_COMMANDS or "--help" in sys.argv:
+TOOLS = len(sys.argv) < 2 or sys.argv[1] not in SERVICE_COMMANDS or "--help" in sys.argv
+if TOOLS:
     _register_capabilities()
+
+
+# Commands from outside the product package: the `sweepbot.commands` entry points, each a
+# `register(cli, tools)` (devstack.cli: `up`, `demo`, `sim`, which wire the product to the
+# simulator). An install without that package (the Docker image) has none of them.
+EXTENSIONS = "sweepbot.commands"
+for _ep in entry_points(group=EXTENSIONS):
+    try:
+        _ep.load()(cli, TOOLS)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != _ep.value.split(".")[0]:
+            raise  # the package is there and broken: say so
+        continue  # the entry point's package is not installed here
 
 
 def _with_metavars(command: Any) -> Any:
