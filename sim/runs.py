@@ -217,7 +217,14 @@ def e2e_jobs(world: World, run: Run, unexpanded: Collection[str] = ()) -> list[t
     the dispatched file: at 843c6254 ``eval /``, get-jobs never assigning ``EVALS``): they get no
     job per row (the run has the caller's failed job instead, ``Actions._fan_out``).
     """
-    rows = plan_points(world, run)
+    pairs = e2e_families(plan_points(world, run))
+    return [(job_name(caller, r), r) for caller, r in pairs if caller not in unexpanded]
+
+
+def e2e_families(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """get-jobs' split of the generated rows, (caller, row as the caller passes it), in the file's
+    job order: by `prefill` and `scenario-type`; fixed-seq-len throughput skips eval-only rows,
+    agentic throughput skips run-eval rows; every eval family takes the run-eval rows."""
 
     def rows_of(*, multi: bool, agentic: bool) -> list[dict[str, Any]]:
         return [
@@ -228,8 +235,6 @@ def e2e_jobs(world: World, run: Run, unexpanded: Collection[str] = ()) -> list[t
 
     multi, single = rows_of(multi=True, agentic=False), rows_of(multi=False, agentic=False)
     agentic, multi_agentic = rows_of(multi=False, agentic=True), rows_of(multi=True, agentic=True)
-    # get-jobs' filters: fixed-seq-len throughput skips eval-only rows, agentic throughput skips
-    # run-eval rows; every eval family takes the run-eval rows (its callers pass eval-only: true).
     families = (
         ("multi-node /", [_throughput_row(r) for r in multi if not r.get("eval-only")]),
         ("multi-node eval /", [_eval_row(r) for r in multi if r.get("run-eval")]),
@@ -240,9 +245,7 @@ def e2e_jobs(world: World, run: Run, unexpanded: Collection[str] = ()) -> list[t
         ("single-node /", [_throughput_row(r) for r in single if not r.get("eval-only")]),
         ("eval /", [_eval_row(r) for r in single if r.get("run-eval")]),
     )
-    return [
-        (job_name(caller, r), r) for caller, family in families if caller not in unexpanded for r in family
-    ]
+    return [(caller, r) for caller, family in families for r in family]
 
 
 # -- run-sweep.yml ------------------------------------------------------------------------------------

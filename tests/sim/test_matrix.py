@@ -4,6 +4,7 @@ the four eval modes, row for row (every field, eval marks included)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ FILES = ("amd-master", "nvidia-master")
 KEYS = {"amd-master": 56, "nvidia-master": 152}
 
 
+@functools.cache
 def _load(name: str) -> dict[str, Any]:
-    return yaml.safe_load((FIX / "configs" / f"{name}.yaml").read_text())
+    text = (FIX / "configs" / f"{name}.yaml").read_text()
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 RUNNERS = yaml.safe_load((FIX / "runners.yaml").read_text())
