@@ -221,6 +221,11 @@ def e2e_jobs(world: World, run: Run, unexpanded: Collection[str] = ()) -> list[t
     return [(job_name(caller, r), r) for caller, r in pairs if caller not in unexpanded]
 
 
+# test-sweep-agentic-evals passes no `pp`, `dcp-size` or `pcp-size` (test-sweep-agentic does):
+# benchmark-tmpl.yml runs it with its defaults, which its job name and RESULT_FILENAME show.
+AGENTIC_EVAL_UNPASSED = {"pp": 1, "dcp-size": 1, "pcp-size": 1}
+
+
 def e2e_families(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """get-jobs' split of the generated rows, (caller, row as the caller passes it), in the file's
     job order: by `prefill` and `scenario-type`; fixed-seq-len throughput skips eval-only rows,
@@ -239,7 +244,7 @@ def e2e_families(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]
         ("multi-node /", [_throughput_row(r) for r in multi if not r.get("eval-only")]),
         ("multi-node eval /", [_eval_row(r) for r in multi if r.get("run-eval")]),
         ("agentic /", [_throughput_row(r) for r in agentic if not r.get("run-eval")]),
-        ("agentic eval /", [_eval_row(r) for r in agentic if r.get("run-eval")]),
+        ("agentic eval /", [_eval_row(r) | AGENTIC_EVAL_UNPASSED for r in agentic if r.get("run-eval")]),
         ("multi-node agentic /", [_throughput_row(r) for r in multi_agentic if not r.get("run-eval")]),
         ("multi-node agentic eval /", [_eval_row(r) for r in multi_agentic if r.get("run-eval")]),
         ("single-node /", [_throughput_row(r) for r in single if not r.get("eval-only")]),
