@@ -4,7 +4,6 @@ WORKDIR /srv/sweepbot
 COPY pyproject.toml README.md alembic.ini ./
 COPY app ./app
 COPY workers ./workers
-COPY sim ./sim
 COPY migrations ./migrations
 # Editable: the migrations and alembic.ini stay beside the package, where app/migrate.py finds them.
 RUN pip install -e . && useradd --system --home /srv/sweepbot sweepbot && mkdir -p /data && chown sweepbot /data

@@ -22,8 +22,8 @@ test: $(STAMP)  ## the test suite (tests marked services need PostgreSQL and Red
 	$(BIN)/pytest -n 2
 
 lint: $(STAMP)
-	$(BIN)/ruff check app workers sim tests bench migrations tools
-	$(BIN)/ruff format --check app workers sim tests bench migrations tools
+	$(BIN)/ruff check app workers sim devstack tests bench migrations tools
+	$(BIN)/ruff format --check app workers sim devstack tests bench migrations tools
 	$(BIN)/mypy
 
 mutation: $(STAMP)  ## mutmut over the core decisions, kill rate per module (minutes a module; not in CI)

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from app.preflight import Holder, lock_text, parse_lock
 
-# The lock files of the launchers that serve a data dir's dashboard (app.launcher.instance_lock).
+# The lock files of the launchers that serve a data dir's dashboard (devstack.launcher.instance_lock).
 UP_LOCK = "up.lock"
 
 # The commands that are (or start) an instance of their own: they never adopt another's database.

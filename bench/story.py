@@ -60,10 +60,10 @@ def main() -> int:
     from sqlalchemy import create_engine, func, select, text
 
     from app.db import dispose_engines, session_factory
-    from app.demo import play_story
-    from app.launcher import SIM_CADENCE, stack
     from app.models.sweeps import SweepJob
     from app.settings import Settings, reset_settings_cache
+    from devstack.demo import play_story
+    from devstack.launcher import SIM_CADENCE, stack
     from sim.scenario import SeedScenario
     from sim.server import SimServer, free_port
     from sim.world import SimSettings

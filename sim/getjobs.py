@@ -30,7 +30,10 @@ from typing import Any
 
 import yaml
 
-from app.core.emptymatrix import assigns, unexpanded_jobs
+_OUTPUT_REF = re.compile(r"needs\.get-jobs\.outputs\.([\w-]+)")
+_STEP_REF = re.compile(r"steps\.([\w-]+)\.outputs\.([\w-]+)")
+_ECHO_LINE = re.compile(r"""^\s*echo\s+["']?([\w-]+)=\$\{?(\w+)\}?["']?""")
+_SKIP_IF = re.compile(r"^\$\{\{\s*needs\.get-jobs\.outputs\.([\w-]+)\s*!=\s*'([^']*)'\s*\}\}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +44,70 @@ class MatrixFailure:
     job_id: str
     caller: str
     message: str
+
+
+def assigns(var: str, script: str) -> bool:
+    """Whether a line of the bash ``script`` sets ``var`` (``VAR=``, ``export VAR=``, ...)."""
+    for line in script.splitlines():
+        words = line.strip().split()
+        while (
+            words
+            and words[0] in ("export", "local", "readonly", "declare")
+            or (words and words[0].startswith("-"))
+        ):
+            words = words[1:]
+        if words and words[0].startswith(f"{var}="):
+            return True
+    return False
+
+
+def _empty_outputs(get_jobs: dict[str, Any]) -> set[str]:
+    """get-jobs' outputs whose step echoes a variable nothing sets: bash expands it to ''."""
+    empty: set[str] = set()
+    steps = {
+        str(st.get("id")): st for st in get_jobs.get("steps") or [] if isinstance(st, dict) and st.get("id")
+    }
+    for output, ref in (get_jobs.get("outputs") or {}).items():
+        m = _STEP_REF.search(str(ref))
+        step = steps.get(m.group(1)) if m else None
+        if m is None or step is None:
+            continue
+        script = str(step.get("run") or "")
+        known = set(get_jobs.get("env") or {}) | set(step.get("env") or {})
+        for line in script.splitlines():
+            echo = _ECHO_LINE.match(line)
+            if echo and echo.group(1) == m.group(2):
+                var = echo.group(2)
+                if var not in known and not assigns(var, script):
+                    empty.add(str(output))
+    return empty
+
+
+def unexpanded_jobs(text: str) -> dict[str, str]:
+    """Job id -> `name:` of the matrix jobs whose get-jobs output is '' and whose `if:` lets them
+    run with it (the simulator's own reading of the file; one it cannot read has none)."""
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return {}
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    get_jobs = jobs.get("get-jobs") if isinstance(jobs, dict) else None
+    if not isinstance(get_jobs, dict):
+        return {}
+    empty = _empty_outputs(get_jobs)
+    out: dict[str, str] = {}
+    for job_id, job in jobs.items():
+        matrix = ((job or {}).get("strategy") or {}).get("matrix") if isinstance(job, dict) else None
+        ref = (
+            _OUTPUT_REF.search(str((matrix or {}).get("config") or "")) if isinstance(matrix, dict) else None
+        )
+        if ref is None or ref.group(1) not in empty:
+            continue
+        cond = _SKIP_IF.match(str(job.get("if") or "").strip())
+        if cond and cond.group(1) == ref.group(1) and cond.group(2) == "":
+            continue  # `!= ''` skips the job on an empty output
+        out[str(job_id)] = str(job.get("name") or job_id)
+    return out
 
 
 def _get(node: Any, key: str) -> Any:
@@ -60,9 +127,9 @@ def strategy_error(job_id: str, path: str, line: int, col: int) -> str:
 
 @functools.lru_cache(maxsize=32)
 def matrix_failures(text: str, path: str) -> tuple[MatrixFailure, ...]:
-    """The matrix jobs of the workflow at ``path`` that cannot evaluate, in the file's order: which
-    ones is the file's own reading (``app.core.emptymatrix``, shared with the bot's slot count); the
-    node tree gives where each matrix expression starts, as GitHub's annotation names it."""
+    """The matrix jobs of the workflow at ``path`` that cannot evaluate, in the file's order
+    (``unexpanded_jobs``); the node tree gives where each matrix expression starts, as GitHub's
+    annotation names it."""
     failing = unexpanded_jobs(text)
     if not failing:
         return ()

@@ -7,20 +7,17 @@ tests/fixtures/inferencex/workflows/ at InferenceX 843c6254):
   input sent must be declared there; every required input must be sent;
 - ``run-name`` evaluated into the run's ``display_title``;
 - e2e-tests.yml's ``get-jobs``: ``generate_sweep_configs.py $GENERATE_COMMAND`` parsed with the
-  repo CLI's documented grammar (app.core.sweepcli, written from the repo's workflows README) and
-  expanded by the master-config rules the sim already shares (app.core.recipes.expand_points), reading
-  only the ``--config-files`` given, with ``*``/``?`` key patterns and an error for a pattern that
-  matches nothing;
+  repo CLI's grammar (sim.gencli) and expanded as the repo's generator does (sim.matrix,
+  sim.matrix_evals, sim.matrix_full: the simulator's own code, checked against what the real
+  generator printed for every key), reading only the ``--config-files`` given;
 - a matrix job whose `get-jobs` output is never assigned fails as GitHub fails it
   (``sim.getjobs``: at 843c6254 ``eval /``);
-- benchmark-tmpl.yml's job name (``p<priority> | <prefix> <precision> <runner> <fw> TP<tp>... c<conc>``
-  behind the caller's ``single-node /``) and its ``RESULT_FILENAME``.
+- the templates' job names and ``RESULT_FILENAME`` (sim.naming, re-exported here).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import functools
 import re
 from collections.abc import Collection
@@ -28,13 +25,16 @@ from typing import Any
 
 import yaml
 
-from app.core.artifacts import result_stem
-from app.core.recipes import expand_points, parse_master
-from app.core.recipes.errors import RecipeError
-from app.core.recipes.evals import EvalMode, plan_evals
-from app.core.sweepcli import CliGrammarError, parse_command
+from sim import gencli
+from sim.matrix import MatrixError, conc_pick, key_rows, test_config
+from sim.matrix_dram import DramError
+from sim.matrix_evals import EvalMode, apply_eval_mode
+from sim.matrix_full import FilterError, full_sweep
 from sim.models import Run
+from sim.naming import SIM_PRIORITY, job_name, multinode_job_name, result_filename
 from sim.world_git import GitData as World
+
+__all__ = ["SIM_PRIORITY", "job_name", "multinode_job_name", "result_filename"]  # sim.naming's, for callers
 
 WORKFLOWS_DIR = ".github/workflows"
 RUN_SWEEP = "run-sweep.yml"
@@ -60,8 +60,6 @@ TRIGGER_LABELS = (
 )
 # run-sweep.yml's throughput jobs per seq-len, in the file's order (sweep-*-1k1k, sweep-*-8k1k)
 SWEEP_SEQS = ("1k1k", "8k1k")
-SIM_PRIORITY = 50  # what utils/ci_priority.py would score; any number, the bot must not care
-_FW_SHORT = {"sglang": "sgl", "dynamo-sglang": "dyn-sgl", "sglang-disagg": "sgl-disagg"}
 _EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 
 
@@ -139,97 +137,6 @@ def evaluate_title(template: str | None, fallback: str, context: dict[str, Any])
     return _EXPR.sub(one, str(template)).strip()
 
 
-# -- names --------------------------------------------------------------------------------------------
-
-
-def _flag(value: Any) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value).lower()
-
-
-def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = "") -> str:
-    """`RESULT_FILENAME` as benchmark-tmpl.yml's "Launch job script" step exports it on `node`."""
-    if "tp" not in point or isinstance(point.get("conc"), list):
-        base = f"{result_stem(point)}_{node}"  # multi-node / agentic rows: the bot's own naming
-        return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
-    base = (
-        f"{point['exp-name']}_{point['precision']}_{point['framework']}_tp{point['tp']}"
-        f"-pp{point.get('pp', 1)}-dcp{point.get('dcp-size', 1)}-pcp{point.get('pcp-size', 1)}"
-        f"-ep{point.get('ep', 1)}-dpa{_flag(point.get('dp-attn', False))}"
-        f"_disagg-{_flag(point.get('disagg', False))}_spec-{point.get('spec-decoding', 'none')}"
-        f"_conc{point['conc']}_{node}"
-    )
-    return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
-
-
-def _eval_suffix(point: dict[str, Any]) -> str:
-    return " | eval-only" if point.get("eval-only") else (" | eval" if point.get("run-eval") else "")
-
-
-def _parallel(w: dict[str, Any]) -> str:
-    par = "".join(
-        f"/{tag}{w.get(k)}"
-        for tag, k in (("PP", "pp"), ("DCP", "dcp-size"), ("PCP", "pcp-size"), ("EP", "ep"))
-        if str(w.get(k, 1)) not in ("", "1")
-    )
-    return f"TP{w['tp']}{par}{'/DPA' if w.get('dp-attn') else ''}"
-
-
-def multinode_job_name(caller: str, point: dict[str, Any], priority: int = SIM_PRIORITY) -> str:
-    """benchmark-multinode-tmpl.yml's job name behind the caller's: seven folded lines, the
-    prefill count and the decode workers only for a disaggregated row, the conc list joined by x.
-
-    That template is not among the fixtures (843c6254); the format is its later copy's, which
-    names the same fields (app.core.runmatch's docstring says more).
-    """
-    fw = str(point["framework"])
-    pre, dec = point["prefill"], point["decode"]
-    disagg = _flag(point.get("disagg", False)) == "true"
-    spec = str(point.get("spec-decoding") or "none")
-    concs = point["conc"] if isinstance(point["conc"], list) else [point["conc"]]
-    fw = _FW_SHORT.get(fw, fw)
-    lines = [
-        f"p{priority} | {point['model-prefix']} {point['precision']} {point['runner']} {fw}",
-        (f"{pre['num-worker']}P " if disagg else "") + f"({_parallel(pre)})",
-        f"x {dec['num-worker']}D ({_parallel(dec)})" if disagg else "",
-        spec if spec != "none" else "",
-        *_offload_words(point),
-        f"c{'x'.join(str(c) for c in concs)}{_eval_suffix(point)}",
-    ]
-    return f"{caller} {' '.join(lines)}"
-
-
-def _offload_words(point: dict[str, Any]) -> tuple[str, str]:
-    """The name's kv-offload lines (agentic rows): `<mode> KV offload`, and the backend's name
-    unless it is none/default."""
-    if point.get("scenario-type") != "agentic-coding":
-        return "", ""
-    mode = str(point.get("kv-offloading") or "")
-    backend = point.get("kv-offload-backend")
-    name = str(backend.get("name") or "") if isinstance(backend, dict) else str(backend or "")
-    return (
-        f"{mode} KV offload" if mode not in ("", "none") else "",
-        name if name not in ("", "none", "default") else "",
-    )
-
-
-def job_name(caller: str, point: dict[str, Any], priority: int = SIM_PRIORITY) -> str:
-    """benchmark-tmpl.yml's `name: >-` (six folded lines, empty expressions kept) behind the caller's
-    (a multi-node row: benchmark-multinode-tmpl.yml's, `multinode_job_name`)."""
-    if "prefill" in point:
-        return multinode_job_name(caller, point, priority)
-    fw = str(point["framework"])
-    spec = str(point.get("spec-decoding") or "none")
-    lines = [
-        f"p{priority} | {point['model-prefix']} {point['precision']} {point['runner']} "
-        f"{_FW_SHORT.get(fw, fw)}",
-        _parallel(point),
-        spec if spec != "none" else "",
-        *_offload_words(point),
-        f"c{point['conc']}{_eval_suffix(point)}",
-    ]
-    return f"{caller} {' '.join(lines)}"
-
-
 # -- e2e-tests.yml's get-jobs -----------------------------------------------------------------------
 
 
@@ -238,50 +145,54 @@ def point_dict(point: Any) -> dict[str, Any]:
     return {k.replace("_", "-"): v for k, v in raw.items()}
 
 
-def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
-    """The rows `generate_sweep_configs.py $GENERATE_COMMAND` emits for the run's command, each with
-    the generator's eval marks (`run-eval`, `eval-only`; e2e_jobs splits them into jobs)."""
-
-    cmd = str(run.inputs.get("generate-cli-command") or "")
-    if not cmd:
-        raise CommandError("generate-cli-command is required outside trusted changelog dispatch mode")
-    try:
-        parsed = parse_command(cmd)
-    except CliGrammarError as exc:
-        raise CommandError(str(exc)) from exc
-    masters: dict[str, dict[str, Any]] = {}
-    for path in parsed.config_files:
+def _masters(world: World, run: Run, paths: tuple[str, ...]) -> dict[str, Any]:
+    """The master files given, merged in order (a key in a later file wins, as the script's
+    dict update does)."""
+    merged: dict[str, Any] = {}
+    for path in paths:
         text = world.read_file(run.repo, path, run.head_sha)
         if text is None:
             raise CommandError(f"FileNotFoundError: {path}")
-        masters[path] = parse_master(text.decode())
-    points: list[dict[str, Any]] = []
+        merged.update(yaml.safe_load(text.decode()) or {})
+    return merged
+
+
+def _runners(world: World, run: Run, cmd: gencli.Command) -> dict[str, Any]:
+    """``--runner-config`` (default configs/runners.yaml); absent there, the runners.yaml beside
+    the first master file (the sim's repo keeps the older .github/configs layout)."""
+    beside = cmd.config_files[0].rsplit("/", 1)[0] + "/runners.yaml" if "/" in cmd.config_files[0] else ""
+    for path in (cmd.runner_config, beside):
+        text = world.read_file(run.repo, path, run.head_sha) if path else None
+        if text is not None:
+            return yaml.safe_load(text.decode()) or {}
+    return {}
+
+
+def plan_points(world: World, run: Run) -> list[dict[str, Any]]:
+    """The rows `generate_sweep_configs.py $GENERATE_COMMAND` prints for the run's command, eval
+    marks included (sim.gencli reads the command, sim.matrix expands it; e2e_jobs splits the
+    rows into jobs)."""
     try:
-        if parsed.command == "test-config":
-            for pattern in parsed.config_keys:
-                hits = [(p, k) for p, m in masters.items() for k in m if fnmatch.fnmatchcase(k, pattern)]
-                if not hits:
-                    raise CommandError(f"config key pattern {pattern!r} matches no keys")
-                for path, key in hits:
-                    for p in expand_points(masters[path], key, conc=list(parsed.conc) or None):
-                        points.append(point_dict(p))
-        else:
-            f = parsed.filters
-            for master in masters.values():
-                for key in master:
-                    try:
-                        expanded = expand_points(master, key)
-                    except RecipeError:
-                        continue  # multinode / agentic keys: not single-node fixed-seq-len
-                    for p in expanded:
-                        d = point_dict(p)
-                        if _full_sweep_keeps(d, f, parsed.seq_lens):
-                            points.append(d)
-    except RecipeError as exc:
+        cmd = gencli.parse(str(run.inputs.get("generate-cli-command") or ""))
+        if cmd.options.get("runner_node_filter"):
+            raise CommandError("--runner-node-filter is not played by the simulator")
+        masters, runners = _masters(world, run, cmd.config_files), _runners(world, run, cmd)
+        o = cmd.options
+        if cmd.name == "test-config":
+            return test_config(
+                masters,
+                o["config_keys"],
+                runners,
+                cmd.mode,
+                conc=o.get("conc") or (),
+                seq_lens=o.get("seq_lens") or (),
+                scenarios=o.get("scenario_type") or (),
+            )
+        return full_sweep(masters, runners, o, cmd.mode)
+    except (gencli.GrammarError, MatrixError, FilterError, DramError) as exc:
         raise CommandError(str(exc)) from exc
-    # The generator's eval selection runs on the rows it generated (the dispatched slice), in the
-    # command's eval mode.
-    return plan_evals(points, EvalMode.ALL if parsed.all_evals else EvalMode(parsed.evals))
+    except (KeyError, TypeError) as exc:  # a master entry missing a field the script needs
+        raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _throughput_row(point: dict[str, Any]) -> dict[str, Any]:
@@ -306,7 +217,19 @@ def e2e_jobs(world: World, run: Run, unexpanded: Collection[str] = ()) -> list[t
     the dispatched file: at 843c6254 ``eval /``, get-jobs never assigning ``EVALS``): they get no
     job per row (the run has the caller's failed job instead, ``Actions._fan_out``).
     """
-    rows = plan_points(world, run)
+    pairs = e2e_families(plan_points(world, run))
+    return [(job_name(caller, r), r) for caller, r in pairs if caller not in unexpanded]
+
+
+# test-sweep-agentic-evals passes no `pp`, `dcp-size` or `pcp-size` (test-sweep-agentic does):
+# benchmark-tmpl.yml runs it with its defaults, which its job name and RESULT_FILENAME show.
+AGENTIC_EVAL_UNPASSED = {"pp": 1, "dcp-size": 1, "pcp-size": 1}
+
+
+def e2e_families(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """get-jobs' split of the generated rows, (caller, row as the caller passes it), in the file's
+    job order: by `prefill` and `scenario-type`; fixed-seq-len throughput skips eval-only rows,
+    agentic throughput skips run-eval rows; every eval family takes the run-eval rows."""
 
     def rows_of(*, multi: bool, agentic: bool) -> list[dict[str, Any]]:
         return [
@@ -317,41 +240,17 @@ def e2e_jobs(world: World, run: Run, unexpanded: Collection[str] = ()) -> list[t
 
     multi, single = rows_of(multi=True, agentic=False), rows_of(multi=False, agentic=False)
     agentic, multi_agentic = rows_of(multi=False, agentic=True), rows_of(multi=True, agentic=True)
-    # get-jobs' filters: fixed-seq-len throughput skips eval-only rows, agentic throughput skips
-    # run-eval rows; every eval family takes the run-eval rows (its callers pass eval-only: true).
     families = (
         ("multi-node /", [_throughput_row(r) for r in multi if not r.get("eval-only")]),
         ("multi-node eval /", [_eval_row(r) for r in multi if r.get("run-eval")]),
         ("agentic /", [_throughput_row(r) for r in agentic if not r.get("run-eval")]),
-        ("agentic eval /", [_eval_row(r) for r in agentic if r.get("run-eval")]),
+        ("agentic eval /", [_eval_row(r) | AGENTIC_EVAL_UNPASSED for r in agentic if r.get("run-eval")]),
         ("multi-node agentic /", [_throughput_row(r) for r in multi_agentic if not r.get("run-eval")]),
         ("multi-node agentic eval /", [_eval_row(r) for r in multi_agentic if r.get("run-eval")]),
         ("single-node /", [_throughput_row(r) for r in single if not r.get("eval-only")]),
         ("eval /", [_eval_row(r) for r in single if r.get("run-eval")]),
     )
-    return [
-        (job_name(caller, r), r) for caller, family in families if caller not in unexpanded for r in family
-    ]
-
-
-def _full_sweep_keeps(point: dict[str, Any], f: dict[str, Any], seq_lens: tuple[str, ...]) -> bool:
-    checks = (
-        ("model_prefix", "model-prefix"),
-        ("precision", "precision"),
-        ("framework", "framework"),
-        ("runner_type", "runner"),
-    )
-    for flag, field in checks:
-        if flag in f and point[field] not in f[flag]:
-            return False
-    if seq_lens and str(point["exp-name"]).rsplit("_", 1)[-1] not in seq_lens:
-        return False
-    conc, tp = int(point["conc"]), int(point["tp"])
-    if "min_conc" in f and conc < int(f["min_conc"]):
-        return False
-    if "max_conc" in f and conc > int(f["max_conc"]):
-        return False
-    return not ("max_tp" in f and tp > int(f["max_tp"]))
+    return [(caller, r) for caller, family in families for r in family]
 
 
 # -- run-sweep.yml ------------------------------------------------------------------------------------
@@ -411,13 +310,13 @@ def sweep_points(world: World, run: Run) -> list[dict[str, Any]]:
     trim = "sweep-enabled" in run.inputs.get("labels", [])
     for key in run.inputs.get("keys", []):
         for path in masters:
-            master = parse_master((world.read_file(run.repo, path, run.head_sha) or b"").decode())
+            master = yaml.safe_load(world.read_file(run.repo, path, run.head_sha) or b"") or {}
             if key not in master:
                 continue
             try:
-                expanded = [point_dict(p) for p in expand_points(master, key)]
-            except RecipeError:
-                continue  # a key the planner cannot expand (process_changelog.py would fail setup)
+                expanded = key_rows(master[key], {}, conc_pick(()))
+            except (KeyError, TypeError, DramError):
+                continue  # a key the generator cannot expand (process_changelog.py would fail setup)
             points.extend(_trimmed(expanded) if trim else expanded)
     return points
 
@@ -449,7 +348,7 @@ def sweep_jobs(world: World, run: Run) -> list[tuple[str, dict[str, Any]]]:
     labels = run.inputs.get("labels", [])
     everything, only = "all-evals" in labels, "evals-only" in labels
     mode = EvalMode.ALL if everything and only else EvalMode.ONLY if only else EvalMode.DEFAULT
-    rows = plan_evals(sweep_points(world, run), mode)
+    rows = apply_eval_mode(sweep_points(world, run), mode)
     if everything and not only:  # throughput as usual, and an eval of every fixed-seq-len row
         rows = [r | {"run-eval": True} for r in rows]
     fixed = [r for r in rows if r.get("scenario-type") != "agentic-coding"]

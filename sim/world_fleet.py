@@ -12,9 +12,9 @@ import zipfile
 from datetime import UTC, datetime
 from typing import Any
 
-from sim import perf
+from sim import collect, naming, perf
 from sim.models import Artifact, Event, Job, Run, Runner, iso
-from sim.runs import result_filename
+from sim.naming import result_filename
 from sim.world_runners import RunnerLabels
 
 
@@ -122,30 +122,31 @@ class Fleet(RunnerLabels):
         self._upload_artifacts(job, None)
 
     def _upload_artifacts(self, job: Job, result: dict[str, Any] | None) -> None:
-        """What one benchmark-tmpl.yml job uploads (its `Upload ...` steps); no result: logs only."""
+        """What one template job uploads (its `Upload ...` steps, sim.naming); no result: logs only.
+        A multi-node row's throughput holds one result per concurrency of its list."""
         fingerprint = str(job.point.get("recipe-fingerprint") or "")
         if not fingerprint and self.recipe_suffix:
             fingerprint = hashlib.sha256(str(job.point.get("result-name")).encode()).hexdigest()
         rf = result_filename(job.point, str(job.runner_name), fingerprint)
-        eval_only = bool(job.point.get("eval-only"))
-        logs = "eval_" if eval_only else ""  # the template's eval-only prefix for logs and metrics
-        uploads: dict[str, dict[str, str]] = {
-            f"{logs}server_logs_{rf}": {"server.log": "INFO: Started server process\n"},
-            f"{logs}gpu_metrics_{rf}": {"gpu_metrics.csv": "timestamp,gpu,power_w\n0,0,750\n"},
-        }
-        if result is not None and not eval_only:
-            agg = json.dumps(result, indent=2)
-            uploads[f"bmk_{rf}"] = {f"agg_{rf}.json": agg}
-            uploads[f"power_audit_{rf}"] = {f"{rf}.json": agg, f"agg_{rf}.json": agg}
-        if result is not None and (job.point.get("run-eval") or eval_only):
-            uploads[f"eval_{job.point.get('exp-name')}_{rf}"] = self._eval_members(job)
-        for name, members in uploads.items():
-            buf = io.BytesIO()
-            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-                for member, text in members.items():
-                    zf.writestr(member, text)
-            art = Artifact(self.next_id(), job.run_id, name, buf.getvalue(), self.now())
-            self.artifacts[art.id] = art
+
+        def result_at(conc: int) -> dict[str, Any]:
+            if result is None or not isinstance(job.point.get("conc"), list):
+                return result or {}
+            return perf.benchmark_result(self._perf_input(job.point, conc), self.settings.seed, 0)
+
+        made = naming.uploads(
+            job.point, rf, None if result is None else result_at, lambda: self._eval_members(job)
+        )
+        for name, members in made.items():
+            self._store_artifact(job.run_id, name, members)
+
+    def _store_artifact(self, run_id: int, name: str, members: dict[str, str]) -> None:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            for member, text in members.items():
+                zf.writestr(member, text)
+        art = Artifact(self.next_id(), run_id, name, buf.getvalue(), self.now())
+        self.artifacts[art.id] = art
 
     def _eval_members(self, job: Job) -> dict[str, str]:
         """The eval upload: `meta_env.json` and the harness's `results_<time>.json` (EVALS.md); a
@@ -287,6 +288,8 @@ class Fleet(RunnerLabels):
             run.conclusion = "failure"
         else:
             run.conclusion = "success"
+        for name, members in collect.aggregates(run, jobs, self.artifacts.values()).items():
+            self._store_artifact(run.id, name, members)
         run.status, run.updated_at = "completed", self.now()
         self._run_event(run, "completed")
 

@@ -36,7 +36,7 @@ def _baseline(section: str) -> set[str]:
     return found
 
 
-PACKAGES = ("app", "workers")
+PACKAGES = ("app", "workers", "devstack")
 
 
 def _app_files(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Iterator[Path]:

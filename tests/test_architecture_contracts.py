@@ -28,7 +28,7 @@ def _lint_with_plant(
     tmp_path: Path, contract: str, plants: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
     tree = tmp_path / "tree"
-    for package in ("app", "workers", "sim"):
+    for package in ("app", "workers", "sim", "devstack"):
         if (ROOT / package).is_dir():
             shutil.copytree(ROOT / package, tree / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # What makes a test impure: a database, a process, a broker, a server or the network.
 IMPURE_MODULES = (
     "app.db", "sqlalchemy", "subprocess", "multiprocessing", "celery", "kombu", "workers", "redis",
-    "psycopg", "socket", "httpx", "fastapi", "starlette", "uvicorn", "app.launcher", "app.demo",
+    "psycopg", "socket", "httpx", "fastapi", "starlette", "uvicorn", "devstack",
 )  # fmt: skip
 IMPURE_FIXTURES = {"db_session", "sqlite_url", "pg_url", "client", "sim"}
 

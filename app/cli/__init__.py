@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 from enum import StrEnum
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -190,26 +191,6 @@ DataDirOption = Annotated[
         help="Where the database, logs and secrets live (default: $SWEEPBOT_DATA_DIR or ./.sweepbot)",
     ),
 ]
-
-
-@cli.command()
-def up(
-    host: Annotated[str, typer.Option(metavar="HOST", help="Interface to bind")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(metavar="PORT", help="Port of the API and dashboard")] = 8000,
-    sim_port: Annotated[
-        int, typer.Option(metavar="PORT", help="Port of the simulated GitHub (no credentials set)")
-    ] = 8001,
-    data_dir: DataDirOption = None,
-) -> None:
-    """API + worker + beat in one process tree on the embedded default; prints the URLs.
-
-    With no GitHub credentials set, a simulated GitHub (with the seed world) is started and wired in.
-    """
-    use_data_dir(data_dir)
-    _settings(writes=True)
-    from app.launcher import run_stack  # lazy: loaded when the command runs (start-up)
-
-    raise typer.Exit(run_stack(host=host, port=port, sim_port=sim_port, console=console))
 
 
 @db_app.command("upgrade")
@@ -442,18 +423,6 @@ def _register_reports() -> None:
     cli.command("gap")(gap_command)
 
 
-def _register_sim() -> None:
-    from sim.cli import sim_app  # lazy: registered only when the command runs (start-up)
-
-    cli.add_typer(sim_app, name="sim", help="The simulated GitHub, registry and runners.")
-
-
-def _register_demo() -> None:
-    from app.demo import demo_command  # lazy: registered only when the command runs (start-up)
-
-    cli.command("demo")(demo_command)
-
-
 # The tool subcommands by name, in --help order. A run of one of them registers (imports) only it:
 # `sweepbot recipe ...` and `sweepbot gap` load no service code (no web framework, ORM, broker or
 # simulator; bench/cli.py, tests/cli/test_cli_imports.py). The long-running processes (`up` and the
@@ -466,8 +435,6 @@ CAPABILITIES = {
     "sched": _register_sched,
     "report": _register_reports,
     "gap": _register_reports,
-    "sim": _register_sim,
-    "demo": _register_demo,
 }
 SERVICE_COMMANDS = ("up", "api", "worker", "beat")
 # The offline tools read files only, never a setting: a bad SWEEPBOT_* value does not stop them.
@@ -483,10 +450,26 @@ def _register_capabilities(only: str | None = None) -> None:
 
 
 _FIRST = sys.argv[1] if len(sys.argv) > 1 else None
+TOOLS = False  # every tool command registered (help, or a command this module does not know)
 if _FIRST in CAPABILITIES:
     _register_capabilities(_FIRST)
 elif _FIRST not in SERVICE_COMMANDS or "--help" in sys.argv:
     _register_capabilities()
+    TOOLS = True
+
+
+# Commands from outside the product package: the `sweepbot.commands` entry points, each a
+# `register(cli, tools)` (devstack.cli: `up`, `demo`, `sim`, which wire the product to the
+# simulator; `demo` and `sim` only with ``tools``, so `sweepbot recipe` and `gap` never load them).
+# An install without that package (the Docker image) has none of them.
+EXTENSIONS = "sweepbot.commands"
+for _ep in entry_points(group=EXTENSIONS):
+    try:
+        _ep.load()(cli, TOOLS)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != _ep.value.split(".")[0]:
+            raise  # the package is there and broken: say so
+        continue  # the entry point's package is not installed here
 
 
 def _with_metavars(command: Any) -> Any:

@@ -21,7 +21,7 @@ REFERENCE = ROOT / "app/core/references/atom-minimaxm3-mxfp4-mi355x-tp4-8k1k.yam
 SERVICE = (
     "fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "celery", "kombu", "redis", "github",
     "httpx", "sim", "app.db", "app.settings", "app.models", "app.flows", "app.store", "app.adapters",
-    "app.web", "app.launcher", "app.demo", "workers",
+    "app.web", "devstack", "workers",
 )  # fmt: skip
 
 # Runs the CLI as `sweepbot` does, then prints the top-level names of every module it loaded.

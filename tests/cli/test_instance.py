@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from app.instance import adopt_running_instance, recordable, running_instance
-from app.launcher import instance_lock
 from app.migrate import upgrade
 from app.settings import Settings
+from devstack.launcher import instance_lock
 from tests.conftest import ROOT
 
 

@@ -10,7 +10,7 @@ import pytest
 
 
 def test_generated_secrets_are_created_owner_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.launcher import _secret
+    from devstack.launcher import _secret
 
     # Even if nothing tightens the mode afterwards, the file never exists with the umask's mode.
     monkeypatch.setattr(Path, "chmod", lambda self, mode: None)
@@ -25,7 +25,7 @@ def test_generated_secrets_are_created_owner_only(tmp_path: Path, monkeypatch: p
 
 
 def test_starting_a_child_leaves_no_log_file_open_in_the_parent(tmp_path: Path) -> None:
-    from app.launcher import Stack
+    from devstack.launcher import Stack
 
     def open_logs() -> list[str]:
         out = []

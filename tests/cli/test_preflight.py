@@ -18,7 +18,7 @@ from app.preflight import (
     port_taken_message,
     sim_webhook_secrets,
 )
-from app.storytext import Collapser, Event, IdleNarrator, fit, render, sweep_activity
+from devstack.storytext import Collapser, Event, IdleNarrator, fit, render, sweep_activity
 
 UVICORN_BIND_ERROR = (
     "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 8000): "
@@ -68,7 +68,7 @@ def test_the_operators_webhook_secrets_are_kept_and_the_sims_added() -> None:
 def test_the_sim_environment_keeps_configured_secrets(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from app.launcher import sim_environment
+    from devstack.launcher import sim_environment
     from sim.world import SimSettings
 
     world = SimpleNamespace(settings=SimSettings(), oauth_clients={}, hook_id=424242)
@@ -81,7 +81,7 @@ def test_the_sim_environment_keeps_configured_secrets(tmp_path: Path) -> None:
 
 
 def test_instance_lock_refuses_a_second_holder_with_the_first_ones_dashboard(tmp_path: Path) -> None:
-    from app.launcher import StartRefused, instance_lock
+    from devstack.launcher import StartRefused, instance_lock
 
     with (
         instance_lock(tmp_path, "up", "http://127.0.0.1:8000/"),

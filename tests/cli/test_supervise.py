@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from app.launcher import MAX_RESTARTS, Stack, supervise
+from devstack.launcher import MAX_RESTARTS, Stack, supervise
 
 # A child that counts its starts in a file, says why it fails, and exits until its Nth start.
 CHILD = """

@@ -214,7 +214,7 @@ def test_an_explicit_database_with_the_simulator_is_refused_with_the_fix(tmp_pat
 
 def test_the_apis_own_port_error_is_printed_not_only_logged(tmp_path: Path) -> None:
     """The race the pre-check cannot close: the port is taken between the check and the API's bind."""
-    from app.launcher import Stack, StartRefused, wait_healthy
+    from devstack.launcher import Stack, StartRefused, wait_healthy
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -234,7 +234,7 @@ def test_the_apis_own_port_error_is_printed_not_only_logged(tmp_path: Path) -> N
 
 
 def test_demo_refuses_a_busy_port_and_a_second_copy_in_one_line(tmp_path: Path) -> None:
-    from app.launcher import instance_lock
+    from devstack.launcher import instance_lock
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

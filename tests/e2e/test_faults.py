@@ -134,9 +134,9 @@ def test_routine_faults_during_a_sweep_lose_and_double_nothing(
     own_services: tuple[OwnPostgres, OwnRedis], tmp_path: Path, settings_env: pytest.MonkeyPatch
 ) -> None:
     from app.db import dispose_engines, session_factory
-    from app.demo import play_story
-    from app.launcher import SIM_CADENCE, stack
     from app.settings import Settings, reset_settings_cache
+    from devstack.demo import play_story
+    from devstack.launcher import SIM_CADENCE, stack
     from sim.app import admin_action
     from sim.scenario import SeedScenario
     from sim.server import SimServer, free_port

@@ -1,7 +1,7 @@
 """The whole story end to end on PostgreSQL + Redis, with separate API, worker and beat processes.
 
 The simulated GitHub plays the seed scenario; nobody touches the bot. Every observable effect is
-asserted in the sim's GitHub state (app/story.py). Both sweep modes run, each on a recipe PR that
+asserted in the sim's GitHub state (devstack/story.py). Both sweep modes run, each on a recipe PR that
 carries (or gets) the repo's sweep label, so the repo's own run-sweep.yml is live too:
 
 - dispatch mode (the bot's queue through e2e-tests.yml): dispatch answers without a run id, so
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from app.demo import play_story
-from app.mergestory import sweep_mode_setup
-from app.story import STATUS_MARKER, StoryReport, bot_comments
+from devstack.demo import play_story
+from devstack.mergestory import sweep_mode_setup
+from devstack.story import STATUS_MARKER, StoryReport, bot_comments
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -66,8 +66,8 @@ def _run(
     tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool, mode: str, crawl_dashboard: bool = False
 ) -> StoryReport:
     from app.db import session_factory
-    from app.launcher import SIM_CADENCE, stack
     from app.settings import Settings, reset_settings_cache
+    from devstack.launcher import SIM_CADENCE, stack
     from sim.scenario import SeedScenario
     from sim.server import SimServer, free_port
     from sim.world import SimSettings

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.story import REPORT_MARKER_PREFIX, StoryReport, bot_comments
-from app.storytimeline import Timeline, wait_until
+from devstack.story import REPORT_MARKER_PREFIX, StoryReport, bot_comments
+from devstack.storytimeline import Timeline, wait_until
 
 SWEEP_MODES = ("label", "dispatch")
 MAINTAINER = "alice-admin"  # the seed world's admin of the benchmark repo

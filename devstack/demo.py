@@ -28,13 +28,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import session_factory
-from app.launcher import SIM_CADENCE, Stack, StartRefused, check_ports, instance_lock, stack
-from app.mergestory import SWEEP_MODES, merge_with_reuse, observe_merge, sweep_mode_setup
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.preflight import PortUse
 from app.settings import Settings, reset_settings_cache
-from app.story import (
+from devstack.launcher import SIM_CADENCE, Stack, StartRefused, check_ports, instance_lock, stack
+from devstack.mergestory import SWEEP_MODES, merge_with_reuse, observe_merge, sweep_mode_setup
+from devstack.story import (
     ATOM_CONCS,
     REPORT_MARKER_PREFIX,
     STATUS_MARKER,
@@ -45,8 +45,8 @@ from app.story import (
     observe_nightly,
     report_table,
 )
-from app.storytext import fit, sweep_activity
-from app.storytimeline import Say, Timeline, wait_until
+from devstack.storytext import fit, sweep_activity
+from devstack.storytimeline import Say, Timeline, wait_until
 from sim.nightly_scenario import NightlyRegressionStory
 from sim.scenario import SeedScenario
 from sim.server import SimServer

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.models import AuditEntry
-from app.storytext import Collapser, Event, IdleNarrator, fit, render, waiting_activity
+from devstack.storytext import Collapser, Event, IdleNarrator, fit, render, waiting_activity
 
 Say = Callable[[str], None]
 
