@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018_session_revocation"
-down_revision = "0016_unexpanded_prediction"
+down_revision = "0017_watch_approval"
 branch_labels = None
 depends_on = None
 

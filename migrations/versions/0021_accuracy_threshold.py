@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0021_accuracy_threshold"
-down_revision = "0016_unexpanded_prediction"
+down_revision = "0018_session_revocation"
 branch_labels = None
 depends_on = None
 

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0022_runner_controller"
-down_revision = "0016_unexpanded_prediction"
+down_revision = "0021_accuracy_threshold"
 branch_labels = None
 depends_on = None
 

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0023_retention_index"
-down_revision = "0016_unexpanded_prediction"
+down_revision = "0022_runner_controller"
 branch_labels = None
 depends_on = None
 
