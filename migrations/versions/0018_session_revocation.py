@@ -5,7 +5,7 @@ expired. A cookie now names a row of this table; sign-out deletes the row, and a
 one authenticates nothing (cookies issued before this migration included: sign in again).
 
 Revision ID: 0018_session_revocation
-Revises: 0016_unexpanded_prediction
+Revises: 0017_watch_approval
 """
 
 from __future__ import annotations

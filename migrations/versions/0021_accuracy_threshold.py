@@ -7,7 +7,7 @@ runs when it was planned (app.core.thresholds); ``eval_results.gated``: whether 
 both (rows stored before this): thresholds not read, exact_match assumed.
 
 Revision ID: 0021_accuracy_threshold
-Revises: 0016_unexpanded_prediction
+Revises: 0018_session_revocation
 """
 
 from __future__ import annotations

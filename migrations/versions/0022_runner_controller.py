@@ -2,7 +2,7 @@
 (issue 27: sweepbot places every GPU job of the repo on GitHub's runner-label contract).
 
 Revision ID: 0022_runner_controller
-Revises: 0016_unexpanded_prediction
+Revises: 0021_accuracy_threshold
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ conc (issue 29: the pages grouped every stored result, p95 95 -> 186 ms at 3x hi
 from the results stored so far; kept current by app/store/resultpoints.py as results are stored.
 
 Revision ID: 0023_retention_index
-Revises: 0016_unexpanded_prediction
+Revises: 0022_runner_controller
 """
 
 from __future__ import annotations
