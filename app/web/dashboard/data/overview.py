@@ -167,9 +167,7 @@ def label_usage(session: Session, settings: Settings) -> list[S.LabelUsage]:
     return out
 
 
-def failures(session: Session, limit: int = 10) -> list[S.Failure]:
-    """What needs a human: failed deliveries and jobs, blocked watches, report and config errors,
-    and merges main did not publish verifiably (the runbook's case and its recovery)."""
+def _failed_deliveries(session: Session, limit: int) -> list[S.Failure]:
     out: list[S.Failure] = []
     for d in session.scalars(
         select(Delivery)
@@ -187,6 +185,11 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
                 link=f"/deliveries/{d.id}",
             )
         )
+    return out
+
+
+def _failed_jobs(session: Session, limit: int) -> list[S.Failure]:
+    out: list[S.Failure] = []
     for j in session.scalars(
         select(SweepJob).where(SweepJob.state == JobState.FAILED).order_by(SweepJob.id.desc()).limit(limit)
     ):
@@ -199,6 +202,11 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
                 link=f"/sweeps/{j.sweep_id}#job-{j.id}",
             )
         )
+    return out
+
+
+def _blocked_watches(session: Session, limit: int) -> list[S.Failure]:
+    out: list[S.Failure] = []
     for w in session.scalars(
         select(Watch)
         .where(Watch.state.in_((WatchState.BLOCKED, WatchState.ARCHIVED)))
@@ -214,6 +222,11 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
                 link=f"/watches#watch-{w.id}",
             )
         )
+    return out
+
+
+def _report_errors(session: Session, limit: int) -> list[S.Failure]:
+    out: list[S.Failure] = []
     for r in session.scalars(
         select(ReportState)
         .where(ReportState.last_error.is_not(None))
@@ -229,6 +242,11 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
                 link=f"/sweeps/{r.sweep_id}",
             )
         )
+    return out
+
+
+def _unpublished_merges(session: Session, limit: int) -> list[S.Failure]:
+    out: list[S.Failure] = []
     for sweep, pub in publication_problems(session, limit):
         recovery = str(pub.get("recovery") or "").splitlines()
         out.append(
@@ -242,6 +260,11 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
                 link=f"/sweeps/{sweep.id}",
             )
         )
+    return out
+
+
+def _config_errors(session: Session, limit: int) -> list[S.Failure]:
+    out: list[S.Failure] = []
     for c in session.scalars(select(BotConfigRecord).where(BotConfigRecord.ok.is_(False)).limit(limit)):
         out.append(
             S.Failure(
@@ -252,6 +275,23 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
                 link=f"/watches?repo={c.repo}",
             )
         )
+    return out
+
+
+_FAILURE_SOURCES = (
+    _failed_deliveries,
+    _failed_jobs,
+    _blocked_watches,
+    _report_errors,
+    _unpublished_merges,
+    _config_errors,
+)
+
+
+def failures(session: Session, limit: int = 10) -> list[S.Failure]:
+    """What needs a human: failed deliveries and jobs, blocked watches, report and config errors,
+    and merges main did not publish verifiably (the runbook's case and its recovery)."""
+    out = [f for source in _FAILURE_SOURCES for f in source(session, limit)]
     out.sort(key=lambda f: f.at or datetime.min.replace(tzinfo=UTC), reverse=True)
     return out[: 3 * limit]
 
