@@ -20,8 +20,10 @@ from app.web.dashboard import auth
 TOKEN = "op-token-for-session-tests"
 
 
-@pytest.fixture
-def app(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[FastAPI]:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.services)])
+def app(request: pytest.FixtureRequest, settings_env: pytest.MonkeyPatch) -> Iterator[FastAPI]:
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_clean_url")
+    settings_env.setenv("SWEEPBOT_DATABASE_URL", url)
     settings_env.setenv("SWEEPBOT_OPERATOR_TOKENS", TOKEN)
     settings_env.setenv("SWEEPBOT_OPERATOR_BASIC", "alice:s3cret,bob:hunter2")
     settings_env.setenv("SWEEPBOT_GITHUB_API_URL", "http://127.0.0.1:9/api/v3")
