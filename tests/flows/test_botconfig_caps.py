@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.flows.botconfig import CONFIG_PATH, BotConfig, read_bot_config
+from app.core.botconfig import CONFIG_PATH, BotConfig
+from app.flows.botconfig import read_bot_config
 from app.models.tracking import BotConfigRecord
 
 BILLION_LAUGHS = "\n".join(
