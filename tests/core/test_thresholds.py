@@ -163,7 +163,7 @@ def test_gap_cli_also_judges_against_the_repos_thresholds(tmp_path: Path) -> Non
     ref = str(FIXTURES / "references" / "atom-minimaxm3-mxfp4-mi355x-tp4-8k1k.yaml")
     gate = str(FIXTURES / "inferencex/evals/thresholds.yaml")
     (tmp_path / "results_2026-12-01T09-00-00.json").write_text(json.dumps(gsm8k_results(0.91)))
-    (tmp_path / "meta_env.json").write_text(json.dumps(meta_env(**{"infmax_model_prefix": "minimaxm2.5"})))
+    (tmp_path / "meta_env.json").write_text(json.dumps(meta_env(infmax_model_prefix="minimaxm2.5")))
     args = ["gap", "--results", str(tmp_path), "--reference", ref, "--thresholds", gate]
     got = CliRunner().invoke(app, args)
     assert got.exit_code == 0, got.output
