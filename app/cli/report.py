@@ -29,6 +29,15 @@ from app.core.gap import (
 )
 from app.core.references import Reference, ReferenceError, load_reference, metric_field
 from app.core.resultfile import ResultFileError, parse_result
+from app.core.thresholds import (
+    ThresholdsError,
+    gate_summary,
+    judge,
+    model_prefix,
+    outcome_text,
+    parse_thresholds,
+    task_outcomes,
+)
 
 
 def report_command(sweep_id: Annotated[int, typer.Argument(help="The sweep's id.")]) -> None:
@@ -197,7 +206,28 @@ def _accuracy_part(eval_scores: list[Any], ref: Reference) -> tuple[list[str], l
     return out, rows
 
 
-def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
+def _threshold_part(
+    eval_scores: list[Any], thresholds_file: Path, prefix: str | None
+) -> tuple[list[str], str | None]:
+    """The repo gate's verdict per task (``utils/evals/thresholds.yaml`` as validate_scores.py
+    applies it), and the verdict line's part."""
+    gate = parse_thresholds(thresholds_file.read_text(), path=str(thresholds_file))
+    outcomes = task_outcomes(judge(eval_scores, gate, model_prefix(prefix)))
+    model = f"model prefix {prefix}" if model_prefix(prefix) else "no model prefix"
+    out = [f"Against the repo's thresholds ({thresholds_file}, {model}):", ""]
+    out += [f"- {task}: {outcome_text(v).replace('**', '')}" for task, v in outcomes.items()]
+    if not outcomes:
+        out.append("- no score validate_scores.py checks (none of the declared metrics, else exact_match)")
+    return out, gate_summary(outcomes)
+
+
+def gap_table_for_dir(
+    results: Path,
+    reference_file: Path,
+    metric: str,
+    thresholds_file: Path | None = None,
+    prefix: str | None = None,
+) -> str:
     """The gap report for a folder of result files against a reference file (pure but for reads).
 
     The folder may hold benchmark result JSON (either schema), lm-eval result files
@@ -218,8 +248,19 @@ def gap_table_for_dir(results: Path, reference_file: Path, metric: str) -> str:
             out.append("")
         part, accuracy_rows = _accuracy_part(eval_scores, ref)
         out += part
-    out += ["", f"Verdict: {overall_verdict_line(rows, accuracy_rows)}"]
+    verdict = overall_verdict_line(rows, accuracy_rows)
+    if thresholds_file is not None and eval_scores:
+        part, summary = _threshold_part(eval_scores, thresholds_file, prefix or _meta_prefix(results))
+        out += ["", *part]
+        verdict += f"; {summary}" if summary else ""
+    out += ["", f"Verdict: {verdict}"]
     return "\n".join(out)
+
+
+def _meta_prefix(results: Path) -> str | None:
+    """``infmax_model_prefix`` of the folder's meta_env.json, as validate_scores.py reads it."""
+    meta = results / "meta_env.json"
+    return parse_meta_env(meta.read_bytes(), meta.name).model_prefix if meta.is_file() else None
 
 
 def gap_command(
@@ -245,10 +286,34 @@ def gap_command(
     metric: Annotated[
         str, typer.Option("--metric", help="Metric to compare, e.g. mean_tpot, p99_tpot.")
     ] = "mean_tpot",
+    thresholds: Annotated[
+        Path | None,
+        typer.Option(
+            "--thresholds",
+            help="The benchmark repo's utils/evals/thresholds.yaml: also judge accuracy as its "
+            "validate_scores.py does.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    model_prefix_opt: Annotated[
+        str | None,
+        typer.Option(
+            "--model-prefix",
+            help="The model prefix for per-model thresholds (default: meta_env.json's infmax_model_prefix).",
+        ),
+    ] = None,
 ) -> None:
     """Print the per-concurrency gap and the accuracy table of a folder of results, offline."""
     try:
-        typer.echo(gap_table_for_dir(results, reference, metric))
-    except (ValueError, ReferenceError, ResultFileError, EvalFileError, ArtifactError) as exc:
+        typer.echo(gap_table_for_dir(results, reference, metric, thresholds, model_prefix_opt))
+    except (
+        ValueError,
+        ReferenceError,
+        ResultFileError,
+        EvalFileError,
+        ArtifactError,
+        ThresholdsError,
+    ) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

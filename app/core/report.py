@@ -34,8 +34,8 @@ from app.core.matrixerrors import eval_not_run
 from app.core.references import Reference
 from app.core.reusereport import reuse_section
 from app.core.thresholds import (
-    FAIL,
     ThresholdVerdict,
+    gate_summary,
     judge,
     model_prefix,
     outcome_text,
@@ -276,7 +276,8 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
     latency, latency_rows = _latency_sections(data, label, ref_label)
     out += latency
     accuracy_rows, gate = _accuracy_section(data, out, label, ref_label)
-    verdict = overall_verdict_line(latency_rows, accuracy_rows) + _gate_summary(gate)
+    gate_text = gate_summary(gate or {})
+    verdict = overall_verdict_line(latency_rows, accuracy_rows) + (f"; {gate_text}" if gate_text else "")
     out[verdict_at:verdict_at] = [f"**Verdict** — {verdict}", ""]
     return "\n".join(out + reuse_section(data.merge) + _footer(data))
 
@@ -358,17 +359,6 @@ def _both_verdicts(
             against += "; no gated score (validate_scores.py checks none of its metrics)"
         out.append(f"- **{task}**: {against}")
     return out + [""] if out else []
-
-
-def _gate_summary(gate: Mapping[str, ThresholdVerdict] | None) -> str:
-    if not gate:
-        return ""
-    failed = [t for t, v in gate.items() if v.verdict == FAIL]
-    passed = [t for t, v in gate.items() if v.verdict != FAIL]
-    parts = ([f"fail on {', '.join(failed)}"] if failed else []) + (
-        [f"pass on {', '.join(passed)}"] if passed else []
-    )
-    return f"; repo threshold: {', '.join(parts)}"
 
 
 def _accuracy_section(

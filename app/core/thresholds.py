@@ -233,3 +233,15 @@ def outcome_text(v: ThresholdVerdict) -> str:
     else:
         where = f"threshold {t.minimum:g} ({t.where}.{v.task})"
     return f"{where}: **{v.verdict}**" + (f" — {v.why}" if v.verdict == FAIL else "")
+
+
+def gate_summary(outcomes: Mapping[str, ThresholdVerdict]) -> str | None:
+    """``repo threshold: fail on gpqa, pass on gsm8k`` (None without a gated task)."""
+    if not outcomes:
+        return None
+    failed = [t for t, v in outcomes.items() if v.verdict == FAIL]
+    passed = [t for t, v in outcomes.items() if v.verdict != FAIL]
+    parts = ([f"fail on {', '.join(failed)}"] if failed else []) + (
+        [f"pass on {', '.join(passed)}"] if passed else []
+    )
+    return f"repo threshold: {', '.join(parts)}"
