@@ -460,10 +460,10 @@ elif _FIRST not in SERVICE_COMMANDS or "--help" in sys.argv:
 
 # Commands from outside the product package: the `sweepbot.commands` entry points, each a
 # `register(cli, tools)` (devstack.cli: `up`, `demo`, `sim`, which wire the product to the
-# simulator; `demo` and `sim` only with ``tools``, so `sweepbot recipe` and `gap` never load them).
+# simulator; `demo` and `sim` only with ``tools``). A product command (`recipe`, `gap` ...) loads none.
 # An install without that package (the Docker image) has none of them.
 EXTENSIONS = "sweepbot.commands"
-for _ep in entry_points(group=EXTENSIONS):
+for _ep in entry_points(group=EXTENSIONS) if _FIRST not in CAPABILITIES else ():
     try:
         _ep.load()(cli, TOOLS)
     except ModuleNotFoundError as exc:
