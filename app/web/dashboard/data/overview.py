@@ -167,6 +167,25 @@ def label_usage(session: Session, settings: Settings) -> list[S.LabelUsage]:
     return out
 
 
+def _publication_failures(session: Session, limit: int) -> list[S.Failure]:
+    """Merges main did not publish verifiably: the runbook's case and the first step of its recovery."""
+    out: list[S.Failure] = []
+    for sweep, pub in publication_problems(session, limit):
+        recovery = str(pub.get("recovery") or "").splitlines()
+        out.append(
+            S.Failure(
+                kind="publication",
+                id=str(sweep.id),
+                at=aware(sweep.updated_at),
+                summary=f"{sweep.repo}#{sweep.pr_number} after merge ({pub.get('kind')}): "
+                f"{str(pub.get('why') or '')[:200]}"
+                + (f"; recovery: {recovery[0][:160]}" if recovery else ""),
+                link=f"/sweeps/{sweep.id}",
+            )
+        )
+    return out
+
+
 def failures(session: Session, limit: int = 10) -> list[S.Failure]:
     """What needs a human: failed deliveries and jobs, blocked watches, report and config errors,
     and merges main did not publish verifiably (the runbook's case and its recovery)."""
@@ -229,19 +248,7 @@ def failures(session: Session, limit: int = 10) -> list[S.Failure]:
                 link=f"/sweeps/{r.sweep_id}",
             )
         )
-    for sweep, pub in publication_problems(session, limit):
-        recovery = str(pub.get("recovery") or "").splitlines()
-        out.append(
-            S.Failure(
-                kind="publication",
-                id=str(sweep.id),
-                at=aware(sweep.updated_at),
-                summary=f"{sweep.repo}#{sweep.pr_number} after merge ({pub.get('kind')}): "
-                f"{str(pub.get('why') or '')[:200]}"
-                + (f"; recovery: {recovery[0][:160]}" if recovery else ""),
-                link=f"/sweeps/{sweep.id}",
-            )
-        )
+    out += _publication_failures(session, limit)
     for c in session.scalars(select(BotConfigRecord).where(BotConfigRecord.ok.is_(False)).limit(limit)):
         out.append(
             S.Failure(
