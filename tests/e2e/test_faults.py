@@ -136,6 +136,7 @@ def test_routine_faults_during_a_sweep_lose_and_double_nothing(
     from app.db import dispose_engines, session_factory
     from app.demo import play_story
     from app.launcher import SIM_CADENCE, stack
+    from app.mergestory import sweep_mode_setup
     from app.settings import Settings, reset_settings_cache
     from sim.app import admin_action
     from sim.scenario import SeedScenario
@@ -206,6 +207,8 @@ def test_routine_faults_during_a_sweep_lose_and_double_nothing(
                     poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]),
                     timeout=150,
                     on_sweep_started=chaos,
+                    # one dispatch per job is what this counts: the bot's own queue, not label mode
+                    setup=lambda: sweep_mode_setup(sim.world, scenario, "dispatch"),
                 )
                 time.sleep(1.0)  # a little more stream after the story
             acknowledged = stream.acknowledged()
