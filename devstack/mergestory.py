@@ -96,4 +96,10 @@ def observe_merge(world: Any, repo: str, pr: int, report: StoryReport, run_id: i
         "✅ published" in body and "reuse taken" in body,
         next((ln for ln in body.splitlines() if "After merge:" in ln), "no After merge line")[:200],
     )
+    accuracy = body.split("#### Accuracy", 1)[1].split("####", 1)[0] if "#### Accuracy" in body else ""
+    report.add(
+        "label mode runs the evals: run-sweep.yml's eval jobs are collected into the report's accuracy",
+        "gsm8k" in accuracy.lower() and "No eval result" not in accuracy,
+        (accuracy.strip().splitlines() or ["no accuracy section"])[0][:200],
+    )
     report.summary["reused_run"] = run_id

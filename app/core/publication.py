@@ -118,22 +118,25 @@ def classify_publication(f: PublicationFacts) -> Publication:
     setup, ingest = _job(f.jobs, SETUP_JOB), _job(f.jobs, INGEST_JOB)
     identity = bool(set(f.source_artifacts) & set(AGGREGATES)) and METADATA in set(f.merge_artifacts)
     gpu_ok = all(j.get("conclusion") in ("success", "skipped") for j in bench)
-    base = {"reuse_taken": reuse_taken, "source_run": source, "merge_run": rid}
+
+    def made(kind: PublicationKind, why: str, *, published: bool = False, recovery: str = "") -> Publication:
+        return Publication(kind, why, reuse_taken, published, source, rid, recovery)
+
     if ingest is not None and ingest.get("conclusion") == "success" and identity and gpu_ok:
         how = f"reused run {source}" if reuse_taken else f"main's own sweep (run {rid})"
         why = f"published from {how}: source {source} has its aggregates, run {rid} its {METADATA}"
         if f.expected_source and not reuse_taken:
             why += f"; reuse of run {f.expected_source} was expected but main swept again"
-        return Publication("published", why, published=True, **base)
+        return made("published", why, published=True)
     if ingest is not None and ingest.get("conclusion") == "failure" and identity and gpu_ok:
         why = f"{INGEST_JOB} failed with the right pair (source {source}, merge {rid}) and intact artifacts"
-        return Publication("case_a", why, recovery=case_a_recovery(f.repo, rid, source), **base)
+        return made("case_a", why, recovery=case_a_recovery(f.repo, rid, source))
     why = _case_b_why(setup, ingest, identity, gpu_ok, rid)
     if f.recovery_source is None:
         why += "; no reusable PR run to recover from: the PR's sweep must run again"
-        return Publication("needs_sweep", why, **base)
+        return made("needs_sweep", why)
     recovery = case_b_recovery(f.repo, f.pr_number, f.recovery_source, f.recovery_source_sha, f.label)
-    return Publication("case_b", why, recovery=recovery, **base)
+    return made("case_b", why, recovery=recovery)
 
 
 def _case_b_why(

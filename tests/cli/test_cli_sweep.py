@@ -215,6 +215,14 @@ def test_queue_shows_busy_free_queued_and_progress(
     slow_world: Any, db_session: Session, rung: list[Any]
 ) -> None:
 
+    from app.flows.botconfig import parse_bot_config
+    from app.models.tracking import BotConfigRecord
+
+    # the bot's own queue is what this shows: the repo dispatches (label mode would hand the full
+    # sweep below to the repo's run-sweep.yml)
+    cfg = parse_bot_config("sweep:\n  mode: dispatch\n").model_dump(mode="json", by_alias=True)
+    db_session.add(BotConfigRecord(repo=BENCH_REPO, ok=True, present=True, config=cfg))
+    db_session.commit()
     empty = cli("queue")
     assert empty.exit_code == 0 and "No runner label has work." in empty.output
     # A second recipe PR from another branch of the same repo.

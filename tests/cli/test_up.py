@@ -259,3 +259,10 @@ def test_demo_refuses_a_busy_port_and_a_second_copy_in_one_line(tmp_path: Path) 
         and "http://127.0.0.1:8000/" in second.stderr
     )
     assert (tmp_path / "data" / "demo" / "keep").exists()
+
+
+def test_demo_refuses_an_unknown_sweep_mode(tmp_path: Path) -> None:
+    out = _sweepbot(tmp_path, _env(tmp_path / "data"), "demo", "--sweep-mode", "both")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out
+    assert out.stderr.strip() == "unknown --sweep-mode 'both': use label or dispatch"
+    assert not (tmp_path / "data" / "demo").exists()  # refused before anything starts

@@ -137,6 +137,7 @@ def test_routine_faults_during_a_sweep_lose_and_double_nothing(
     from app.settings import Settings, reset_settings_cache
     from devstack.demo import play_story
     from devstack.launcher import SIM_CADENCE, stack
+    from devstack.mergestory import sweep_mode_setup
     from sim.app import admin_action
     from sim.scenario import SeedScenario
     from sim.server import SimServer, free_port
@@ -206,6 +207,8 @@ def test_routine_faults_during_a_sweep_lose_and_double_nothing(
                     poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]),
                     timeout=150,
                     on_sweep_started=chaos,
+                    # one dispatch per job is what this counts: the bot's own queue, not label mode
+                    setup=lambda: sweep_mode_setup(sim.world, scenario, "dispatch"),
                 )
                 time.sleep(1.0)  # a little more stream after the story
             acknowledged = stream.acknowledged()

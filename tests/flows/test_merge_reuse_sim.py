@@ -61,7 +61,8 @@ def _swept(bot: dict[str, Any]) -> tuple[int, Any]:
         )
         s.commit()
         sweep_id = req.sweep.id
-        assert req.sweep.filters["mode"] == "label" and req.sweep.filters["publishable"] is True
+        kept = req.sweep.filters or {}
+        assert kept["mode"] == "label" and kept["publishable"] is True
     assert "full-sweep-fail-fast" in world.pull(REPO, PR).labels
     run = max((r for r in world.runs.values() if r.event == "pull_request"), key=lambda r: r.id)
     wait_for(lambda: run.status == "completed", "the PR's run-sweep.yml run", timeout=60)
@@ -179,10 +180,12 @@ def test_opted_in_the_bot_opens_the_case_b_recovery_pr_and_main_then_reuses_the_
     assert rec.labels == ["full-sweep-fail-fast"] and f"`/reuse-sweep-run {run.id}`" in rec.body
     main_log = world.read_file(REPO, "perf-changelog.yaml", "main") or b""
     with bot["factory"]() as s:  # the bot's own comment or nobody's authorizes nothing
-        assert not continue_recovery(s, bot["gw"](s), recovery_sweep(s, REPO, rec.number))
+        recovering = recovery_sweep(s, REPO, rec.number)
+        assert recovering is not None and not continue_recovery(s, bot["gw"](s), recovering)
     world.add_comment(REPO, rec.number, "alice-admin", f"/reuse-sweep-run {run.id}")
     with bot["factory"]() as s:
-        assert continue_recovery(s, bot["gw"](s), recovery_sweep(s, REPO, rec.number))
+        recovering = recovery_sweep(s, REPO, rec.number)
+        assert recovering is not None and continue_recovery(s, bot["gw"](s), recovering)
         s.commit()
     head = world.pull_head_sha(rec)
     carrier = world.repo(REPO).objects.commits[head]

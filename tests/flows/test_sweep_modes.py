@@ -191,8 +191,8 @@ def test_label_mode_applies_the_label_and_never_dispatches(label_env: dict[str, 
             reason="command",
             filters=SweepFilters(conc=(64,)),
         ).sweep
-        assert targeted.filters["mode"] == "dispatch" and "conc=64" in targeted.filters["way"]
-        assert targeted.filters["publishable"] is False
+        assert (targeted.filters or {})["mode"] == "dispatch" and "conc=64" in (targeted.filters or {})["way"]
+        assert (targeted.filters or {})["publishable"] is False
         assert gh.labels == [(7, ["full-sweep-enabled"])]  # no label for it
         summary = sweep_summary(s, jobs[0].sweep_id)
     assert summary["jobs"]
@@ -512,8 +512,8 @@ def test_eval_modifiers_go_on_while_the_primary_label_is_off(label_env: dict[str
             filters=SweepFilters(evals="only"),
         ).sweep
         s.commit()
-        assert sweep.filters["mode"] == "label" and sweep.filters["publishable"] is False
-        assert "evals-only" in sweep.filters["publishable_why"]
+        assert (sweep.filters or {})["mode"] == "label" and (sweep.filters or {})["publishable"] is False
+        assert "evals-only" in (sweep.filters or {})["publishable_why"]
     assert gh.removed == [(7, "full-sweep-enabled"), (7, "all-evals")]
     assert gh.labels == [(7, ["evals-only"]), (7, ["full-sweep-enabled"])]
     assert gh.pr_labels == {"full-sweep-enabled", "evals-only"}
