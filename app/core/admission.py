@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from app.core.inert import code
+
 WRITE_ROLES = frozenset({"admin", "maintain", "write"})
 AWAITING_LINE = "waits for a maintainer"
 
@@ -91,20 +93,22 @@ def image_admission(
     normalised image repositories (host included unless Docker Hub)."""
     listed = set(configured)
     if default_repo is not None and head_repo == default_repo:
-        return ImageAdmission(head_repo, f"`{key}` pins {head_repo} on the default branch")
+        return ImageAdmission(head_repo, f"{code(key)} pins {code(head_repo)} on the default branch")
     if head_repo in listed:
-        return ImageAdmission(head_repo, f"{head_repo} is listed under `images:` in .github/sweepbot.yml")
+        return ImageAdmission(
+            head_repo, f"{code(head_repo)} is listed under `images:` in .github/sweepbot.yml"
+        )
     if default_repo is None:
         return ImageAdmission(
             None,
-            f"no watch for `{key}`: it is not pinned on the default branch and its image repository "
-            f"`{head_repo}` is not listed under `images:` in .github/sweepbot.yml (a PR cannot choose "
+            f"no watch for {code(key)}: it is not pinned on the default branch and its image repository "
+            f"{code(head_repo)} is not listed under `images:` in .github/sweepbot.yml (a PR cannot choose "
             "the image a bump pins; a maintainer can add it there)",
         )
     return ImageAdmission(
         None,
-        f"no watch for `{key}`: this PR changes its image repository from `{default_repo}` to "
-        f"`{head_repo}`; the image a bump pins comes only from the default branch (a maintainer can "
+        f"no watch for {code(key)}: this PR changes its image repository from {code(default_repo)} to "
+        f"{code(head_repo)}; the image a bump pins comes only from the default branch (a maintainer can "
         "list the new repository under `images:` in .github/sweepbot.yml)",
     )
 
@@ -114,8 +118,8 @@ def bump_image_allowed(image_repo: str, *, default_repo: str | None, configured:
     if image_repo == default_repo or image_repo in set(configured):
         return None
     return (
-        f"refused to pin `{image_repo}`: it is neither the key's image repository on the default branch "
-        f"(`{default_repo or 'none'}`) nor listed under `images:` in .github/sweepbot.yml"
+        f"refused to pin {code(image_repo)}: it is neither the key's image repository on the default "
+        f"branch ({code(default_repo or 'none')}) nor listed under `images:` in .github/sweepbot.yml"
     )
 
 
