@@ -246,6 +246,12 @@ def test_a_read_only_fork_cannot_get_its_image_pinned_while_a_maintainers_recipe
     assert evil_watch.state == "refused" and evil_watch.admitted_by == MAINTAINER
     assert not db_session.scalars(select(Bump).where(Bump.watch_id == evil_watch.id)).all()
 
+    # After the approval, the author's edit of the body changes nothing of the approved watch.
+    world.edit_pull_body(BENCH_REPO, attack, f"requires {VLLM_REPO}#47270\n", OUTSIDER)
+    _pump(env)
+    db_session.refresh(evil_watch)
+    assert [(d.ref, d.dropped) for d in evil_watch.dependencies] == [(f"{VLLM_REPO}#47269", False)]
+
 
 # ------------------------------------------------------------------------------------ the SSRF door
 
