@@ -7,8 +7,9 @@ pin to the repository and queues a sweep on the self-hosted runners. So:
 - **who**: dependency lines in a PR body count only when written by someone with write,
   maintain or admin permission (the body of ``opened``/``reopened`` is the PR author's, an
   ``edited`` body change is the event sender's), or once a maintainer approves the watch
-  (``/depends-on approve``). Until then it waits for a maintainer and nothing is polled for it;
-  a later body edit by a non-writer changes nothing an approval or a writer admitted.
+  (``/depends-on approve``, for the head they reviewed: a push needs a new approval). Until then
+  it waits for a maintainer and nothing is polled for it; a later body edit by a non-writer
+  changes nothing an approval or a writer admitted.
 - **which image**: the image repository (its registry host included) comes only from the
   default branch: the key's pin there, or an entry under ``images:`` in
   ``.github/sweepbot.yml``. A PR that points the key elsewhere gets no watch for it.
@@ -62,6 +63,12 @@ def watch_admission(*, body_author: str, author_role: str, admitted_by: str | No
         f"{AWAITING_LINE}: `{body_author}` has {author_role} permission, so the dependency lines count "
         "once someone with write access comments `/depends-on approve`",
     )
+
+
+def approval_holds(*, approved_sha: str | None, head_sha: str) -> bool:
+    """A maintainer's approval stands for the head they reviewed (as ``/sweep approve`` does): a
+    push to the PR needs a new approval. A watch a writer's own lines admitted has no such head."""
+    return approved_sha is None or (bool(head_sha) and head_sha.lower() == approved_sha.lower())
 
 
 def body_author_of(action: str, *, pr_author: str, sender: str | None, body_changed: bool) -> str:
@@ -125,6 +132,7 @@ def bump_image_allowed(image_repo: str, *, default_repo: str | None, configured:
 
 __all__ = [
     "AWAITING_LINE",
+    "approval_holds",
     "WRITE_ROLES",
     "ImageAdmission",
     "WatchAdmission",

@@ -6,6 +6,7 @@ import pytest
 
 from app.core.admission import (
     AWAITING_LINE,
+    approval_holds,
     body_author_of,
     bump_image_allowed,
     image_admission,
@@ -99,3 +100,17 @@ def test_an_image_name_from_a_pr_is_echoed_inert() -> None:
     hostile = "evil.test/x`y` @team ![i](http://t/p.png)"
     why = image_admission(key="k", head_repo=hostile, default_repo=VLLM, configured=[]).why
     assert "@team" not in why and "``" in why  # a longer fence around the backtick, the mention split
+
+
+@pytest.mark.parametrize(
+    ("approved", "head", "holds"),
+    [
+        (None, "a" * 40, True),  # admitted by a writer's own lines: no head to bind
+        ("a" * 40, "a" * 40, True),
+        ("a" * 40, "A" * 40, True),
+        ("a" * 40, "b" * 40, False),  # a push after the approval
+        ("a" * 40, "", False),  # the head cannot be read: not the approved one
+    ],
+)
+def test_an_approval_stands_for_its_head(approved: str | None, head: str, holds: bool) -> None:
+    assert approval_holds(approved_sha=approved, head_sha=head) is holds

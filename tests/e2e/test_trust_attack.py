@@ -247,6 +247,14 @@ def test_a_read_only_fork_cannot_get_its_image_pinned_while_a_maintainers_recipe
     db_session.refresh(evil_watch)
     assert [(d.ref, d.dropped) for d in evil_watch.dependencies] == [(f"{VLLM_REPO}#47269", False)]
 
+    # A push voids the approval, as for /sweep approve: the watch waits for a maintainer again.
+    world.commit_files(f"{OUTSIDER}/InferenceX", "work", {"NOTES.md": "more\n"}, "more", author=OUTSIDER)
+    _poll(env, db_session)
+    db_session.refresh(evil_watch)
+    assert evil_watch.state == "unapproved" and evil_watch.admitted_by is None
+    assert "waits for a maintainer" in _status(world, attack)
+    assert _evil_everywhere(world) == []
+
 
 # ------------------------------------------------------------------------------------ the SSRF door
 
