@@ -7,8 +7,9 @@ pin to the repository and queues a sweep on the self-hosted runners. So:
 - **who**: dependency lines in a PR body count only when written by someone with write,
   maintain or admin permission (the body of ``opened``/``reopened`` is the PR author's, an
   ``edited`` body change is the event sender's), or once a maintainer approves the watch
-  (``/depends-on approve``). Until then it waits for a maintainer and nothing is polled for it;
-  a later body edit by a non-writer changes nothing an approval or a writer admitted.
+  (``/depends-on approve``, for the head they reviewed: a push needs a new approval). Until then
+  it waits for a maintainer and nothing is polled for it; a later body edit by a non-writer
+  changes nothing an approval or a writer admitted.
 - **which image**: the image repository (its registry host included) comes only from the
   default branch: the key's pin there, or an entry under ``images:`` in
   ``.github/sweepbot.yml``. A PR that points the key elsewhere gets no watch for it.
@@ -19,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
+
+from app.core.inert import code
 
 WRITE_ROLES = frozenset({"admin", "maintain", "write"})
 AWAITING_LINE = "waits for a maintainer"
@@ -62,6 +65,12 @@ def watch_admission(*, body_author: str, author_role: str, admitted_by: str | No
     )
 
 
+def approval_holds(*, approved_sha: str | None, head_sha: str) -> bool:
+    """A maintainer's approval stands for the head they reviewed (as ``/sweep approve`` does): a
+    push to the PR needs a new approval. A watch a writer's own lines admitted has no such head."""
+    return approved_sha is None or (bool(head_sha) and head_sha.lower() == approved_sha.lower())
+
+
 def body_author_of(action: str, *, pr_author: str, sender: str | None, body_changed: bool) -> str:
     """Who wrote the body the event carries: an ``edited`` event that changed the body is the
     sender's edit; otherwise the body is taken as the PR author's (only the author and writers
@@ -91,20 +100,22 @@ def image_admission(
     normalised image repositories (host included unless Docker Hub)."""
     listed = set(configured)
     if default_repo is not None and head_repo == default_repo:
-        return ImageAdmission(head_repo, f"`{key}` pins {head_repo} on the default branch")
+        return ImageAdmission(head_repo, f"{code(key)} pins {code(head_repo)} on the default branch")
     if head_repo in listed:
-        return ImageAdmission(head_repo, f"{head_repo} is listed under `images:` in .github/sweepbot.yml")
+        return ImageAdmission(
+            head_repo, f"{code(head_repo)} is listed under `images:` in .github/sweepbot.yml"
+        )
     if default_repo is None:
         return ImageAdmission(
             None,
-            f"no watch for `{key}`: it is not pinned on the default branch and its image repository "
-            f"`{head_repo}` is not listed under `images:` in .github/sweepbot.yml (a PR cannot choose "
+            f"no watch for {code(key)}: it is not pinned on the default branch and its image repository "
+            f"{code(head_repo)} is not listed under `images:` in .github/sweepbot.yml (a PR cannot choose "
             "the image a bump pins; a maintainer can add it there)",
         )
     return ImageAdmission(
         None,
-        f"no watch for `{key}`: this PR changes its image repository from `{default_repo}` to "
-        f"`{head_repo}`; the image a bump pins comes only from the default branch (a maintainer can "
+        f"no watch for {code(key)}: this PR changes its image repository from {code(default_repo)} to "
+        f"{code(head_repo)}; the image a bump pins comes only from the default branch (a maintainer can "
         "list the new repository under `images:` in .github/sweepbot.yml)",
     )
 
@@ -114,13 +125,14 @@ def bump_image_allowed(image_repo: str, *, default_repo: str | None, configured:
     if image_repo == default_repo or image_repo in set(configured):
         return None
     return (
-        f"refused to pin `{image_repo}`: it is neither the key's image repository on the default branch "
-        f"(`{default_repo or 'none'}`) nor listed under `images:` in .github/sweepbot.yml"
+        f"refused to pin {code(image_repo)}: it is neither the key's image repository on the default "
+        f"branch ({code(default_repo or 'none')}) nor listed under `images:` in .github/sweepbot.yml"
     )
 
 
 __all__ = [
     "AWAITING_LINE",
+    "approval_holds",
     "WRITE_ROLES",
     "ImageAdmission",
     "WatchAdmission",

@@ -20,7 +20,13 @@ from sqlalchemy.orm import Session
 from app.adapters.github.errors import NotFound
 from app.adapters.permissions import PermissionGateway, permission_of
 from app.adapters.registry import TagPattern, parse_image
-from app.core.admission import AWAITING_LINE, ImageAdmission, image_admission, watch_admission
+from app.core.admission import (
+    AWAITING_LINE,
+    ImageAdmission,
+    approval_holds,
+    image_admission,
+    watch_admission,
+)
 from app.core.botconfig import BotConfig
 from app.core.payloads import DELETED_FORK, head_of
 from app.core.readiness import (
@@ -355,8 +361,13 @@ def act(
 
 
 def admission_hold(gw: PermissionGateway, watch: Watch, pull: dict[str, Any] | None) -> str | None:
-    """Why the watch waits for a maintainer, or None when admitted. A watch stored before
-    admission existed (``admitted_by`` NULL) is admitted when its PR's author has write access."""
+    """Why the watch waits for a maintainer, or None when admitted. An approval stands for the
+    head it was given for: a push voids it. A watch stored before admission existed
+    (``admitted_by`` NULL) is admitted when its PR's author has write access."""
+    head = str(((pull or {}).get("head") or {}).get("sha") or "")
+    if pull is not None and not approval_holds(approved_sha=watch.approved_sha, head_sha=head):
+        log.info("watch_approval_voided", watch_id=watch.id, approved=watch.approved_sha, head=head)
+        watch.admitted_by, watch.approved_sha = None, None
     if watch.admitted_by is not None:
         return None
     author = str(((pull or {}).get("user") or {}).get("login") or "")

@@ -428,6 +428,8 @@ def deps_status(session: Session) -> list[dict[str, Any]]:
                 "decision": w.decision,
                 "reason": w.reason,
                 "image_repo": w.image_repo,
+                "admitted_by": w.admitted_by,  # None: waits for a maintainer (app.core.admission)
+                "approved_sha": w.approved_sha,
                 "pinned_image": w.pinned_image,
                 "pinned_deleted": w.pinned_missing_since is not None,
                 "chosen_nightly": labels.chosen,

@@ -6,6 +6,7 @@ import pytest
 
 from app.core.admission import (
     AWAITING_LINE,
+    approval_holds,
     body_author_of,
     bump_image_allowed,
     image_admission,
@@ -58,7 +59,7 @@ def test_body_author(action: str, sender: str | None, changed: bool, author: str
 @pytest.mark.parametrize(
     ("head", "default", "configured", "tracked", "says"),
     [
-        (VLLM, VLLM, [], VLLM, "pins vllm/vllm-openai-rocm on the default branch"),
+        (VLLM, VLLM, [], VLLM, "pins `vllm/vllm-openai-rocm` on the default branch"),
         (EVIL, VLLM, [], None, f"from `{VLLM}` to `{EVIL}`"),  # the attack
         ("ghcr.io/vllm/vllm-openai-rocm", VLLM, [], None, "changes its image repository"),  # host only
         ("127.0.0.1:5000/vllm/vllm-openai-rocm", VLLM, [], None, "changes its image repository"),
@@ -93,3 +94,23 @@ def test_bump_write_checks_the_image_again(
     assert (why is None) is ok
     if not ok:
         assert why is not None and image_repo in why
+
+
+def test_an_image_name_from_a_pr_is_echoed_inert() -> None:
+    hostile = "evil.test/x`y` @team ![i](http://t/p.png)"
+    why = image_admission(key="k", head_repo=hostile, default_repo=VLLM, configured=[]).why
+    assert "@team" not in why and "``" in why  # a longer fence around the backtick, the mention split
+
+
+@pytest.mark.parametrize(
+    ("approved", "head", "holds"),
+    [
+        (None, "a" * 40, True),  # admitted by a writer's own lines: no head to bind
+        ("a" * 40, "a" * 40, True),
+        ("a" * 40, "A" * 40, True),
+        ("a" * 40, "b" * 40, False),  # a push after the approval
+        ("a" * 40, "", False),  # the head cannot be read: not the approved one
+    ],
+)
+def test_an_approval_stands_for_its_head(approved: str | None, head: str, holds: bool) -> None:
+    assert approval_holds(approved_sha=approved, head_sha=head) is holds

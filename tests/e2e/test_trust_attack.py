@@ -32,7 +32,6 @@ ATTACK_KEY = "minimaxm3-fp4-mi355x-vllm-mtp"  # pinned to vllm/vllm-openai-rocm 
 CONTROL_KEY = "minimaxm3-fp4-mi355x-vllm"
 EVIL = "ghcr.io/attacker/evil-vllm"
 EVIL_NAME = "attacker/evil-vllm"  # the repository on the simulated ghcr.io
-FORK = f"{OUTSIDER}/InferenceX"
 MAINTAINER = "bob-maintainer"
 STATUS = "<!-- sweepbot:status -->"
 CONFIG = f"version: 1\nimages:\n  - name: {IMAGE}\n    source-repo: {VLLM_REPO}\n"
@@ -110,27 +109,23 @@ def _tick() -> None:
     tick(session_factory(), _gw)
 
 
+def _open_fork_pr(world: Any, author: str, key: str, image: str, body: str) -> int:
+    """``author``'s fork PR pinning ``key`` to ``image``, with ``body``."""
+    fork = f"{author}/InferenceX"
+    world.add_repo(fork)
+    world.repo(fork).objects = world.repo(BENCH_REPO).objects
+    world.set_ref(fork, "refs/heads/work", world.repo(BENCH_REPO).refs["refs/heads/main"], pusher=author)
+    master = world.read_file(BENCH_REPO, MASTER_PATH, "main").decode()
+    world.commit_files(fork, "work", {MASTER_PATH: set_image(master, key, image)}, "pin", author=author)
+    pr = world.open_pull(BENCH_REPO, f"{author}:work", "main", "pin", body, user=author, head_repo=fork)
+    return int(pr.number)
+
+
 def _open_attack(world: Any) -> int:
     """The read-only fork author's PR: the key now pins the attacker's image; the body asks the bot
     to wait for #47269 (the objects are shared, as GitHub lets a base repo read a fork's head)."""
-    world.add_repo(FORK)
-    world.repo(FORK).objects = world.repo(BENCH_REPO).objects
-    world.set_ref(
-        FORK, "refs/heads/faster-mtp", world.repo(BENCH_REPO).refs["refs/heads/main"], pusher=OUTSIDER
-    )
-    master = world.read_file(BENCH_REPO, MASTER_PATH, "main").decode()
-    evil = set_image(master, ATTACK_KEY, f"{EVIL}:nightly-{'0' * 40}")
-    world.commit_files(FORK, "faster-mtp", {MASTER_PATH: evil}, "mtp: a faster image", author=OUTSIDER)
-    pr = world.open_pull(
-        BENCH_REPO,
-        f"{OUTSIDER}:faster-mtp",
-        "main",
-        "mtp: a faster image",
-        f"Needs the INT4 all-reduce fix.\n\nrequires {VLLM_REPO}#47269\n",
-        user=OUTSIDER,
-        head_repo=FORK,
-    )
-    return int(pr.number)
+    body = f"Needs the INT4 all-reduce fix.\n\nrequires {VLLM_REPO}#47269\n"
+    return _open_fork_pr(world, OUTSIDER, ATTACK_KEY, f"{EVIL}:nightly-{'0' * 40}", body)
 
 
 def _comment(env: dict[str, Any], login: str, number: int, body: str) -> str:
@@ -246,6 +241,20 @@ def test_a_read_only_fork_cannot_get_its_image_pinned_while_a_maintainers_recipe
     assert evil_watch.state == "refused" and evil_watch.admitted_by == MAINTAINER
     assert not db_session.scalars(select(Bump).where(Bump.watch_id == evil_watch.id)).all()
 
+    # After the approval, the author's edit of the body changes nothing of the approved watch.
+    world.edit_pull_body(BENCH_REPO, attack, f"requires {VLLM_REPO}#47270\n", OUTSIDER)
+    _pump(env)
+    db_session.refresh(evil_watch)
+    assert [(d.ref, d.dropped) for d in evil_watch.dependencies] == [(f"{VLLM_REPO}#47269", False)]
+
+    # A push voids the approval, as for /sweep approve: the watch waits for a maintainer again.
+    world.commit_files(f"{OUTSIDER}/InferenceX", "work", {"NOTES.md": "more\n"}, "more", author=OUTSIDER)
+    _poll(env, db_session)
+    db_session.refresh(evil_watch)
+    assert evil_watch.state == "unapproved" and evil_watch.admitted_by is None
+    assert "waits for a maintainer" in _status(world, attack)
+    assert _evil_everywhere(world) == []
+
 
 # ------------------------------------------------------------------------------------ the SSRF door
 
@@ -335,3 +344,26 @@ def test_a_bump_never_writes_an_image_the_default_branch_does_not_pin(
     assert out.state == "blocked" and "refused to pin" in out.message
     assert world.repo(BENCH_REPO).refs[f"refs/heads/{RECIPE_BRANCH}"] == before
     assert _evil_everywhere(world) == []
+
+
+def test_custom_roles_count_as_the_base_role_they_carry(env: dict[str, Any], db_session: Session) -> None:
+    """An organisation's custom repository roles, resolved as for /sweep (app.core.roles): one
+    built on triage leaves the watch waiting for a maintainer, one built on maintain admits it."""
+    from app.models.tracking import Watch
+
+    world = env["world"]
+    world.add_custom_role("ci-triager", "triage")
+    world.add_custom_role("release-captain", "maintain")
+    for login, role in (("tina-triager", "ci-triager"), ("rory-captain", "release-captain")):
+        world.add_user(login)
+        world.set_permission(BENCH_REPO, login, role)
+    body = f"requires {VLLM_REPO}#47269\n"
+    tag = f"{IMAGE}:nightly-{'2' * 40}"  # the key's own image repository, another tag
+    triager = _open_fork_pr(world, "tina-triager", ATTACK_KEY, tag, body)
+    captain = _open_fork_pr(world, "rory-captain", "kimik2.5-fp4-mi355x-vllm-agentic", tag, body)
+    _poll(env, db_session)
+    (held,) = db_session.scalars(select(Watch).where(Watch.pr_number == triager)).all()
+    (admitted,) = db_session.scalars(select(Watch).where(Watch.pr_number == captain)).all()
+    assert held.state == "unapproved" and "`tina-triager` has triage permission" in (held.reason or "")
+    assert admitted.admitted_by == "rory-captain" and admitted.image_repo == IMAGE
+    assert admitted.state == "waiting" and admitted.dependencies[0].state == "open"  # polled
