@@ -6,6 +6,10 @@ then requests every page and its JSON API in-process (FastAPI TestClient) a boun
 times and prints p50/p95 per page. The database is dropped at the end.
 
     .venv/bin/python bench/dashboard.py [--requests 40] [--admin-url postgresql+psycopg://postgres@127.0.0.1:5432/postgres]
+        [--results 200000] [--history 1|3|10] [--only /results]
+
+`--history N` stores N times the results (the same keys and points, N times the runs: a year of
+nightlies); the results pages must cost the same whatever N.
 """
 
 from __future__ import annotations
@@ -363,13 +367,36 @@ def load(url: str) -> None:
                 )
             cur.execute("ANALYZE")
         conn.commit()
+    indexed = _rebuild_result_index(url)
+    print(
+        f"results index: {indexed}"
+        if indexed is not None
+        else "results index: none (code without result_points)"
+    )
     print(
         f"loaded {SWEEPS} sweeps, {len(job_rows)} jobs, {RESULTS} results, {DELIVERIES} deliveries, "
         f"{AUDIT} audit entries, {WATCHES} watches in {time.perf_counter() - t0:.1f} s"
     )
 
 
-def measure(requests: int) -> list[tuple[str, float, float, float]]:
+def _rebuild_result_index(url: str) -> int | None:
+    """COPY bypassed the ORM, which keeps the results pages' index: build it as the migration does.
+    None when the code under test has no index (measuring the code before it, PYTHONPATH=...)."""
+    try:
+        from app.store.resultpoints import rebuild
+    except ImportError:
+        return None
+    from sqlalchemy.orm import sessionmaker
+
+    from app.db import engine_for
+
+    with sessionmaker(bind=engine_for(url))() as session:
+        points = rebuild(session)
+        session.commit()
+    return points
+
+
+def measure(requests: int, only: str | None = None) -> list[tuple[str, float, float, float]]:
     from fastapi.testclient import TestClient
 
     from app.web.main import create_app
@@ -396,6 +423,8 @@ def measure(requests: int) -> list[tuple[str, float, float, float]]:
         "/audit",
         "/audit?actor=alice&page=20",
     ]
+    if only:
+        paths = [p for p in paths if p.startswith(only) or p.startswith("/api" + only)]
     rows = []
     with TestClient(create_app()) as client:
         for path in paths:
@@ -417,12 +446,17 @@ def measure(requests: int) -> list[tuple[str, float, float, float]]:
 
 
 def main() -> int:
+    global RESULTS
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=40, help="timed requests per page")
     parser.add_argument("--admin-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--results", type=int, default=RESULTS, help="stored results at 1x history")
+    parser.add_argument("--history", type=int, default=1, help="history multiplier of the results (1, 3, 10)")
+    parser.add_argument("--only", default=None, help="only the pages under this path, e.g. /results")
     args = parser.parse_args()
+    RESULTS = args.results * args.history
 
     from sqlalchemy import create_engine, text
 
@@ -440,7 +474,7 @@ def main() -> int:
 
         upgrade(url)
         load(url)
-        rows = measure(args.requests)
+        rows = measure(args.requests, args.only)
         print(f"\n{'page':<48} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
         for path, p50, p95, worst in rows:
             flag = "" if p95 < 200 else "  <-- over 200 ms"

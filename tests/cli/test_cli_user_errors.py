@@ -14,6 +14,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.test_cli_errors import _one_clean_line
 from tests.conftest import ROOT
 
 
@@ -34,14 +35,6 @@ def _run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _one_line(out: subprocess.CompletedProcess[str]) -> str:
-    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
-    assert "Traceback" not in out.stderr + out.stdout
-    line = out.stderr.strip()
-    assert line and "\n" not in line, out.stderr
-    return line
-
-
 @pytest.mark.parametrize(
     "args",
     [
@@ -56,7 +49,7 @@ def _one_line(out: subprocess.CompletedProcess[str]) -> str:
     ],
 )
 def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, args: list[str]) -> None:
-    line = _one_line(_run(tmp_path, *args, SWEEPBOT_POLL_INTERVAL="soon"))
+    line = _one_clean_line(_run(tmp_path, *args, SWEEPBOT_POLL_INTERVAL="soon"))
     assert line.startswith("configuration error: SWEEPBOT_POLL_INTERVAL"), line
 
 
@@ -67,11 +60,11 @@ def test_the_offline_tools_do_not_read_settings(tmp_path: Path) -> None:
 
 def test_sweep_create_without_credentials_names_the_settings(tmp_path: Path) -> None:
     assert _run(tmp_path, "db", "upgrade").returncode == 0
-    line = _one_line(_run(tmp_path, "sweep", "create", "--repo", "o/r", "--pr", "1", "--key", "k"))
+    line = _one_clean_line(_run(tmp_path, "sweep", "create", "--repo", "o/r", "--pr", "1", "--key", "k"))
     assert "no GitHub credentials" in line and "SWEEPBOT_GITHUB_TOKEN" in line
 
 
-def test_sweep_create_with_github_unreachable_is_one_line(tmp_path: Path) -> None:
+def test_sweep_create_with_github_unreachable_is_one_clean_line(tmp_path: Path) -> None:
     assert _run(tmp_path, "db", "upgrade").returncode == 0
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -100,7 +93,7 @@ def test_api_on_a_busy_port_names_the_flag(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        line = _one_line(_run(tmp_path, "api", "--port", str(port), "--no-migrate"))
+        line = _one_clean_line(_run(tmp_path, "api", "--port", str(port), "--no-migrate"))
     assert f"127.0.0.1:{port}" in line and "already in use" in line and "--port" in line
 
 
