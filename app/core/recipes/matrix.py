@@ -214,7 +214,7 @@ def _fixed_rows(
     entry: dict[str, Any], key: str, scenario: dict[str, Any], conc: set[int] | None
 ) -> list[dict[str, Any]]:
     isl, osl = scenario.get("isl"), scenario.get("osl")
-    if not _is_pos_int(isl) or not _is_pos_int(osl):
+    if not isinstance(isl, int) or not isinstance(osl, int) or not _is_pos_int(isl) or not _is_pos_int(osl):
         raise InvalidRecipeError(f"config key '{key}': a fixed-seq-len item needs integer `isl` and `osl`")
     base = {**_key_fields(entry, key), "isl": isl, "osl": osl}
     exp = f"{entry['model-prefix']}_{seq_name(isl, osl)}"
