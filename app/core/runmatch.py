@@ -441,9 +441,10 @@ def _workers_match(job: JobName, point: Mapping[str, Any]) -> bool:
 def _seq_of(point: Mapping[str, Any]) -> str:
     """A fixed-seq-len point's seq name (`8k1k`); agentic points have none (their exp-name
     carries tp, conc and offload words instead)."""
-    if point.get("isl") is None or point.get("osl") is None:
-        return ""
-    return seq_name(int(point["isl"]), int(point["osl"]))
+    if point.get("isl") is not None and point.get("osl") is not None:
+        return seq_name(int(point["isl"]), int(point["osl"]))
+    tail = str(point.get("exp-name") or "").rsplit("_", 1)[-1]  # `<prefix>_<seq>` (older plan dicts)
+    return tail if re.fullmatch(r"\d+k\d+k", tail) else ""
 
 
 def assign_jobs(

@@ -99,7 +99,8 @@ def test_a_conc_list_and_an_aggregated_row() -> None:
     assert (parsed.prefill.num, parsed.prefill.dcp, parsed.concs) == (None, 8, tuple(agg["conc"]))
     assert job_matches_point(parsed, agg)
     # the same topology without its offload words is another job (a GPU-resident row's)
-    assert not job_matches_point(parse_job_name(name.replace(" dram KV offload mooncake", "")), agg)
+    resident = parse_job_name(name.replace(" dram KV offload mooncake", ""))
+    assert resident is not None and not job_matches_point(resident, agg)
 
 
 @pytest.mark.parametrize("rows", [DSV4, QWEN, KIMI_AGG], ids=["dsv4", "qwen", "kimi-agg"])

@@ -131,7 +131,7 @@ def _dispatches(world: World) -> int:
         return sum(1 for r in world.runs.values() if r.event == "workflow_dispatch")
 
 
-EVAL_JOB = "eval / p50 | minimaxm3 fp4 mi355x vllm TP4    c32 | eval-only"
+EVAL_JOB = "eval / p50 | minimaxm3 fp4 mi355x vllm TP4    c64 | eval-only"
 THROUGHPUT = [
     "single-node / p50 | minimaxm3 fp4 mi355x vllm TP4    c32",
     "single-node / p50 | minimaxm3 fp4 mi355x vllm TP4    c64",
@@ -144,10 +144,10 @@ def test_a_single_node_eval_point_keeps_its_throughput_and_says_why_it_has_no_ev
     sweep_id = _sweep(db_session, SINGLE_KEY, SweepFilters(seq="8k1k", conc=(32, 64)))
     jobs = _run_and_collect(db_session, world, sweep_id)
     assert {j.state for j in jobs} == {JobState.SUCCEEDED}, [(j.state, j.reason) for j in jobs]
-    # the key's default selection (over conc 1..512: the highest and the median) evaluates conc 32;
-    # conc 64 is dispatched --no-evals. GitHub fails `eval /` unexpanded in both runs.
+    # the generator marks after `--conc 32 64`: of 32 and 64 (both >= 16) the median and the highest
+    # are 64; conc 32 is dispatched --no-evals. GitHub fails `eval /` unexpanded in both runs.
     evaluated = next(j for j in jobs if j.point.get("run-eval"))
-    assert evaluated.conc == 32
+    assert evaluated.conc == 64
     assert sorted(n for n in _run_jobs(world) if n != "get-jobs") == ["eval /", "eval /", *THROUGHPUT]
     results = db_session.scalars(select(Result).where(Result.sweep_id == sweep_id)).all()
     assert len(results) == 2  # both throughput results, the evaluated point's too
@@ -160,7 +160,7 @@ def test_a_single_node_eval_point_keeps_its_throughput_and_says_why_it_has_no_ev
     ), reason
     assert "not retried" in reason and "/sweep evals=none" in reason
     assert "GitHub said: `Error when evaluating 'strategy' for job 'test-sweep-evals'." in reason
-    assert next(j for j in jobs if j.conc == 64).reason is None
+    assert next(j for j in jobs if j.conc == 32).reason is None
     # not dispatched again: one run per conc group, one attempt each
     assert _dispatches(world) == 2 and {j.attempts for j in jobs} == {1}
     report = render_report(db_session, sweep_id)
@@ -172,8 +172,8 @@ def test_eval_only_points_end_failed_with_the_reason_and_are_not_retried(
 ) -> None:
     sweep_id = _sweep(db_session, SINGLE_KEY, SweepFilters(seq="8k1k", conc=(32, 64, 512), evals="only"))
     jobs = _run_and_collect(db_session, world, sweep_id)
-    # evals=only: the selection's eval points alone (512 and the median, 32), each eval-only
-    assert sorted(j.conc for j in jobs) == [32, 512] and all(j.point.get("eval-only") for j in jobs)
+    # evals=only: the eval points of `--conc 32 64 512` alone (512 and the median, 64), each eval-only
+    assert sorted(j.conc for j in jobs) == [64, 512] and all(j.point.get("eval-only") for j in jobs)
     assert {j.state for j in jobs} == {JobState.FAILED}
     for job in jobs:
         assert (job.reason or "").startswith("eval not run: e2e-tests.yml's `eval /` job"), job.reason

@@ -566,3 +566,36 @@ def test_the_sibling_reference_reads_the_sibling_keys_stored_rows(db_session: Se
     assert ref.points[32]["mean_tpot_ms"] == 16.5 and ref.runs == {32: ["https://gh/run/2"]}
     assert choose(db_session, tp=2) is None
     assert choose(None, tp=4) is None
+
+
+def test_collect_stores_one_row_per_conc_of_a_multinode_job(db_session: Session) -> None:
+    """benchmark-multinode-tmpl.yml uploads `bmk_<RF>` holding one `agg_<RF>_*.json` per conc of
+    the row (RESULT_FILENAME names the workers and `conc8x16x...`): each is stored at its conc."""
+    from sqlalchemy import select
+
+    from app.core.recipes import parse_master
+    from app.core.recipes.expand import plan_dicts
+    from app.flows.collect import collect_job
+    from app.models.results import Result
+    from app.models.sweeps import SweepJob
+    from tests.recipe_helpers import fixture_text
+
+    master = parse_master(fixture_text("amd-master.head.yaml"))
+    (row,) = plan_dicts(master, "qwen3.5-fp8-mi355x-sglang-disagg")
+    rf = row["result-name"].removesuffix("_mi355x-disagg") + "_mi355x-amds_07"
+    assert (
+        "_prefill-tp4-pp1-dcp1-pcp1-ep1-dpfalse-nw1_decode-tp8-" in rf
+        and rf.count("_conc8x16x32x64x128_") == 1
+    )
+    job_id = _job(db_session)
+    job = db_session.get(SweepJob, job_id)
+    assert job is not None
+    job.point, job.result_name = row, row["result-name"]
+    db_session.flush()
+    members = {f"agg_{rf}_conc{c}_gpus_12_ctx_4_gen_8.json": _raw(conc=c) for c in row["conc"]}
+    members[f"{rf}_conc8_gpus_12_ctx_4_gen_8.json"] = _raw(conc=8)  # a raw file is never a result
+    out = collect_job(db_session, FakeArtifacts(_zip(members), name=f"bmk_{rf}"), job_id)
+    assert out.state == "succeeded", out
+    stored = db_session.scalars(select(Result).where(Result.job_id == job_id)).all()
+    assert sorted(r.conc for r in stored) == [8, 16, 32, 64, 128]
+    assert {r.file_name for r in stored} == {n for n in members if n.startswith("agg_")}

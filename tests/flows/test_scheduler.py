@@ -159,15 +159,15 @@ def test_tick_never_exceeds_capacity_and_frees_on_finish(env: dict[str, Any]) ->
     res = tick(env["factory"], lambda s: FakeTick(gh))
     assert res.dispatched_runs >= 1 and _inflight(env["factory"]) <= 11
     # largest conc first: conc 512 and 256 (5 points each over both seq-lens) take 10 of the 11
-    # runners, and no later group fits the last one: 512 holds an eval point of the default
-    # selection, but its eval job would be `eval /`'s, which GitHub never expands in the real
-    # e2e-tests.yml (get-jobs never sets EVALS), so it holds no runner; 256 has none (so the
-    # generator is told not to spend an eval job). The command is the repo CLI's test-config for
-    # the key's own master file.
+    # runners, and no later group fits the last one: both hold eval points of the generator's
+    # selection (512 for both dp-attn groups, 256 the dp-attn one's median), but their eval jobs
+    # would be `eval /`'s, which GitHub never expands in the real e2e-tests.yml (get-jobs never
+    # sets EVALS), so they hold no runner. The command is the repo CLI's test-config for the key's
+    # own master file.
     cmd = f"test-config --config-files .github/configs/amd-master.yaml --config-keys {KEY} --conc"
     assert [d["inputs"]["generate-cli-command"] for d in gh.dispatches] == [
         f"{cmd} 512",
-        f"{cmd} 256 --no-evals",
+        f"{cmd} 256",
     ]
     assert gh.dispatches[0]["ref"] == "recipe-branch" and gh.dispatches[0]["inputs"]["ref"] == "a" * 40
     with env["factory"]() as s:
@@ -663,11 +663,13 @@ def test_eval_modes_shape_the_sweep_and_its_dispatch(env: dict[str, Any]) -> Non
     gh = FakeGitHub()
     default = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k"))
     marks = {(j.tp, j.conc) for j in _jobs(env["factory"], default.sweep.id) if j.point["run-eval"]}
-    assert marks == {(8, 32), (8, 512), (4, 16), (4, 128)}  # highest and median conc per TP
+    # the generator's picks per dispatch: every 8k1k row at 128, 256 and 512 (the dp-attn groups'
+    # highest and median of 16 and up; a dispatch's command marks its whole conc slice)
+    assert marks == {(4, 128), (8, 128), (8, 256), (8, 512)}
     only = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", evals="only"))
     assert only.sweep.id != default.sweep.id  # another eval mode is another sweep
     jobs = _jobs(env["factory"], only.sweep.id)
-    assert sorted((j.tp, j.conc) for j in jobs) == sorted(marks)
+    assert {(j.tp, j.conc) for j in jobs} == marks
     assert all(j.point["eval-only"] for j in jobs)
     tick(env["factory"], lambda s: FakeTick(gh))
     assert gh.dispatches and all(

@@ -390,10 +390,11 @@ def test_sim_run_sweep_runs_once_for_a_labelled_changelog_pr_and_honours_skip_sw
     world._finish_job(canary, "success")
     world._maybe_finish_run(runs[0])
     # ... then the remaining space: the 9 other throughput points under `single-node 8k1k /`, then
-    # the default selection's evals (the highest and the median conc) as eval-only jobs under `eval /`
+    # the default selection's evals (the highest and the median conc of 16..512) as eval-only jobs
+    # under `eval /`
     names = [world.jobs[j].name for j in runs[0].jobs if world.jobs[j].point][1:]
     assert len(names) == 11 and all(n.startswith("single-node 8k1k / p") for n in names[:9])
-    assert [n.split(" c", 1)[1] for n in names[9:]] == ["32 | eval-only", "512 | eval-only"]
+    assert [n.split(" c", 1)[1] for n in names[9:]] == ["128 | eval-only", "512 | eval-only"]
     assert all(n.startswith("eval / p") for n in names[9:])
 
 

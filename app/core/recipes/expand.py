@@ -39,12 +39,9 @@ from app.core.recipes.master import (
     require_single_node_fixed,
     required_field,
 )
-from app.core.recipes.matrix import Hardware, matrix_rows
+from app.core.recipes.matrix import Hardware, conc_values, matrix_rows
 from app.core.recipes.points import MAX_MODEL_LEN_SLACK, PlanRow, Point, row_result_name
 from app.core.seqlen import AGENTIC_SEQ, seq_name, seq_shape
-
-CONC_STEP = 2
-
 
 # Search-space fields that define a point.
 _POINT_FIELDS = frozenset(
@@ -74,46 +71,6 @@ _PASSTHROUGH_FIELDS = frozenset(
         "moe-backend",
     }
 )
-
-
-def conc_values(item: dict[str, Any], key: str = "?") -> list[int]:
-    """The conc values of one search-space item: `conc-list` as given, or the doubling range."""
-    has_list = item.get("conc-list") is not None
-    has_range = item.get("conc-start") is not None or item.get("conc-end") is not None
-    if has_list and has_range:
-        raise InvalidRecipeError(
-            f"config key '{key}': a search-space item has both `conc-list` and `conc-start`/`conc-end`; "
-            "use one of them (the benchmark repo rejects both)"
-        )
-    if has_list:
-        values = item["conc-list"]
-        if (
-            not isinstance(values, list)
-            or not values
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
-        ):
-            raise InvalidRecipeError(
-                f"config key '{key}': `conc-list` must be a non-empty list of positive integers, "
-                f"got {values!r}"
-            )
-        return list(values)
-    start = positive_int(item, key, "conc-start", None)
-    end = positive_int(item, key, "conc-end", None)
-    if start is None or end is None:
-        raise InvalidRecipeError(
-            f"config key '{key}': a search-space item needs `conc-list` or both `conc-start` and `conc-end`"
-        )
-    if start > end:
-        raise InvalidRecipeError(
-            f"config key '{key}': conc-start {start} is greater than conc-end {end}; swap them"
-        )
-    out: list[int] = []
-    conc = start
-    while True:
-        out.append(conc)
-        if conc == end:
-            return out
-        conc = min(conc * CONC_STEP, end)
 
 
 def _parse_seq_filter(seq: str) -> str:

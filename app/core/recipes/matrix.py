@@ -36,7 +36,14 @@ from fractions import Fraction
 from typing import Any
 
 from app.core.recipes.errors import EmptyPlanError, InvalidRecipeError, UnsupportedScenarioError
-from app.core.recipes.master import AGENTIC_CODING, FIXED_SEQ_LEN, SPEC_MODES, get_entry, is_multinode
+from app.core.recipes.master import (
+    AGENTIC_CODING,
+    FIXED_SEQ_LEN,
+    SPEC_MODES,
+    get_entry,
+    is_multinode,
+    positive_int,
+)
 from app.core.recipes.points import MAX_MODEL_LEN_SLACK
 from app.core.recipes.topology import (
     AGENTIC_ITEM_FIELDS,
@@ -62,27 +69,44 @@ WORKER_DEFAULTS = (("pp", 1), ("dcp-size", 1), ("pcp-size", 1))
 Hardware = Mapping[str, Mapping[str, Any]]
 
 
-def conc_range(item: Mapping[str, Any], key: str) -> list[int]:
-    """`conc-list`, or `conc-start` doubling up to `conc-end` (the last step clamped)."""
-    if item.get("conc-list"):
-        values = item["conc-list"]
-        if not isinstance(values, list) or not all(_is_pos_int(v) for v in values):
-            raise InvalidRecipeError(f"config key '{key}': `conc-list` must list positive integers")
-        return list(values)
-    start, end = item.get("conc-start"), item.get("conc-end")
-    if not _is_pos_int(start) or not _is_pos_int(end):
+def conc_values(item: dict[str, Any], key: str = "?") -> list[int]:
+    """The conc values of one search-space item: `conc-list` as given, or the doubling range."""
+    has_list = item.get("conc-list") is not None
+    has_range = item.get("conc-start") is not None or item.get("conc-end") is not None
+    if has_list and has_range:
         raise InvalidRecipeError(
-            f"config key '{key}': a search-space item needs `conc-list` or `conc-start` and `conc-end`"
+            f"config key '{key}': a search-space item has both `conc-list` and `conc-start`/`conc-end`; "
+            "use one of them (the benchmark repo rejects both)"
         )
-    assert isinstance(start, int) and isinstance(end, int)
+    if has_list:
+        values = item["conc-list"]
+        if (
+            not isinstance(values, list)
+            or not values
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+        ):
+            raise InvalidRecipeError(
+                f"config key '{key}': `conc-list` must be a non-empty list of positive integers, "
+                f"got {values!r}"
+            )
+        return list(values)
+    start = positive_int(item, key, "conc-start", None)
+    end = positive_int(item, key, "conc-end", None)
+    if start is None or end is None:
+        raise InvalidRecipeError(
+            f"config key '{key}': a search-space item needs `conc-list` or both `conc-start` and `conc-end`"
+        )
+    if start > end:
+        raise InvalidRecipeError(
+            f"config key '{key}': conc-start {start} is greater than conc-end {end}; swap them"
+        )
     out: list[int] = []
     conc = start
-    while conc <= end:
+    while True:
         out.append(conc)
         if conc == end:
-            break
+            return out
         conc = min(conc * CONC_STEP, end)
-    return out
 
 
 def _is_pos_int(value: Any) -> bool:
@@ -214,14 +238,14 @@ def _fixed_rows(
     entry: dict[str, Any], key: str, scenario: dict[str, Any], conc: set[int] | None
 ) -> list[dict[str, Any]]:
     isl, osl = scenario.get("isl"), scenario.get("osl")
-    if not _is_pos_int(isl) or not _is_pos_int(osl):
+    if not isinstance(isl, int) or not isinstance(osl, int) or not _is_pos_int(isl) or not _is_pos_int(osl):
         raise InvalidRecipeError(f"config key '{key}': a fixed-seq-len item needs integer `isl` and `osl`")
     base = {**_key_fields(entry, key), "isl": isl, "osl": osl}
     exp = f"{entry['model-prefix']}_{seq_name(isl, osl)}"
     disagg = bool(entry.get("disagg", False))
     rows: list[dict[str, Any]] = []
     for item in _space(scenario, key, FIXED_SEQ_LEN, is_multinode(entry)):
-        concs = [c for c in conc_range(item, key) if conc is None or c in conc]
+        concs = [c for c in conc_values(item, key) if conc is None or c in conc]
         if not concs:
             continue
         tail = {"max-model-len": isl + osl + MAX_MODEL_LEN_SLACK, "exp-name": exp, "disagg": disagg}
@@ -295,7 +319,7 @@ def _agentic_rows(
     prefix, multinode = entry["model-prefix"], is_multinode(entry)
     rows: list[dict[str, Any]] = []
     for item in _space(scenario, key, AGENTIC_CODING, multinode):
-        concs = [c for c in conc_range(item, key) if conc is None or c in conc]
+        concs = [c for c in conc_values(item, key) if conc is None or c in conc]
         if not concs:
             continue
         mode, backend, suffix = _offload(item, key, multinode)
