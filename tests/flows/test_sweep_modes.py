@@ -376,9 +376,10 @@ def test_sim_run_sweep_runs_once_for_a_labelled_changelog_pr_and_honours_skip_sw
     assert len(runs) == 1 and runs[0].name.startswith("Run Sweep - ")
     names = [world.jobs[j].name for j in runs[0].jobs if world.jobs[j].point]
     # run-sweep.yml's families: the 10 throughput points under `single-node 8k1k /`, then the
-    # default selection's evals (the highest and the median conc) as eval-only jobs under `eval /`
+    # default selection's evals (the highest and the median conc of those >= 16: 16..512 -> 128)
+    # as eval-only jobs under `eval /`
     assert len(names) == 12 and all(n.startswith("single-node 8k1k / p") for n in names[:10])
-    assert [n.split(" c", 1)[1] for n in names[10:]] == ["32 | eval-only", "512 | eval-only"]
+    assert [n.split(" c", 1)[1] for n in names[10:]] == ["128 | eval-only", "512 | eval-only"]
     assert all(n.startswith("eval / p") for n in names[10:])
 
 
