@@ -43,6 +43,7 @@ BOT_MODE = {
 }
 RUNNERS = yaml.safe_load((FIX / "runners.yaml").read_text())
 NODE = "node-07"
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 EVAL_MARKS = ("run-eval", "eval-only", "eval-all-concs")
 
 
@@ -53,7 +54,7 @@ def _text(name: str) -> str:
 
 @functools.cache
 def _raw(name: str) -> dict[str, Any]:
-    return yaml.load(_text(name), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return yaml.load(_text(name), Loader=LOADER)
 
 
 @functools.cache
@@ -139,6 +140,27 @@ def _plan_case(fam: str, mode: EvalMode) -> Any:
     reason = PLAN_WRONG.get((fam, mode))
     marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
     return pytest.param(fam, mode, marks=marks, id=f"{fam}-{mode.value}")
+
+
+@functools.cache
+def key_agrees(text: str, key: str) -> bool:
+    """Whether the bot plans ``key`` of the master file ``text`` as the generator does, in every
+    eval mode (tests that use the simulator as the oracle of a bot rule skip the keys where the
+    two already differ on the plan itself; the tests here track those)."""
+    raw, master = yaml.load(text, Loader=LOADER), parse_master(text)
+    for mode in EvalMode:
+        bot = _bot_plan(master, key, mode)
+        sim = sorted(_canon(r) for r in test_config(raw, [key], RUNNERS, mode))
+        if isinstance(bot, str) or sorted(_canon(r) for r in bot) != sim:
+            return False
+    return True
+
+
+def same_point(row: dict[str, Any], point: dict[str, Any]) -> bool:
+    """Whether a generator row and a bot point are the same point (the generator's fields, eval
+    marks aside)."""
+    marks = (*EVAL_MARKS, "eval-conc")
+    return all(point.get(k, False if k == "disagg" else None) == v for k, v in row.items() if k not in marks)
 
 
 def plan_disagreements(name: str, fam: str, mode: EvalMode) -> list[str]:

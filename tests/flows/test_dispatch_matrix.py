@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from app.core.artifacts import result_stem
 from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
 from app.flows.tick import tick
@@ -51,7 +52,14 @@ def _run_jobs(gh: FakeGitHub, dispatch: dict[str, Any]) -> list[tuple[str, dict[
     return e2e_jobs(_Files(gh), run, unexpanded)  # type: ignore[arg-type]  # only read_file, inputs
 
 
-@pytest.mark.parametrize("fixed", [False, True], ids=["e2e-tests.yml at 843c6254", "EVALS assigned"])
+PICKS = "issue 28: the bot counts its own eval picks; the generator marks others (tests/test_bot_vs_sim.py)"
+
+
+@pytest.mark.parametrize(
+    "fixed",
+    [False, pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=PICKS))],
+    ids=["e2e-tests.yml at 843c6254", "EVALS assigned"],
+)
 @pytest.mark.parametrize(
     "filters",
     [SweepFilters(), SweepFilters(tp=4), SweepFilters(seq="8k1k", conc=(16, 32, 128))],
@@ -81,6 +89,11 @@ def test_a_dispatch_counts_every_job_its_run_has(
 
 
 _ids = iter(range(70_000, 80_000))
+
+
+def _rn(row: dict[str, Any]) -> str:
+    """The bot's `result-name` of a single-node generator row: its RESULT_FILENAME stem and label."""
+    return f"{result_stem(row)}_{row['runner']}"
 
 
 def _wf_jobs(gh: FakeGitHub, dispatch: dict[str, Any]) -> list[dict[str, Any]]:
@@ -128,8 +141,8 @@ def test_the_points_a_sweep_filtered_out_are_not_taken_for_its_own(env: dict[str
     listed = _wf_jobs(gh, dispatch)
     gh.run_jobs[run_id] = listed
     jobs = {j.result_name: j for j in _jobs(env["factory"], req.sweep.id)}
-    extras = [w for w in listed if w["row"]["result-name"] not in jobs]
-    own = {w["row"]["result-name"]: w for w in listed if w["row"]["result-name"] in jobs}
+    extras = [w for w in listed if _rn(w["row"]) not in jobs]
+    own = {_rn(w["row"]): w for w in listed if _rn(w["row"]) in jobs}
     assert len(extras) == 3 and len(own) == 3 and all(w["row"]["isl"] == 1024 for w in extras)
     assert listed.index(extras[0]) < min(listed.index(w) for w in own.values())  # 1k1k first
     # the filtered-out 1k1k twin of a point fails first: not ours

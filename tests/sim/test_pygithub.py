@@ -181,11 +181,12 @@ def test_actions_dispatch_runs_jobs_artifacts_cancel(seeded: SimServer, gh: Gith
     assert all(s.name == "Complete job" for s in [j.steps[-1] for j in jobs])
     arts = list(got.get_artifacts())
     # benchmark-tmpl.yml's uploads: bmk_/server_logs_/gpu_metrics_/power_audit_ per job, named
-    # after RESULT_FILENAME, which ends in the node that ran the job; no eval_ artifact
+    # after RESULT_FILENAME, which ends in the node that ran the job; no eval_ artifact; and
+    # collect-results.yml's aggregate of the bmk_ artifacts, results_bmk
     stem = "minimaxm3_8k1k_fp4_vllm_tp4-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc{}"
     bmk = sorted(a.name for a in arts if a.name.startswith("bmk_"))
     assert not [a.name for a in arts if a.name.startswith("eval_")]
-    assert len(bmk) == 2 and len(arts) == 8
+    assert len(bmk) == 2 and len(arts) == 9 and [a.name for a in arts].count("results_bmk") == 1
     nodes = {j.runner_name for j in jobs}
     for c, name in zip((32, 64), bmk, strict=True):
         assert (

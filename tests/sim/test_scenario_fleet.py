@@ -148,7 +148,7 @@ def test_bad_cli_command_fails_the_run(seeded: SimServer) -> None:
         {"generate-cli-command": f"{TEST_CONFIG} no-such-*"},
         "sim",
     )
-    assert run.conclusion == "failure" and "matches no keys" in (run.error or "")
+    assert run.conclusion == "failure" and "matched no config keys" in (run.error or "")
     tp = seeded.world.dispatch(
         "SemiAnalysisAI/InferenceX",
         "e2e-tests.yml",
