@@ -183,6 +183,7 @@ class World:
         self.events: list[tuple[float, int, str, Any]] = []
         self.seq = itertools.count()
         self.jobs: dict[int, BJob] = {}
+        self.queued: dict[int, BJob] = {}  # in the order GitHub queued them
         self.runners: dict[int, BRunner] = {}
         ids = itertools.count(1)
         for i in range(cfg.runners):
@@ -259,10 +260,9 @@ class World:
         if not idle:
             return
         have = {r.id: label_set(r.labels()) for r in idle}
-        queued = sorted(
-            (j for j in self.jobs.values() if j.status == "queued"), key=lambda j: (j.created, j.id)
-        )
-        for job in queued:  # GitHub's rule (sim.world_runners.labels_match), the sets computed once
+        # GitHub's rule (sim.world_runners.labels_match), the sets computed once; ``queued`` is in
+        # queueing order (jobs are queued as time goes on)
+        for job in list(self.queued.values()):
             want = label_set(job.labels)
             runner = next((r for r in idle if r.job is None and want <= have[r.id]), None)
             if runner is not None:
@@ -270,6 +270,7 @@ class World:
 
     def start(self, job: BJob, runner: BRunner) -> None:
         job.status, job.start, job.runner = "in_progress", self.t, runner.id
+        self.queued.pop(job.id, None)
         runner.job = job.id
         self.queue_version += 1
         lost = 0.3 if runner.flaky else 0.01
@@ -324,6 +325,7 @@ class World:
             labels=job_labels(old.entry, pr, old.run_id, index, old.attempt + 1, self.ctl is not None),
         )
         self.jobs[job.id] = job
+        self.queued[job.id] = job
         self.queue_version += 1
         self.hook(job, "queued")
         self.scan()
@@ -346,6 +348,7 @@ class World:
             )
             job.labels = job_labels(entry, pr, run_id, index, 1, self.ctl is not None)
             self.jobs[job.id] = job
+            self.queued[job.id] = job
             self.hook(job, "queued")
         self.queue_version += 1
         self.scan()
@@ -354,6 +357,7 @@ class World:
         for job in self.jobs.values():
             if job.pr == pr and job.status == "queued":
                 job.status, job.end = "cancelled", self.t
+                self.queued.pop(job.id, None)
                 self.hook(job, "completed", "cancelled")
         self.queue_version += 1
 
@@ -395,7 +399,7 @@ class World:
         idle = [r for r in online if r.job is None or (r.job < 0 and self.jobs[-r.job].status == "gathering")]
         if not idle:
             return 0
-        waiting = [j for j in self.jobs.values() if j.status == "queued"]
+        waiting = list(self.queued.values())
         if not waiting:
             return 0
         free_pool = sum(1 for r in idle if POOL in r.base)
@@ -487,7 +491,7 @@ class Gateway:
         if self.w.listed_version == self.w.queue_version:
             return None  # 304: free
         self.w.listed_version = self.w.queue_version
-        queued = [j for j in self.w.jobs.values() if j.status == "queued"]
+        queued = list(self.w.queued.values())
         self.w.count("list-runs")
         for _ in {j.run_id for j in queued}:
             self.w.count("list-jobs")

@@ -341,13 +341,19 @@ def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]
     why_waiting: dict[int, str] = {}
     hold_after = r.policy.lease_hold_minutes
     while waiting and r.free:
-        fair = {pr: r.fair(pr, competing) for pr in {q.job.pr for q in waiting}}
+        # only the jobs some free runner could take compete (the rest wait whatever their rank)
+        usable = {k for k in {q.c.needs for q in waiting} if any(r.fits(k, x) for x in r.free.values())}
         for q in waiting:
+            if q.c.needs not in usable:
+                why_waiting.setdefault(q.job.id, "no compatible idle runner")
+        contenders = [q for q in waiting if q.c.needs in usable]
+        fair = {pr: r.fair(pr, competing) for pr in {q.job.pr for q in contenders}}
+        for q in contenders:
             r.prio[q.job.id] = r.priority(q, competing, fair[q.job.pr])
-        waiting.sort(key=lambda q: (-r.prio[q.job.id].total, q.job.created_at, q.job.id))
+        contenders.sort(key=lambda q: (-r.prio[q.job.id].total, q.job.created_at, q.job.id))
         chosen = None
         cache: Fits = {}
-        for rank, q in enumerate(waiting, 1):
+        for rank, q in enumerate(contenders, 1):
             fits, reason = _allowed(r, q, cache)
             group = _pool(r, q, fits) if q.c.nodes > 1 else fits
             if group:

@@ -216,9 +216,7 @@ def _refresh(
             if runner is not None and runner.busy:
                 facts.in_progress(job_id, rid, now)  # it started; its delivery was lost
             elif runner is not None:  # not taken: its labels come off, the next plan places it anew
-                _remove(
-                    facts, gw, cfg.repo, rid, tuple(x for x in runner.labels if sl.is_identifying(x)), out
-                )
+                _Effects(facts, gw, cfg.repo, out).release(rid)
     if old:
         _missed_queued(facts, gw, cfg.repo, now, out)
 
@@ -237,79 +235,68 @@ def _missed_queued(
             facts.queued(int(j["id"]), int(j.get("run_id") or 0), None, list(j.get("labels") or []), when)
 
 
-def _remove(
-    facts: MemoryFacts,
-    gw: RunnerGateway,
-    repo: str,
-    runner_id: int,
-    names: tuple[str, ...],
-    out: ReconcileResult,
-) -> None:
-    for name in names:
-        runner = facts.runners.get(runner_id)
-        if runner is None or name.lower() not in sl.norm(runner.labels):
-            continue  # look before write: it is not there
-        after = gw.remove_runner_label(repo, runner_id, name)
-        out.writes += 1
-        if after is None:
-            after = [x for x in runner.labels if x.lower() != name.lower()]
-        facts.set_labels(runner_id, after)
+@dataclass
+class _Effects:
+    """Label writes on one repository's runners, looked before (the facts' labels) and counted."""
+
+    facts: MemoryFacts
+    gw: RunnerGateway
+    repo: str
+    out: ReconcileResult
+
+    def remove(self, runner_id: int, names: tuple[str, ...]) -> None:
+        for name in names:
+            runner = self.facts.runners.get(runner_id)
+            if runner is None or name.lower() not in sl.norm(runner.labels):
+                continue  # look before write: it is not there
+            after = self.gw.remove_runner_label(self.repo, runner_id, name)
+            self.out.writes += 1
+            if after is None:
+                after = [x for x in runner.labels if x.lower() != name.lower()]
+            self.facts.set_labels(runner_id, after)
+
+    def release(self, runner_id: int) -> None:
+        """Every label naming a job or a lease comes off the runner."""
+        runner = self.facts.runners.get(runner_id)
+        if runner is not None:
+            self.remove(runner_id, tuple(x for x in runner.labels if sl.is_identifying(x)))
+
+    def add(self, runner_id: int, names: tuple[str, ...]) -> bool:
+        runner = self.facts.runners.get(runner_id)
+        have = sl.norm(runner.labels) if runner else frozenset()
+        missing = [x for x in names if x.lower() not in have]
+        if not missing:
+            return True
+        try:
+            after = self.gw.add_runner_labels(self.repo, runner_id, missing)
+        except NotFound:
+            self.facts.stale = True  # the runner is gone
+            return False
+        self.out.writes += 1
+        self.facts.set_labels(runner_id, after)
+        return {x.lower() for x in missing} <= {x.lower() for x in after}
 
 
-def _add(
-    facts: MemoryFacts,
-    gw: RunnerGateway,
-    repo: str,
-    runner_id: int,
-    names: tuple[str, ...],
-    out: ReconcileResult,
-) -> bool:
-    runner = facts.runners.get(runner_id)
-    have = sl.norm(runner.labels) if runner else frozenset()
-    missing = [x for x in names if x.lower() not in have]
-    if not missing:
-        return True
-    try:
-        after = gw.add_runner_labels(repo, runner_id, missing)
-    except NotFound:
-        facts.stale = True  # the runner is gone
-        return False
-    out.writes += 1
-    facts.set_labels(runner_id, after)
-    return {x.lower() for x in missing} <= {x.lower() for x in after}
-
-
-def _lease(
-    facts: MemoryFacts,
-    gw: RunnerGateway,
-    cfg: ControllerConfig,
-    rows: list[Assignment],
-    now: datetime,
-    out: ReconcileResult,
-) -> None:
+def _lease(fx: _Effects, rows: list[Assignment], now: datetime) -> None:
     """Lease labels on every runner, each read back, then the job's labels on the head; or release."""
     lease = rows[0].lease or ""
-    ok = all(_add(facts, gw, cfg.repo, a.runner_id, (lease,), out) for a in rows)
+    ok = all(fx.add(a.runner_id, (lease,)) for a in rows)
     for a in rows:
         if not ok:
             break
         try:
-            seen = runner_of(gw.get_runner(cfg.repo, a.runner_id))
+            seen = runner_of(fx.gw.get_runner(fx.repo, a.runner_id))
         except GitHubError:
             seen = None
-        out.reads += 1
+        fx.out.reads += 1
         ok = seen is not None and seen.idle and lease in sl.norm(seen.labels)
     head = next(a for a in rows if a.head)
-    if ok and _add(facts, gw, cfg.repo, head.runner_id, tuple(x for x in head.add_labels if x != lease), out):
-        facts.labelled_at[head.runner_id] = (head.job_id, now)
+    if ok and fx.add(head.runner_id, tuple(x for x in head.add_labels if x != lease)):
+        fx.facts.labelled_at[head.runner_id] = (head.job_id, now)
         return
     log.info("sched.lease_released", lease=lease, job=head.job_id, why="not every runner verified")
     for a in rows:
-        runner = facts.runners.get(a.runner_id)
-        if runner is not None:
-            _remove(
-                facts, gw, cfg.repo, a.runner_id, tuple(x for x in runner.labels if sl.is_identifying(x)), out
-            )
+        fx.release(a.runner_id)
 
 
 def reconcile(facts: MemoryFacts, gw: RunnerGateway, cfg: ControllerConfig, now: datetime) -> ReconcileResult:
@@ -324,18 +311,19 @@ def reconcile(facts: MemoryFacts, gw: RunnerGateway, cfg: ControllerConfig, now:
         avoid={**cfg.policy.avoid, **{k: frozenset(v) for k, v in facts.avoid.items()}},
     )
     out.plan = result = plan(facts.snapshot(now), policy)
+    fx = _Effects(facts, gw, cfg.repo, out)
     for c in result.cleanups:
-        _remove(facts, gw, cfg.repo, c.runner_id, c.remove_labels, out)
+        fx.remove(c.runner_id, c.remove_labels)
         facts.labelled_at.pop(c.runner_id, None)
     leases: dict[str, list[Assignment]] = {}
     for a in result.assignments:
         if a.lease:
             leases.setdefault(a.lease, []).append(a)
-        elif a.add_labels and _add(facts, gw, cfg.repo, a.runner_id, a.add_labels, out):
+        elif a.add_labels and fx.add(a.runner_id, a.add_labels):
             facts.labelled_at[a.runner_id] = (a.job_id, now)
     for rows in leases.values():
         if any(x.add_labels for x in rows):
-            _lease(facts, gw, cfg, rows, now, out)
+            _lease(fx, rows, now)
     out.notices = [n for n in result.notices if facts.first_report(n.job_id)]
     for n in out.notices:
         log.warning("sched.cannot_prioritise", job=n.job_id, run=n.run_id, why=n.why, text=n.text)
