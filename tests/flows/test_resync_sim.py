@@ -1,0 +1,94 @@
+"""``resync`` against the simulator: a world with open PRs and commands the bot never saw."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.adapters.github.gateway import session_gateway
+from app.core.watchstatus import STATUS_MARKER
+from app.flows.resync import resync_repo
+from app.models.core import AuditEntry
+from app.models.sweeps import Sweep
+from app.models.tracking import Dependency, Watch, WatchState
+from sim.scenario import BENCH_REPO, OUTSIDER, RECIPE_BODY, RECIPE_BRANCH
+from tests.flows.test_commands_sim import world  # noqa: F401  (the simulator fixture)
+
+FORK_PR = 2200
+
+
+def _resync(session: Session) -> tuple[Any, list[str]]:
+    lines: list[str] = []
+    summary = resync_repo(session, session_gateway(session), BENCH_REPO, progress=lines.append)
+    return summary, lines
+
+
+def _state(session: Session, sim_world: Any) -> dict[str, Any]:
+    session.expire_all()
+    watches = session.scalars(select(Watch).order_by(Watch.id)).all()
+    return {
+        "watches": [(w.pr_number, w.config_key, w.state, w.admitted_by) for w in watches],
+        "deps": sorted((d.watch_id, d.ref, d.source, d.dropped) for d in session.scalars(select(Dependency))),
+        "sweeps": session.scalar(select(func.count()).select_from(Sweep)),
+        "writes": session.scalar(
+            select(func.count()).select_from(AuditEntry).where(AuditEntry.action.startswith("github."))
+        ),
+        "comments": sorted((c.id, c.body) for c in sim_world.repo(BENCH_REPO).comments.values()),
+    }
+
+
+def test_resync_adopts_open_prs_commands_and_trust_then_changes_nothing(
+    world: Any,  # noqa: F811
+    db_session: Session,
+) -> None:
+    # An outsider's PR with the same dependency lines: they count only from a writer.
+    head = world.repo(BENCH_REPO).refs[f"refs/heads/{RECIPE_BRANCH}"]
+    world.set_ref(BENCH_REPO, "refs/heads/outsider-copy", head, pusher="carol-writer", create=True)
+    world.open_pull(
+        BENCH_REPO, "outsider-copy", "main", "outsider copy", RECIPE_BODY, user=OUTSIDER, number=FORK_PR
+    )
+    sweep_cmd = world.add_comment(BENCH_REPO, 2104, "bob-maintainer", "/sweep conc=32")
+    refused_cmd = world.add_comment(BENCH_REPO, 2104, OUTSIDER, "/sweep conc=64")
+    world.add_comment(BENCH_REPO, 2104, "carol-writer", "thanks, no command here")
+
+    summary, lines = _resync(db_session)
+
+    assert summary.errors == [] and summary.pulls == 2 and summary.comments == 2
+    assert lines[0] == f"{BENCH_REPO}: 2 open PR(s)"
+    assert any(line.startswith(f"{BENCH_REPO}#2104: ") for line in lines)
+    assert any(line.startswith(f"{BENCH_REPO}#{FORK_PR}: ") for line in lines)
+    by_pr = {w.pr_number: w for w in db_session.scalars(select(Watch))}
+    assert by_pr[2104].admitted_by == "carol-writer"
+    assert sorted(d.ref for d in by_pr[2104].dependencies if not d.dropped) == [
+        "vllm-project/vllm#47269",
+        "vllm-project/vllm#47270",
+    ]
+    assert by_pr[FORK_PR].admitted_by is None and by_pr[FORK_PR].state == WatchState.UNAPPROVED
+    # The maintainer's unanswered /sweep became a sweep; the outsider's was refused, both answered.
+    assert db_session.scalar(select(func.count()).select_from(Sweep).where(Sweep.pr_number == 2104)) == 1
+    bodies = [c.body for c in world.repo(BENCH_REPO).comments.values()]
+    assert sum(f"comment={sweep_cmd.id} " in b for b in bodies) == 1
+    assert any(f"comment={refused_cmd.id} " in b and "needs write" in b for b in bodies)
+    assert sum(STATUS_MARKER in b for b in bodies) >= 1
+
+    before = _state(db_session, world)
+    again, _ = _resync(db_session)
+    assert again.errors == [] and again.comments == 0  # every command already has its reply
+    assert _state(db_session, world) == before
+
+
+def test_resync_with_a_lost_database_finds_the_bot_markers(
+    world: Any,  # noqa: F811
+    db_session: Session,
+) -> None:
+    """The bot answered a command earlier (its reply marker is on the thread) and then lost its
+    database: resync does not run that command a second time."""
+    cmd = world.add_comment(BENCH_REPO, 2104, "bob-maintainer", "/sweep conc=32")
+    world.add_comment(BENCH_REPO, 2104, "sweepbot[bot]", f"done\n\n<!-- sweepbot:reply comment={cmd.id} -->")
+    summary, _ = _resync(db_session)
+    assert summary.errors == [] and summary.comments == 0
+    assert db_session.scalar(select(func.count()).select_from(Sweep)) == 0
+    statuses = [c for c in world.repo(BENCH_REPO).comments.values() if STATUS_MARKER in c.body]
+    assert len(statuses) == 1
