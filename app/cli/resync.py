@@ -30,7 +30,7 @@ def resync_command(
     """Read a repository's open PRs (dependency lines, unanswered commands) and recent runs and
     converge the database to them, through the handlers a delivery runs. Safe to run again."""
     from app.adapters.github.gateway import session_gateway  # lazy: PyGithub only when it runs
-    from app.flows.resync import resync_repo  # lazy: the handlers only when the command runs
+    from app.flows.resync import record_adopted, resync_repo  # lazy: the handlers only when it runs
 
     repos = list(repo or []) or _known_repos()
     bad = [r for r in repos if r.count("/") != 1 or not all(r.split("/"))]
@@ -44,6 +44,7 @@ def resync_command(
     for name in repos:
         with session_scope() as session:
             summary = resync_repo(session, session_gateway(session, repo=name), name, progress=typer.echo)
+            record_adopted(session, summary, "cli")
         failed += len(summary.errors)
         typer.echo(
             f"{name}: {summary.pulls} PR(s), {summary.comments} unanswered command comment(s), "

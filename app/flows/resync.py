@@ -26,16 +26,20 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.commands import parse_commands, reply_marker
 from app.core.routing import Event, GatewayFactory, HandlerContext, HandlerSkipped, Router
 from app.flows.handlers import composed
 from app.flows.ingest import delivery_gateways
+from app.models.core import AuditEntry
 from app.settings import get_settings
+from app.store.audit import record
 
 log = structlog.get_logger(__name__)
 
+ADOPTED = "repo.resync"  # the audit action that says a repository was adopted (once per database)
 RUNS_LIMIT = 100  # the most recent runs read (the repair poll follows older in-flight jobs)
 
 
@@ -192,4 +196,41 @@ def resync_repo(
     ]
     summary.runs = len(run_events)
     progress(_settle(session, summary, f"{repo} runs ({len(run_events)})", run_events, router, gateways))
+    return summary
+
+
+def adopted(session: Session, repo: str) -> bool:
+    return (
+        session.scalars(
+            select(AuditEntry.id).where(AuditEntry.action == ADOPTED, AuditEntry.target == repo)
+        ).first()
+        is not None
+    )
+
+
+def record_adopted(session: Session, summary: ResyncSummary, actor: str) -> None:
+    record(
+        session,
+        actor=actor,
+        action=ADOPTED,
+        target=summary.repo,
+        outcome="ok" if not summary.errors else "partial",
+        detail={
+            "pulls": summary.pulls,
+            "comments": summary.comments,
+            "runs": summary.runs,
+            "errors": summary.errors[:20],
+        },
+    )
+    session.commit()
+
+
+def adopt_once(session: Session, gw: ResyncGateway, repo: str) -> ResyncSummary | None:
+    """The first start's resync of ``repo`` (``SWEEPBOT_RESYNC_REPOS``): done once per database,
+    remembered in the audit log; None when it was done before (by this or ``sweepbot resync``)."""
+    if adopted(session, repo):
+        log.info("resync_skipped", repo=repo, why="adopted before")
+        return None
+    summary = resync_repo(session, gw, repo, progress=lambda line: log.info("resync_progress", line=line))
+    record_adopted(session, summary, "sweepbot")
     return summary

@@ -92,3 +92,17 @@ def test_resync_with_a_lost_database_finds_the_bot_markers(
     assert db_session.scalar(select(func.count()).select_from(Sweep)) == 0
     statuses = [c for c in world.repo(BENCH_REPO).comments.values() if STATUS_MARKER in c.body]
     assert len(statuses) == 1
+
+
+def test_first_start_adopts_a_repo_once_per_database(
+    world: Any,  # noqa: F811
+    db_session: Session,
+) -> None:
+    from app.flows.resync import ADOPTED, adopt_once
+
+    first = adopt_once(db_session, session_gateway(db_session), BENCH_REPO)
+    assert first is not None and first.pulls == 1 and first.errors == []
+    assert db_session.scalars(select(Watch).where(Watch.pr_number == 2104)).first() is not None
+    (row,) = db_session.scalars(select(AuditEntry).where(AuditEntry.action == ADOPTED)).all()
+    assert (row.target, row.outcome) == (BENCH_REPO, "ok")
+    assert adopt_once(db_session, session_gateway(db_session), BENCH_REPO) is None
