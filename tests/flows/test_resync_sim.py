@@ -106,3 +106,23 @@ def test_first_start_adopts_a_repo_once_per_database(
     (row,) = db_session.scalars(select(AuditEntry).where(AuditEntry.action == ADOPTED)).all()
     assert (row.target, row.outcome) == (BENCH_REPO, "ok")
     assert adopt_once(db_session, session_gateway(db_session), BENCH_REPO) is None
+
+
+def test_cli_resync_prints_one_line_per_pr_and_refuses_a_bad_repo(
+    world: Any,  # noqa: F811
+    db_session: Session,
+) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    runner = CliRunner()
+    out = runner.invoke(cli, ["resync", "--repo", BENCH_REPO])
+    assert out.exit_code == 0, out.output
+    lines = [x for x in out.output.splitlines() if x.startswith(BENCH_REPO)]  # not the log lines
+    assert lines[0] == f"{BENCH_REPO}: 1 open PR(s)"
+    assert lines[1].startswith(f"{BENCH_REPO}#2104: ") and "event(s) acted on" in lines[1]
+    assert lines[-1].startswith(f"{BENCH_REPO}: 1 PR(s), 0 unanswered command comment(s)")
+    assert lines[-1].endswith("0 failed")
+    bad = runner.invoke(cli, ["resync", "--repo", "not-a-repo"])
+    assert bad.exit_code == 2 and "'not-a-repo' is not OWNER/REPO" in bad.output
