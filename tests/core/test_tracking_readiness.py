@@ -3,6 +3,8 @@ key, and the one readiness explanation the dashboard shows (explain_readiness)."
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from structlog.testing import capture_logs
 
@@ -128,7 +130,9 @@ def _explain(
 
 
 _MERGED = [DepView(A, Dep.MERGED, "abc1234", None)]
-_BASE = dict(key="k", image_repo="vllm/vllm-openai-rocm", pinned_image="vllm/vllm-openai-rocm:old")
+_BASE: dict[str, Any] = dict(
+    key="k", image_repo="vllm/vllm-openai-rocm", pinned_image="vllm/vllm-openai-rocm:old"
+)
 
 
 def test_a_dependency_that_does_not_exist_blocks_and_says_how_to_fix_it() -> None:
@@ -142,8 +146,10 @@ def test_a_dependency_that_does_not_exist_blocks_and_says_how_to_fix_it() -> Non
 
 
 def test_an_unreachable_registry_is_not_called_no_nightly_yet() -> None:
-    kw = dict(deps=_MERGED, chosen_tag=None, pinned_contains=False, bumped_image=None, **_BASE)
-    down = decide_readiness(registry_error="connect: refused", **kw)  # type: ignore[arg-type]
+    kw: dict[str, Any] = dict(
+        deps=_MERGED, chosen_tag=None, pinned_contains=False, bumped_image=None, **_BASE
+    )
+    down = decide_readiness(registry_error="connect: refused", **kw)
     assert down.action == "wait" and "cannot be read (connect: refused)" in down.reason
-    up = decide_readiness(**kw)  # type: ignore[arg-type]
+    up = decide_readiness(**kw)
     assert up.reason.startswith("no nightly of vllm/vllm-openai-rocm contains every merge commit yet")
