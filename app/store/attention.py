@@ -24,26 +24,18 @@ KINDS = ("pinned_deleted", "registry_unreachable", "dependency_missing", "cannot
 _OVER = (WatchState.CLOSED, WatchState.DONE)  # a finished watch needs nobody
 
 
+def _flagged(session: Session, since: Any, limit: int) -> list[Watch]:
+    """Live watches whose ``since`` column is set, newest first."""
+    query = select(Watch).where(since.is_not(None), Watch.state.not_in(_OVER))
+    return list(session.scalars(query.order_by(since.desc()).limit(limit)))
+
+
 def pinned_deleted(session: Session, limit: int) -> list[Watch]:
-    return list(
-        session.scalars(
-            select(Watch)
-            .where(Watch.pinned_missing_since.is_not(None), Watch.state.not_in(_OVER))
-            .order_by(Watch.pinned_missing_since.desc())
-            .limit(limit)
-        )
-    )
+    return _flagged(session, Watch.pinned_missing_since, limit)
 
 
 def registry_unreachable(session: Session, limit: int) -> list[Watch]:
-    return list(
-        session.scalars(
-            select(Watch)
-            .where(Watch.registry_error.is_not(None), Watch.state.not_in(_OVER))
-            .order_by(Watch.registry_error_since.desc())
-            .limit(limit)
-        )
-    )
+    return _flagged(session, Watch.registry_error_since, limit)
 
 
 def _missing_query() -> Any:
@@ -77,7 +69,7 @@ def attention_counts(session: Session) -> dict[str, int]:
     live = Watch.state.not_in(_OVER)
     return {
         "pinned_deleted": count(select(Watch.id).where(Watch.pinned_missing_since.is_not(None), live)),
-        "registry_unreachable": count(select(Watch.id).where(Watch.registry_error.is_not(None), live)),
+        "registry_unreachable": count(select(Watch.id).where(Watch.registry_error_since.is_not(None), live)),
         "dependency_missing": count(_missing_query().with_only_columns(Dependency.id)),
         "cannot_prioritise": len(unprioritisable(session, limit=100_000)),
     }
