@@ -195,7 +195,15 @@ def resync_repo(
         if isinstance(r, dict) and "id" in r
     ]
     summary.runs = len(run_events)
-    progress(_settle(session, summary, f"{repo} runs ({len(run_events)})", run_events, router, gateways))
+    before, failed = summary.handled, len(summary.errors)
+    for event in run_events:  # each run on its own: one run's failure does not undo the others
+        _settle(
+            session, summary, f"{repo} run {event.payload['workflow_run']['id']}", [event], router, gateways
+        )
+    progress(
+        f"{repo}: {len(run_events)} recent run(s), {summary.handled - before} acted on, "
+        f"{len(summary.errors) - failed} failed"
+    )
     return summary
 
 

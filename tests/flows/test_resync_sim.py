@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
+from typer.testing import CliRunner
 
 from app.adapters.github.gateway import session_gateway
+from app.cli import cli
 from app.core.watchstatus import STATUS_MARKER
-from app.flows.resync import resync_repo
+from app.db import session_factory
+from app.flows.resync import ADOPTED, adopt_once, resync_repo
+from app.flows.tick import tick
 from app.models.core import AuditEntry
-from app.models.sweeps import Sweep
+from app.models.sweeps import Sweep, SweepJob
 from app.models.tracking import Dependency, Watch, WatchState
 from sim.scenario import BENCH_REPO, OUTSIDER, RECIPE_BODY, RECIPE_BRANCH
-from tests.flows.test_commands_sim import world  # noqa: F401  (the simulator fixture)
+from tests.flows.test_commands_sim import _comment, _gw, world  # noqa: F401  (the simulator fixture)
 
 FORK_PR = 2200
 
@@ -98,8 +103,6 @@ def test_first_start_adopts_a_repo_once_per_database(
     world: Any,  # noqa: F811
     db_session: Session,
 ) -> None:
-    from app.flows.resync import ADOPTED, adopt_once
-
     first = adopt_once(db_session, session_gateway(db_session), BENCH_REPO)
     assert first is not None and first.pulls == 1 and first.errors == []
     assert db_session.scalars(select(Watch).where(Watch.pr_number == 2104)).first() is not None
@@ -112,10 +115,6 @@ def test_cli_resync_prints_one_line_per_pr_and_refuses_a_bad_repo(
     world: Any,  # noqa: F811
     db_session: Session,
 ) -> None:
-    from typer.testing import CliRunner
-
-    from app.cli import cli
-
     runner = CliRunner()
     out = runner.invoke(cli, ["resync", "--repo", BENCH_REPO])
     assert out.exit_code == 0, out.output
@@ -126,3 +125,24 @@ def test_cli_resync_prints_one_line_per_pr_and_refuses_a_bad_repo(
     assert lines[-1].endswith("0 failed")
     bad = runner.invoke(cli, ["resync", "--repo", "not-a-repo"])
     assert bad.exit_code == 2 and "'not-a-repo' is not OWNER/REPO" in bad.output
+
+
+def test_runs_that_finished_while_the_bot_was_down_are_folded_in(
+    world: Any,  # noqa: F811
+    db_session: Session,
+) -> None:
+    """The bot dispatched, then missed every workflow_run delivery: resync reads the runs."""
+    assert _comment(db_session, world, "bob-maintainer", "/sweep conc=32").results == [("/sweep", "ok")]
+    tick(session_factory(), _gw)
+    deadline = time.monotonic() + 20
+    while not world.runs or any(r.status != "completed" for r in world.runs.values()):
+        assert time.monotonic() < deadline, "sim runs did not finish"
+        world.tick()
+        time.sleep(0.01)
+    db_session.expire_all()
+    assert {j.run_conclusion for j in db_session.scalars(select(SweepJob))} == {None}
+    summary, lines = _resync(db_session)
+    assert summary.errors == [] and summary.runs == len(world.runs) >= 1
+    assert lines[-1].startswith(f"{BENCH_REPO}: {summary.runs} recent run(s), ")
+    db_session.expire_all()
+    assert {j.run_conclusion for j in db_session.scalars(select(SweepJob))} == {"success"}
