@@ -129,6 +129,9 @@ class Settings(BaseSettings):
     # Repositories whose GPU runners sweepbot places as the priority controller (app/flows/runnerhook.py)
     # when their PRIORITY_SCHEDULER_ENABLED variable is true; the credentials need runner admin there.
     runner_controller_repos: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Repositories adopted on the first start with GitHub credentials (app/flows/resync.py: open
+    # PRs, unanswered commands, recent runs, as `sweepbot resync --repo` does), once per database.
+    resync_repos: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # Dashboard.
     operator_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
@@ -158,6 +161,15 @@ class Settings(BaseSettings):
     @classmethod
     def _controller_repos(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("resync_repos", mode="before")
+    @classmethod
+    def _resync_repos(cls, value: object) -> object:
+        value = _split_csv(value)
+        for part in value if isinstance(value, list) else []:
+            if str(part).count("/") != 1 or not all(str(part).split("/")):
+                raise SettingsError(f"SWEEPBOT_RESYNC_REPOS item {part!r} is not OWNER/REPO")
+        return value
 
     @field_validator("redelivery_hooks", mode="before")
     @classmethod

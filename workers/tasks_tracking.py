@@ -4,11 +4,41 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+from celery.signals import worker_ready
+
+from app.adapters import queue
+from app.adapters.github.gateway import session_gateway
 from app.core.routing import TransientError
 from app.db import session_scope
+from app.flows.resync import adopt_once
 from app.flows.tracking import check_watch as run_check
 from app.flows.tracking import poll_watches as run_poll
+from app.settings import get_settings
 from workers.celery_app import celery_app
+
+log = structlog.get_logger(__name__)
+
+
+@worker_ready.connect
+def _adopt_on_first_start(**_: object) -> None:
+    """With credentials, adopt ``SWEEPBOT_RESYNC_REPOS`` (each once per database, app.flows.resync)."""
+    settings = get_settings()
+    if settings.has_github_credentials and settings.resync_repos:
+        queue.enqueue("sweepbot.resync_first_start")
+
+
+@celery_app.task(name="sweepbot.resync_first_start")
+def resync_first_start() -> dict[str, str]:
+    out = {}
+    for repo in get_settings().resync_repos:
+        with session_scope() as session:
+            summary = adopt_once(session, session_gateway(session, repo=repo), repo)
+        out[repo] = (
+            "adopted before" if summary is None else f"{summary.pulls} PR(s), {len(summary.errors)} failed"
+        )
+        log.info("resync_first_start", repo=repo, outcome=out[repo])
+    return out
 
 
 @celery_app.task(name="sweepbot.poll_watches")

@@ -423,6 +423,12 @@ def _register_reports() -> None:
     cli.command("gap")(gap_command)
 
 
+def _register_resync() -> None:
+    from app.cli.resync import resync_command  # lazy: registered only when the command runs (start-up)
+
+    cli.command("resync")(resync_command)
+
+
 # The tool subcommands by name, in --help order. A run of one of them registers (imports) only it:
 # `sweepbot recipe ...` and `sweepbot gap` load no service code (no web framework, ORM, broker or
 # simulator; bench/cli.py, tests/cli/test_cli_imports.py). The long-running processes (`up` and the
@@ -435,6 +441,7 @@ CAPABILITIES = {
     "sched": _register_sched,
     "report": _register_reports,
     "gap": _register_reports,
+    "resync": _register_resync,
 }
 SERVICE_COMMANDS = ("up", "api", "worker", "beat")
 # The offline tools read files only, never a setting: a bad SWEEPBOT_* value does not stop them.

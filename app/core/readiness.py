@@ -26,7 +26,8 @@ class Dep:
     OPEN = "open"
     MERGED = "merged"
     CLOSED = "closed"  # closed without merging
-    UNKNOWN = "unknown"  # not fetched yet, or the PR does not exist
+    UNKNOWN = "unknown"  # not fetched yet
+    MISSING = "missing"  # GitHub answers 404: no such PR (or one the bot cannot see)
 
 
 ARCHIVED_WATCH = "archived"  # the watch state of a key moved to configs/deprecated/
@@ -131,12 +132,15 @@ def decide_readiness(
     bumped_image: str | None,
     bumped_covers: bool | None = None,
     config_problem: str | None = None,
+    registry_error: str | None = None,
 ) -> Readiness:
     """The one readiness decision (Renovate style: every path says why, and logs it).
 
     A bump happens once per image: after one, nothing more happens unless ``bumped_covers`` is
     False (a dependency added since is not in the bumped image), which allows the next bump.
-    ``config_problem`` (the key is missing or archived) blocks with that explanation."""
+    ``config_problem`` (the key is missing or archived) blocks with that explanation; a
+    dependency GitHub does not know (``missing``) blocks too. ``registry_error``: the image's tag
+    listing failed, so "no nightly contains it" would be a guess: say the registry is unreachable."""
 
     def out(action: Action, reason: str, image: str | None = None) -> Readiness:
         log.info("readiness", key=key, action=action, reason=reason, image=image)
@@ -156,6 +160,14 @@ def decide_readiness(
             f"{', '.join(closed)} closed without merging; it will never ship. "
             f"If the recipe no longer needs it, comment {drops}",
         )
+    missing = [d.ref for d in deps if d.state == Dep.MISSING]
+    if missing:
+        drops = " ".join(missing)
+        return out(
+            "blocked",
+            f"{', '.join(missing)} does not exist (GitHub answers 404 Not Found): fix the reference "
+            f"in the PR body or comment `/depends-on drop {drops}`",
+        )
     waiting = [d.ref for d in deps if d.state in (Dep.OPEN, Dep.UNKNOWN)]
     if waiting:
         return out("wait", f"waiting for {', '.join(waiting)} to merge")
@@ -166,6 +178,12 @@ def decide_readiness(
         return out("blocked", f"config key {key} has no image pin to bump")
     if pinned_contains:
         return out("noop", f"the pinned image {pinned_image} already contains every dependency")
+    if not chosen_tag and registry_error:
+        return out(
+            "wait",
+            f"the registry of {image_repo} cannot be read ({registry_error[:200]}), so no nightly "
+            "can be chosen; checking again at the next poll",
+        )
     if not chosen_tag:
         return out(
             "wait",
@@ -219,6 +237,9 @@ def explain_readiness(
             f"{', '.join(d.ref for d in closed)} closed without merge: it can never ship; drop it with "
             f"`/depends-on drop {refs}`"
         )
+    gone = [d for d in live if d.state == Dep.MISSING]
+    if gone:
+        return f"{', '.join(d.ref for d in gone)} does not exist (GitHub answers 404 Not Found)"
     open_ = [d for d in live if d.state in (Dep.OPEN, Dep.UNKNOWN)]
     if open_:
         return "waiting for " + ", ".join(f"{d.ref} ({d.state})" for d in open_) + " to merge"

@@ -179,9 +179,11 @@ def refresh_dependency(gw: PullReader, dep: Dependency) -> bool:
         return False
     try:
         got = gw.get_pull_conditional(dep.dep_repo, dep.dep_number)
-    except NotFound:
-        changed = dep.state != DepState.UNKNOWN
-        dep.state = DepState.UNKNOWN
+    except NotFound:  # no such PR: waiting for it would wait forever (the readiness blocks)
+        changed = dep.state != DepState.MISSING
+        dep.state = DepState.MISSING
+        if changed:
+            log.warning("dependency_missing", dep=dep.ref, watch_id=dep.watch_id)
         return changed
     data = got.data if isinstance(got.data, dict) else {}
     if data.get("merged") or data.get("merged_at"):
@@ -227,6 +229,11 @@ def _tags(
         )
         if memo is not None:
             memo[memo_key] = tags
+    if tags.ok:
+        watch.registry_error = watch.registry_error_since = None
+    else:  # the tags known so far stand in: say so on the watch, not only in a log line
+        watch.registry_error = (tags.error or "the registry could not be read")[:500]
+        watch.registry_error_since = watch.registry_error_since or _now()
     pinned_tag = parse_image(watch.pinned_image or "").tag
     missing = bool(tags.ok and pinned_tag and pinned_tag not in tags.names)
     if missing and watch.pinned_missing_since is None:
@@ -310,6 +317,7 @@ def decide(
         bumped_image=bump.image if bump is not None else None,
         bumped_covers=covers,
         config_problem=problem,
+        registry_error=watch.registry_error,
     )
     return stop_if_archived(
         decision,

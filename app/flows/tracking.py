@@ -22,6 +22,7 @@ import httpx
 import structlog
 from sqlalchemy.orm import Session
 
+from app.adapters.github.errors import NotFound
 from app.adapters.permissions import permission_of
 from app.core.admission import WatchAdmission, body_author_of, watch_admission
 from app.core.approval import bind_approval, unchanged_since
@@ -296,12 +297,30 @@ def _summary(evals: Sequence[Evaluation], watches: Sequence[Watch]) -> str:
     return "; ".join(parts)
 
 
+def _refuse_missing(gw: TrackingGateway, refs: list[DepRef]) -> None:
+    """A reference GitHub answers 404 for would be waited on forever: refuse the command
+    (``ValueError``: the reply says what was wrong and how to fix it; nothing is added)."""
+    missing = []
+    for ref in refs:
+        try:
+            gw.get_pull(ref.repo, ref.number)
+        except NotFound:
+            missing.append(str(ref))
+    if missing:
+        raise ValueError(
+            f"{', '.join(missing)}: no such pull request (GitHub answers 404 Not Found), so it could "
+            "never merge. Check the repository and number (an issue number is not a pull request) "
+            "and run the command again; nothing was added."
+        )
+
+
 def add_dependencies(
     session: Session, gw: TrackingGateway, *, repo: str, pr_number: int, refs: list[DepRef], actor: str
 ) -> str:
     """``/depends-on A B``: add, re-evaluate now, and say what happens next."""
     if not refs:
         return "No dependency given: write `/depends-on owner/repo#N` (e.g. vllm-project/vllm#47269)."
+    _refuse_missing(gw, refs)
     watches, pull = _pr_watches_or_create(session, gw, repo, pr_number)
     if not watches:
         return (

@@ -49,7 +49,8 @@ class DepState:
     OPEN = "open"
     MERGED = "merged"
     CLOSED = "closed"  # closed without merging
-    UNKNOWN = "unknown"  # not fetched yet, or the PR does not exist
+    UNKNOWN = "unknown"  # not fetched yet
+    MISSING = "missing"  # GitHub answers 404: no such PR (or one the bot cannot see)
 
 
 class Watch(Base):
@@ -67,6 +68,8 @@ class Watch(Base):
     image_repo: Mapped[str | None] = mapped_column(String(300))  # e.g. vllm/vllm-openai-rocm
     pinned_image: Mapped[str | None] = mapped_column(String(400))  # the key's image: at the PR head
     pinned_missing_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    registry_error: Mapped[str | None] = mapped_column(Text)  # the last tag listing failed: why
+    registry_error_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     chosen_tag: Mapped[str | None] = mapped_column(String(300))
     first_containing_tag: Mapped[str | None] = mapped_column(String(300))
     decision: Mapped[str | None] = mapped_column(String(16))

@@ -24,6 +24,7 @@ from app.db import session_scope
 from app.flows.ingest import oldest_unprocessed, queue_depth, queue_progress
 from app.flows.recovery import counts
 from app.models import Delivery
+from app.store.attention import attention_counts
 from app.store.publications import problem_counts
 
 log = structlog.get_logger(__name__)
@@ -39,6 +40,7 @@ class Figures:
     consumed: datetime | None
     redeliveries: dict[str, int]
     publications: dict[str, int]  # merged PRs main did not publish verifiably, by runbook case
+    attention: dict[str, int]  # what needs a human (app.store.attention), by kind
 
 
 def read_figures() -> Figures:
@@ -53,6 +55,7 @@ def read_figures() -> Figures:
             consumed=queue_progress(session).consumed_at,
             redeliveries=counts(session),
             publications=problem_counts(session),
+            attention=attention_counts(session),
         )
 
 
@@ -111,3 +114,12 @@ def figure_families(figures: Figures, t: datetime) -> Iterator[Metric]:
     for case, n in figures.publications.items():
         publications.add_metric([case], float(n))
     yield publications
+    attention = GaugeMetricFamily(
+        "sweepbot_needs_a_human",
+        "Problems only a person can fix, by kind: pinned_deleted, registry_unreachable, "
+        "dependency_missing, cannot_prioritise",
+        labels=["kind"],
+    )
+    for kind, n in figures.attention.items():
+        attention.add_metric([kind], float(n))
+    yield attention

@@ -3,6 +3,8 @@ key, and the one readiness explanation the dashboard shows (explain_readiness)."
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from structlog.testing import capture_logs
 
@@ -12,6 +14,7 @@ from app.core.readiness import (
     DepView,
     Readiness,
     choose_nightly,
+    decide_readiness,
     explain_readiness,
     stop_if_archived,
 )
@@ -22,11 +25,12 @@ A, B = "vllm-project/vllm#1", "vllm-project/vllm#2"
 
 def test_the_core_dependency_states_are_the_stored_ones() -> None:
     # app.core cannot import app.models: the same values, spelled twice, checked here.
-    assert (Dep.OPEN, Dep.MERGED, Dep.CLOSED, Dep.UNKNOWN) == (
+    assert (Dep.OPEN, Dep.MERGED, Dep.CLOSED, Dep.UNKNOWN, Dep.MISSING) == (
         DepState.OPEN,
         DepState.MERGED,
         DepState.CLOSED,
         DepState.UNKNOWN,
+        DepState.MISSING,
     )
     assert ARCHIVED_WATCH == WatchState.ARCHIVED
 
@@ -123,3 +127,29 @@ def _explain(
 ) -> str | None:
     """explain_readiness for a waiting watch with no stored reason and no bump, but what a row sets."""
     return explain_readiness(watch_state=watch_state, reason=reason, deps=deps, bump_state=bump_state)
+
+
+_MERGED = [DepView(A, Dep.MERGED, "abc1234", None)]
+_BASE: dict[str, Any] = dict(
+    key="k", image_repo="vllm/vllm-openai-rocm", pinned_image="vllm/vllm-openai-rocm:old"
+)
+
+
+def test_a_dependency_that_does_not_exist_blocks_and_says_how_to_fix_it() -> None:
+    deps = [DepView(A, Dep.OPEN, None, None), DepView(B, Dep.MISSING, None, None)]
+    got = decide_readiness(deps=deps, chosen_tag=None, pinned_contains=None, bumped_image=None, **_BASE)
+    assert got.action == "blocked"
+    assert got.reason.startswith(f"{B} does not exist (GitHub answers 404 Not Found)")
+    assert f"`/depends-on drop {B}`" in got.reason
+    said = explain_readiness(watch_state="blocked", reason=got.reason, deps=deps, bump_state=None)
+    assert said == f"{B} does not exist (GitHub answers 404 Not Found)"
+
+
+def test_an_unreachable_registry_is_not_called_no_nightly_yet() -> None:
+    kw: dict[str, Any] = dict(
+        deps=_MERGED, chosen_tag=None, pinned_contains=False, bumped_image=None, **_BASE
+    )
+    down = decide_readiness(registry_error="connect: refused", **kw)
+    assert down.action == "wait" and "cannot be read (connect: refused)" in down.reason
+    up = decide_readiness(**kw)
+    assert up.reason.startswith("no nightly of vllm/vllm-openai-rocm contains every merge commit yet")

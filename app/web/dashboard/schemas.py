@@ -45,7 +45,10 @@ class LabelUsage(BaseModel):
 
 
 class Failure(BaseModel):
-    kind: str = Field(description="delivery | job | watch | report | bot_config | publication")
+    kind: str = Field(
+        description="delivery | job | watch | report | bot_config | publication | pinned_deleted | "
+        "registry | dependency | runner_job"
+    )
     id: str
     summary: str
     at: datetime | None = None

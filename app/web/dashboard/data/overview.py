@@ -23,6 +23,7 @@ from app.models.results import ReportState
 from app.models.sweeps import JobState, RunnerLabel, SweepJob
 from app.models.tracking import BotConfigRecord, Watch, WatchState
 from app.settings import Settings
+from app.store import attention
 from app.store.publications import publication_problems
 from app.web.dashboard import schemas as S
 from app.web.dashboard.data.common import aware
@@ -278,6 +279,62 @@ def _config_errors(session: Session, limit: int) -> list[S.Failure]:
     return out
 
 
+def _pinned_deleted(session: Session, limit: int) -> list[S.Failure]:
+    return [
+        S.Failure(
+            kind="pinned_deleted",
+            id=str(w.id),
+            at=aware(w.pinned_missing_since),
+            summary=f"{w.repo}#{w.pr_number} {w.config_key}: the pinned image {w.pinned_image} was "
+            "deleted from the registry; pin a tag that exists",
+            link=f"/watches#watch-{w.id}",
+        )
+        for w in attention.pinned_deleted(session, limit)
+    ]
+
+
+def _registry_unreachable(session: Session, limit: int) -> list[S.Failure]:
+    return [
+        S.Failure(
+            kind="registry",
+            id=str(w.id),
+            at=aware(w.registry_error_since),
+            summary=f"{w.repo}#{w.pr_number} {w.config_key}: the registry of {w.image_repo} cannot be "
+            f"read, so no nightly can be chosen: {(w.registry_error or '')[:200]}",
+            link=f"/watches#watch-{w.id}",
+        )
+        for w in attention.registry_unreachable(session, limit)
+    ]
+
+
+def _missing_dependencies(session: Session, limit: int) -> list[S.Failure]:
+    return [
+        S.Failure(
+            kind="dependency",
+            id=str(d.id),
+            at=aware(d.updated_at),
+            summary=f"{w.repo}#{w.pr_number} {w.config_key} depends on {d.ref}, which does not exist "
+            f"(GitHub answers 404): fix the reference or `/depends-on drop {d.ref}`",
+            link=f"/watches#watch-{w.id}",
+        )
+        for d, w in attention.missing_dependencies(session, limit)
+    ]
+
+
+def _unprioritisable_jobs(session: Session, limit: int) -> list[S.Failure]:
+    return [
+        S.Failure(
+            kind="runner_job",
+            id=f"{row.repo}:{n.get('job')}",
+            at=aware(row.updated_at),
+            summary=f"{row.repo} job {n.get('job')} (run {n.get('run')}): {str(n.get('text') or '')[:80]} "
+            f"({str(n.get('why') or '')[:160]})",
+            link="/fleet",
+        )
+        for row, n in attention.unprioritisable(session, limit)
+    ]
+
+
 _FAILURE_SOURCES = (
     _failed_deliveries,
     _failed_jobs,
@@ -285,12 +342,18 @@ _FAILURE_SOURCES = (
     _report_errors,
     _unpublished_merges,
     _config_errors,
+    _pinned_deleted,
+    _registry_unreachable,
+    _missing_dependencies,
+    _unprioritisable_jobs,
 )
 
 
 def failures(session: Session, limit: int = 10) -> list[S.Failure]:
     """What needs a human: failed deliveries and jobs, blocked watches, report and config errors,
-    and merges main did not publish verifiably (the runbook's case and its recovery)."""
+    merges main did not publish verifiably (the runbook's case and its recovery), and
+    ``app.store.attention``'s problems (a deleted pin, an unreachable registry, a dependency that
+    does not exist, a job the runner controller cannot prioritise)."""
     out = [f for source in _FAILURE_SOURCES for f in source(session, limit)]
     out.sort(key=lambda f: f.at or datetime.min.replace(tzinfo=UTC), reverse=True)
     return out[: 3 * limit]
