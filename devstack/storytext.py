@@ -174,10 +174,11 @@ def audit_event(
     """The line for one audit row, or None for plumbing (``PLUMBING``, canary branches)."""
     if action.startswith(PLUMBING) or (action.startswith("github.git/") and CANARY_REF in target):
         return None
-    what = _SAID.get(action, action)
+    said = _SAID.get(action)
+    what = f"{said} {target}".strip() if said else " ".join(filter(None, (action, target)))
     if caused_by:
         what += f" (asked by @{caused_by})"
-    return Event(at, "bot" if actor == "sweepbot" else actor, what, target, outcome)
+    return Event(at, "bot" if actor == "sweepbot" else actor, what, "", outcome)
 
 
 def delivery_event(
@@ -198,6 +199,8 @@ def delivery_event(
         number = (payload.get("issue") or {}).get("number")
         return Event(at, "github -> bot", f"@{sender} commented on #{number}", repo)
     if event == "pull_request":
+        if sender == bot:  # the bot's push (synchronize) or label: its audit row said it
+            return None
         pr = payload.get("pull_request") or {}
         did = "merged" if action == "closed" and pr.get("merged") else action
         return Event(at, "github -> bot", f"PR #{pr.get('number')} {did}", repo)

@@ -52,9 +52,12 @@ def test_git_plumbing_canary_branches_and_reactions_are_not_told() -> None:
     ]:
         assert audit_event(1.0, "sweepbot", action, target, "ok") is None, action
     bump = audit_event(2.0, "sweepbot", "github.git/update-ref", "o/r:heads/recipe", "ok", "alice")
-    assert bump is not None and (bump.who, bump.what) == ("bot", "pushed a commit to (asked by @alice)")
+    assert bump is not None and (bump.who, bump.what) == (
+        "bot",
+        "pushed a commit to o/r:heads/recipe (asked by @alice)",
+    )
     sweep = audit_event(3.0, "sweepbot", "sweep.create", "o/r#12", "ok")
-    assert sweep is not None and sweep.what == "sweep.create" and sweep.where == "o/r#12"
+    assert sweep is not None and sweep.what == "sweep.create o/r#12"
 
 
 def test_the_echo_of_the_bots_own_push_or_comment_is_not_told_twice() -> None:
@@ -69,6 +72,8 @@ def test_the_echo_of_the_bots_own_push_or_comment_is_not_told_twice() -> None:
     assert delivery_event(1.0, "issue_comment", "created", mine, BOT) is None
     theirs = delivery_event(1.0, "issue_comment", "created", {**mine, "sender": {"login": "bob"}}, BOT)
     assert theirs is not None and theirs.what == "@bob commented on #12"
+    synced = {**repo, "pull_request": {"number": 12}, "sender": {"login": BOT}}
+    assert delivery_event(1.0, "pull_request", "synchronize", synced, BOT) is None
     merged = {**repo, "pull_request": {"number": 47269, "merged": True}, "sender": {"login": "m"}}
     said = delivery_event(1.0, "pull_request", "closed", merged, BOT)
     assert said is not None and said.what == "PR #47269 merged"
