@@ -144,6 +144,7 @@ def waiting_activity(what: str) -> str:
 # look (comments, the bump, runs), not the git objects under a commit, the canary branches a
 # nightly's measurement needs, reactions to a command or the runner labels the controller moves.
 CANARY_REF = "sweepbot/canary/"
+CANARY_SWEEP = "#0"  # the pseudo-PR a nightly canary's sweep is filed under
 PLUMBING = (
     "github.git/create-blob",
     "github.git/create-tree",
@@ -174,6 +175,8 @@ def audit_event(
     """The line for one audit row, or None for plumbing (``PLUMBING``, canary branches)."""
     if action.startswith(PLUMBING) or (action.startswith("github.git/") and CANARY_REF in target):
         return None
+    if action.startswith("sweep.") and target.endswith(CANARY_SWEEP):
+        return None  # a canary's sweep and its dispatches: ``canary.queue`` says what it is for
     said = _SAID.get(action)
     what = f"{said} {target}".strip() if said else " ".join(filter(None, (action, target)))
     if caused_by:

@@ -49,6 +49,8 @@ def test_git_plumbing_canary_branches_and_reactions_are_not_told() -> None:
         ("github.git/delete-ref", "o/r:heads/sweepbot/canary/nightly-1"),
         ("github.reactions/create-for-issue-comment", "o/r comment 3"),
         ("github.actions/add-custom-labels-to-self-hosted-runner-for-repo", "o/r runner 2"),
+        ("sweep.create", "o/r#0"),
+        ("sweep.dispatch", "o/r#0"),
     ]:
         assert audit_event(1.0, "sweepbot", action, target, "ok") is None, action
     bump = audit_event(2.0, "sweepbot", "github.git/update-ref", "o/r:heads/recipe", "ok", "alice")
