@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
@@ -80,7 +81,11 @@ def test_sweeps_link_to_their_pr_report_comment_and_results(dash: Dash) -> None:
 
 
 def test_the_fleet_queue_names_the_runner_it_is_placed_on() -> None:
-    queue = [{"job": 1, "runner": 11}, {"job": 2, "runner": None}, {"job": 3, "runner": 12}]
+    queue: list[dict[str, Any]] = [
+        {"job": 1, "runner": 11},
+        {"job": 2, "runner": None},
+        {"job": 3, "runner": 12},
+    ]
     named = named_runners(queue, [{"id": 11, "name": "mi355x-amds_00"}])
     assert [q["runner_name"] for q in named] == ["mi355x-amds_00", "", "#12"]
 

@@ -24,6 +24,7 @@ def page_routes(router: APIRouter) -> None:
     _status_pages(router)
     _sweep_pages(router)
     _record_pages(router)
+    _audit_pages(router)
 
 
 def _status_pages(router: APIRouter) -> None:
@@ -204,6 +205,10 @@ def _record_pages(router: APIRouter) -> None:
             else out.payload
         )
         return render(request, "delivery.html", ident, d=out, pretty=pretty, title=f"Delivery {delivery_id}")
+
+
+def _audit_pages(router: APIRouter) -> None:
+    html = HTML
 
     @router.get("/audit", **html)
     def audit_page(

@@ -152,6 +152,14 @@ class SweepOut(BaseModel):
     results_url: str = Field(default="", description="the dashboard's results of the sweep's key and image")
 
 
+class SweepLinks(BaseModel):
+    """Where a sweep is discussed and what it measured (``SweepOut``'s link fields)."""
+
+    pr_url: str | None = None
+    report_url: str | None = None
+    results_url: str = ""
+
+
 class SweepDetail(SweepOut):
     head_sha: str
     jobs: list[JobOut]

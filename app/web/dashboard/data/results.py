@@ -9,7 +9,7 @@ the one rule, ``app.core.seqlen.seq_name``.
 from __future__ import annotations
 
 import structlog
-from sqlalchemy import Row, case, func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from app.core.accuracy import accuracy_notes, compare_accuracy, overall_verdict_line
@@ -222,14 +222,15 @@ def _accuracy(
     return out, accuracy_notes(rows), overall_verdict_line(gap_rows, rows)
 
 
-def _newest(session: Session, config_key: str, image: str | None) -> Row[tuple[str, int, int]] | None:
-    """The image and shape of the key's newest result (on ``image`` when given)."""
+def _newest(session: Session, config_key: str, image: str | None) -> tuple[str, int, int] | None:
+    """The image and stored shape (isl, osl) of the key's newest result (on ``image`` when given)."""
     stmt = select(ResultPoint.image, ResultPoint.isl, ResultPoint.osl).where(
         ResultPoint.config_key == config_key
     )
     if image:
         stmt = stmt.where(ResultPoint.image == image)
-    return session.execute(stmt.order_by(ResultPoint.latest_id.desc()).limit(1)).first()
+    row = session.execute(stmt.order_by(ResultPoint.latest_id.desc()).limit(1)).first()
+    return (row[0], row[1], row[2]) if row is not None else None
 
 
 def report_sweep(session: Session, config_key: str) -> Sweep | None:
@@ -271,13 +272,13 @@ def results_for_key(
         shown, newest = None, _newest(session, config_key, None)
     if newest is None:
         return _empty(config_key, image, seq)
-    isl, osl = shape_of(newest.isl), shape_of(newest.osl)
+    isl, osl = shape_of(newest[1]), shape_of(newest[2])
     if seq:
         shape = _shape(session, config_key, seq)
         if shape is None:
             return _empty(config_key, image, seq)
         isl, osl = shape
-    chosen_image = image or newest.image
+    chosen_image = image or newest[0]
     rows = list(
         session.scalars(
             select(Result)

@@ -59,24 +59,21 @@ def _report_comments(session: Session, rows: list[Sweep]) -> dict[tuple[str, int
             ReportState.pr_number.in_(prs), ReportState.comment_id.is_not(None)
         )
     )
-    return {(repo, pr, key): int(cid) for repo, pr, key, cid in found}
+    return {(repo, pr, key): int(cid) for repo, pr, key, cid in found if cid is not None}
 
 
-def _links(s: Sweep, base: str, comments: dict[tuple[str, int, str], int]) -> dict[str, str | None]:
+def _links(s: Sweep, base: str, comments: dict[tuple[str, int, str], int]) -> S.SweepLinks:
     """Where a sweep is discussed and what it measured: its PR, the report comment, its results."""
     results = f"/results/{quote(s.config_key, safe='')}?image={quote(s.image, safe='')}"
     if s.reason == CANARY_REASON:
-        return {"pr_url": None, "report_url": None, "results_url": results}
+        return S.SweepLinks(results_url=results)
     pr = f"{base}/{s.repo}/pull/{s.pr_number}"
     comment = comments.get((s.repo, s.pr_number, s.config_key))
-    return {
-        "pr_url": pr,
-        "report_url": f"{pr}#issuecomment-{comment}" if comment is not None else None,
-        "results_url": results,
-    }
+    report = f"{pr}#issuecomment-{comment}" if comment is not None else None
+    return S.SweepLinks(pr_url=pr, report_url=report, results_url=results)
 
 
-def _sweep_out(s: Sweep, by_state: dict[str, int], links: dict[str, str | None] | None = None) -> S.SweepOut:
+def _sweep_out(s: Sweep, by_state: dict[str, int], links: S.SweepLinks) -> S.SweepOut:
     return S.SweepOut(
         id=s.id,
         repo=s.repo,
@@ -91,7 +88,7 @@ def _sweep_out(s: Sweep, by_state: dict[str, int], links: dict[str, str | None] 
         created_at=aware(s.created_at),
         finished_at=aware(s.finished_at),
         progress=_progress(by_state),
-        **(links or {}),
+        **links.model_dump(),
     )
 
 
