@@ -215,23 +215,24 @@ def _fake_demo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(demo, "_play_both_stories", stories)
 
 
-def _cli() -> typer.Typer:
+def _stdout_lines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> list[str]:
+    """`sweepbot demo ARGS` on the faked stack, its stdout a pipe (not a terminal): the lines."""
+    _fake_demo(monkeypatch, tmp_path)
     cli = typer.Typer()
     cli.command("demo")(demo.demo_command)
     cli.command("other")(lambda: None)
-    return cli
+    try:
+        result = CliRunner().invoke(cli, ["demo", *args])
+    finally:
+        reset_settings_cache()
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
 
 
 def test_piped_demo_prints_full_lines_the_tables_links_and_json_last(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    _fake_demo(monkeypatch, tmp_path)
-    try:
-        result = CliRunner().invoke(_cli(), ["demo", "--until-done"])
-    finally:
-        reset_settings_cache()
-    assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
+    lines = _stdout_lines(monkeypatch, tmp_path, "--until-done")
     assert any(line.endswith("y" * 150) for line in lines)  # not cut to 80 columns in a pipe
     assert any(line.endswith("x" * 150) and line.startswith("ok ") for line in lines)
     assert "Accuracy:" in lines and "  PR      http://sim/o/r/pull/12" in lines
@@ -240,11 +241,5 @@ def test_piped_demo_prints_full_lines_the_tables_links_and_json_last(
 
 
 def test_demo_json_prints_only_the_summary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _fake_demo(monkeypatch, tmp_path)
-    try:
-        result = CliRunner().invoke(_cli(), ["demo", "--json"])
-    finally:
-        reset_settings_cache()
-    assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
+    lines = _stdout_lines(monkeypatch, tmp_path, "--json")
     assert len(lines) == 1 and json.loads(lines[0])["checks"][0]["name"] == "one status comment"
