@@ -45,7 +45,7 @@ from devstack.story import (
     observe_nightly,
     report_table,
 )
-from devstack.storytext import fit, sweep_activity
+from devstack.storytext import ending, fit, sweep_activity
 from devstack.storytimeline import Say, Timeline, wait_until
 from sim.nightly_scenario import NightlyRegressionStory
 from sim.scenario import SeedScenario
@@ -93,6 +93,7 @@ class StoryRun:
     report: StoryReport
     marks: dict[str, float]
     wall_seconds: float
+    timeline: Timeline | None = None  # for the story told after it: one clock, nothing told twice
 
 
 @dataclass
@@ -143,7 +144,7 @@ def play_story(
     ``to_the_merge`` (label mode): the story goes on to the end of the PR's life (mergestory).
     """
     started = time.monotonic()
-    timeline = Timeline(world, factory, say, width=width)
+    timeline = Timeline(world, factory, say, width=width, bot_login=world.settings.default_token_user)
     play = _load_seed(world, scenario, factory, timeline, setup, timeout=timeout, poll_interval=poll_interval)
     for step in list(scenario.steps):
         if before_step is not None:
@@ -159,7 +160,12 @@ def play_story(
         report = observe(world, scenario, session, recipe_base_sha=play.base_sha)
     if to_the_merge:
         observe_merge(world, play.repo, play.pr, report, offered)
-    return StoryRun(report=report, marks=timeline.marks, wall_seconds=time.monotonic() - started)
+    return StoryRun(
+        report=report,
+        marks=timeline.marks,
+        wall_seconds=time.monotonic() - started,
+        timeline=timeline,
+    )
 
 
 def _load_seed(
@@ -276,10 +282,14 @@ def play_nightly(
     say: Say,
     timeout: float,
     width: int = 0,
+    after: StoryRun | None = None,
 ) -> None:
     """The nightly regression story after the seed's: each nightly's canary is waited for; the
-    regression's issue must be open (bisection done) before the fix lands, and closed after."""
-    timeline = Timeline(world, factory, say, width=width)
+    regression's issue must be open (bisection done) before the fix lands, and closed after.
+    ``after``: the seed story told before it, whose clock this one goes on with."""
+    timeline = Timeline(world, factory, say, width=width, bot_login=world.settings.default_token_user)
+    if after is not None and after.timeline is not None:
+        timeline.follow(after.timeline)
     story.load()
     timeline.note("sim", f"nightly regression story loaded: the watch is on for {story.facts['key']}")
 
@@ -353,6 +363,10 @@ def demo_command(
             help="The demo runs in DIR/demo (default: $SWEEPBOT_DATA_DIR or ./.sweepbot)",
         ),
     ] = None,
+    json_only: Annotated[
+        bool,
+        typer.Option("--json", help="Print only the JSON summary (one line) and exit when done"),
+    ] = False,
 ) -> None:
     """Play the whole story against the simulator: deps land, the pin is bumped, the sweep runs,
     the gap is posted. Without --until-done the dashboard stays up afterwards until Ctrl-C."""
@@ -375,7 +389,15 @@ def demo_command(
                 ]
             )
             code = _run_demo(
-                base_dir / "demo", until_done, port, sim_port, variant, time_scale, timeout, sweep_mode
+                base_dir / "demo",
+                until_done or json_only,
+                port,
+                sim_port,
+                variant,
+                time_scale,
+                timeout,
+                sweep_mode,
+                json_only=json_only,
             )
     except StartRefused as exc:
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
@@ -392,8 +414,10 @@ def _run_demo(
     time_scale: float,
     timeout: float,
     sweep_mode: str = "label",
+    *,
+    json_only: bool = False,
 ) -> int:
-    console = Console()
+    console = Console(quiet=json_only)
     settings = _fresh_data_dir(data_dir)
     started = time.monotonic()
     sim: Any = None
@@ -406,26 +430,24 @@ def _run_demo(
                 f"  simulated GitHub {sim.url}",
                 f"  logs {running.log_dir}",
             ):
-                console.print(fit(line, console.width), markup=False, highlight=False)
+                console.print(fit(line, line_width(console)), markup=False, highlight=False, soft_wrap=True)
             report, marks = _play_both_stories(console, sim, scenario, timeout, sweep_mode)
-            for check in report.checks:
-                mark = "ok  " if check.ok else "FAIL"
-                console.print(
-                    fit(f"{mark} {check.name}: {check.detail}", console.width), markup=False, highlight=False
-                )
             if until_done:
                 summary = {
                     **report.as_dict(),
                     "wall_seconds": round(time.monotonic() - started, 1),
                     "marks": {k: round(v, 2) for k, v in marks.items()},
                 }
-                typer.echo(json.dumps(summary, default=str))
+                _say_lines(console, outcome_lines(report, summary))
                 console.print(
                     "The dashboard stops with the demo; to keep it up afterwards, run "
                     "`.venv/bin/sweepbot demo` (without --until-done).",
                     markup=False,
                     highlight=False,
+                    soft_wrap=True,
                 )
+                console.file.flush()
+                typer.echo(json.dumps(summary, default=str))
                 return 0 if report.ok else 1
             _serve_until_stopped(console, running)
             return 0
@@ -464,6 +486,7 @@ def _play_both_stories(
     """The seed story under a progress bar, then the nightly regression story; every check of
     both in one report, with the seed story's timeline marks."""
     factory = session_factory()
+    width = line_width(console)
     with Progress(
         TextColumn("sweep"),
         BarColumn(),
@@ -471,10 +494,11 @@ def _play_both_stories(
         TimeElapsedColumn(),
         console=console,
         transient=False,
+        disable=not console.is_terminal,  # a file gets the story's lines, not a bar's redraws
     ) as progress:
 
         def say(line: str) -> None:
-            progress.console.print(line, markup=False, highlight=False, overflow="ellipsis", no_wrap=True)
+            progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
         run = play_story(
             sim.world,
@@ -484,7 +508,7 @@ def _play_both_stories(
             poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]),
             timeout=timeout,
             progress=progress,
-            width=console.width,
+            width=width,
             debounce_seconds=float(SIM_CADENCE["SWEEPBOT_REPORT_DEBOUNCE_SECONDS"]),
             setup=lambda: sweep_mode_setup(sim.world, scenario, sweep_mode),
             to_the_merge=sweep_mode == "label",
@@ -493,10 +517,28 @@ def _play_both_stories(
         # measured nightlies the detector's permutation test cannot get below p = 0.0156 for
         # a clean 5% step (too few distinct splits), with 5 + 5 it finds it every time.
         story = NightlyRegressionStory(sim.world, registry_url=f"{sim.url}/hub", bad_after=4)
-        play_nightly(sim.world, story, factory, say=say, timeout=timeout, width=console.width)
+        play_nightly(sim.world, story, factory, say=say, timeout=timeout, width=width, after=run)
     with factory() as session:
         observe_nightly(sim.world, story, session, run.report)
     return run.report, run.marks
+
+
+def outcome_lines(report: StoryReport, summary: dict[str, Any]) -> list[str]:
+    """The end of the story in plain text: each check, the gap and accuracy tables, the links."""
+    checks = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}" for c in report.checks]
+    return ["", *checks, *ending(summary), ""]
+
+
+def _say_lines(console: Console, lines: list[str]) -> None:
+    width = line_width(console)
+    for line in lines:
+        console.print(fit(line, width), markup=False, highlight=False, soft_wrap=True)
+
+
+def line_width(console: Console) -> int:
+    """How wide the story's lines may be: the terminal's width, or 0 (full lines) when the output
+    goes to a file or a pipe."""
+    return console.width if console.is_terminal else 0
 
 
 def _serve_until_stopped(console: Console, running: Stack) -> None:

@@ -122,9 +122,18 @@ def peak_in_flight(world: Any, label: str) -> int:
 
 def report_table(body: str) -> list[str]:
     """The gap table (``conc | vLLM | ATOM ref | gap | verdict``) of a report comment."""
+    return _table(body, "| conc |", "| gap |")
+
+
+def accuracy_table(body: str) -> list[str]:
+    """The accuracy table (``task | filter | conc | vLLM (± stderr, n) | ...``) of a report comment."""
+    return _table(body, "| task | filter |", "| diff |")
+
+
+def _table(body: str, starts: str, holds: str) -> list[str]:
     lines = body.splitlines()
     for i, line in enumerate(lines):
-        if line.startswith("| conc |") and "| gap |" in line:
+        if line.startswith(starts) and holds in line:
             table = []
             for row in lines[i:]:
                 if not row.startswith("|"):
@@ -177,15 +186,43 @@ def observe(
     mode, lost = _check_one_way(story, sweeps, expected_names, report)
     table = _check_report(story, mode, report)
     calls = _check_audit(story, session, report)
+    reports = bot_comments(world, story.repo, story.pr, REPORT_MARKER_PREFIX)
     report.summary = {
         "bump_commit": bump,
         "mode": mode,
         "runner_lost": len(lost),
         "jobs": dict(states),
         "report_table": table,
+        "accuracy_table": accuracy_table(reports[0].body) if reports else [],
+        "links": story_links(story, bump.get("sha"), reports[0].id if reports else None),
         "github_calls": calls,
     }
     return report
+
+
+def story_links(story: _Story, bump_sha: str | None, report_id: int | None) -> dict[str, str]:
+    """Where to look: the recipe PR, the bump commit's diff, the report comment and the sweep's
+    run(s) on the recipe branch, on the simulated GitHub (the URLs its API hands out)."""
+    world, repo, pr = story.world, story.repo, story.pr
+    base = f"{world.settings.base_url.rstrip('/')}/{repo}"
+    links = {"PR": f"{base}/pull/{pr}"}
+    if bump_sha:
+        links["bump diff"] = f"{base}/commit/{bump_sha}"
+    if report_id is not None:
+        links["report"] = f"{base}/pull/{pr}#issuecomment-{report_id}"
+    with world.lock:
+        runs = sorted(
+            run.id
+            for run in world.runs.values()
+            if run.repo == repo
+            and run.head_branch == story.branch
+            and any(world.jobs[j].point for j in run.jobs)
+        )
+    for n, run_id in enumerate(runs[:3]):
+        links["run" if n == 0 else f"run {n + 1}"] = f"{base}/actions/runs/{run_id}"
+    if len(runs) > 3:
+        links["runs"] = f"{len(runs) - 3} more under {base}/actions"
+    return links
 
 
 def _check_status_comment(story: _Story, report: StoryReport) -> None:

@@ -1,10 +1,14 @@
-"""How ``sweepbot demo`` tells its story, as pure text functions: repeats collapsed
-(``push ×12``), lines kept within the terminal, and a sentence for what the bot is doing while
-nothing visible happens. The demo feeds events in and prints what comes out.
+"""How ``sweepbot demo`` tells its story, as pure text functions: one line per event a person
+cares about (``audit_event``, ``delivery_event``: no git plumbing, no echo of the bot's own
+writes), repeats collapsed (``push ×12``), lines kept within a terminal (full lines in a file), a
+sentence for what the bot is doing while nothing visible happens, and the end in plain text
+(``ending``: the gap and accuracy tables, the links). The demo feeds events in and prints what
+comes out.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -134,3 +138,116 @@ def sweep_activity(states: Iterable[str], report_complete: bool, debounce_second
 def waiting_activity(what: str) -> str:
     """The fallback sentence: the step the story is waiting for."""
     return f"waiting for {what}"
+
+
+# What a person reading the story cares about: the bot's decisions and what it wrote where they
+# look (comments, the bump, runs), not the git objects under a commit, the canary branches a
+# nightly's measurement needs, reactions to a command or the runner labels the controller moves.
+CANARY_REF = "sweepbot/canary/"
+CANARY_SWEEP = "#0"  # the pseudo-PR a nightly canary's sweep is filed under
+PLUMBING = (
+    "github.git/create-blob",
+    "github.git/create-tree",
+    "github.git/create-commit",
+    "github.reactions/",
+    "github.actions/add-custom-label",
+    "github.actions/remove-custom-label",
+)
+_SAID = {
+    "github.git/update-ref": "pushed a commit to",
+    "github.git/create-ref": "created the branch",
+    "github.issues/create-comment": "commented on",
+    "github.issues/update-comment": "edited its comment",
+    "github.issues/create": "opened an issue in",
+    "github.issues/update": "updated",
+    "github.issues/add-labels": "labelled",
+    "github.issues/remove-label": "took a label off",
+    "github.pulls/create": "opened a pull request in",
+    "github.pulls/update": "updated",
+    "github.actions/create-workflow-dispatch": "dispatched",
+    "github.actions/cancel-workflow-run": "cancelled",
+}
+
+
+def audit_event(
+    at: float, actor: str, action: str, target: str, outcome: str, caused_by: str | None = None
+) -> Event | None:
+    """The line for one audit row, or None for plumbing (``PLUMBING``, canary branches)."""
+    if action.startswith(PLUMBING) or (action.startswith("github.git/") and CANARY_REF in target):
+        return None
+    if action.startswith("sweep.") and target.endswith(CANARY_SWEEP):
+        return None  # a canary's sweep and its dispatches: ``canary.queue`` says what it is for
+    said = _SAID.get(action)
+    what = f"{said} {target}".strip() if said else " ".join(filter(None, (action, target)))
+    if caused_by:
+        what += f" (asked by @{caused_by})"
+    return Event(at, "bot" if actor == "sweepbot" else actor, what, "", outcome)
+
+
+def delivery_event(
+    at: float, event: str, action: str | None, payload: dict[str, Any], bot: str
+) -> Event | None:
+    """The line for one webhook the sim sent, or None for the echo of the bot's own comment or
+    push (its audit row says it) and for canary branches."""
+    repo = (payload.get("repository") or {}).get("full_name", "")
+    sender = (payload.get("sender") or {}).get("login", "")
+    if event == "push":
+        ref = str(payload.get("ref", "")).removeprefix("refs/heads/")
+        if sender == bot or CANARY_REF in ref:
+            return None
+        return Event(at, "github -> bot", f"push to {ref} by @{sender}", repo)
+    if event == "issue_comment":
+        if sender == bot:
+            return None
+        number = (payload.get("issue") or {}).get("number")
+        return Event(at, "github -> bot", f"@{sender} commented on #{number}", repo)
+    if event == "pull_request":
+        if sender == bot:  # the bot's push (synchronize) or label: its audit row said it
+            return None
+        pr = payload.get("pull_request") or {}
+        did = "merged" if action == "closed" and pr.get("merged") else action
+        return Event(at, "github -> bot", f"PR #{pr.get('number')} {did}", repo)
+    if event == "workflow_run":
+        run = payload.get("workflow_run") or {}
+        done = f" ({run.get('conclusion')})" if action == "completed" and run.get("conclusion") else ""
+        return Event(at, "github -> bot", f"run of {run.get('name', 'a workflow')} {action}{done}", repo)
+    if event == "workflow_job":
+        return Event(at, "github -> bot", f"job {action}", repo)
+    return Event(at, "github -> bot", event + (f".{action}" if action else ""), repo)
+
+
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+
+
+def plain_cell(cell: str) -> str:
+    """A markdown table cell as plain text: links by their text, no emphasis or code marks."""
+    return _LINK.sub(r"\1", cell).replace("**", "").replace("`", "").replace("\\|", "|").strip()
+
+
+def plain_table(markdown: list[str]) -> list[str]:
+    """A markdown table as aligned plain-text columns (the ``---`` row becomes a rule)."""
+    rows = [
+        [plain_cell(c) for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        for line in markdown
+        if line.strip().startswith("|")
+    ]
+    rows = [r for r in rows if not all(re.fullmatch(r":?-+:?", c) for c in r if c)]
+    if not rows:
+        return []
+    widths = [max(len(r[i]) if i < len(r) else 0 for r in rows) for i in range(max(map(len, rows)))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
+    return [lines[0], "  ".join("-" * w for w in widths), *lines[1:]]
+
+
+def ending(summary: dict[str, Any]) -> list[str]:
+    """What the demo prints once the story is over: the gap and accuracy tables, then the links."""
+    out: list[str] = []
+    for title, key in (("Gap against the reference", "report_table"), ("Accuracy", "accuracy_table")):
+        table = plain_table(list(summary.get(key) or []))
+        out += ["", f"{title}:", *(f"  {line}" for line in table)] if table else ["", f"{title}: none"]
+    links = summary.get("links") or {}
+    if links:
+        out += ["", "Links:"]
+        width = max(len(name) for name in links)
+        out += [f"  {name.ljust(width)}  {url}" for name, url in links.items()]
+    return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC
 from typing import Any
 
@@ -14,7 +14,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.models import AuditEntry
-from devstack.storytext import Collapser, Event, IdleNarrator, fit, render, waiting_activity
+from devstack.storytext import (
+    Collapser,
+    Event,
+    IdleNarrator,
+    audit_event,
+    delivery_event,
+    fit,
+    render,
+    waiting_activity,
+)
 
 Say = Callable[[str], None]
 
@@ -27,9 +36,12 @@ class StoryTimeout(RuntimeError):
 class Timeline:
     """Prints new sim deliveries and bot audit entries, once each, with the elapsed time.
 
-    Identical events within a short window are collapsed (``push ×12``), every line fits
-    ``width``, and when nothing visible happens for a while it says what the bot is doing
-    (``activity``)."""
+    Only what a person cares about is shown (``storytext.audit_event``/``delivery_event`` leave
+    out the plumbing), in the order it happened and with times that never go backwards (an audit
+    row written before a webhook already shown is shown at that webhook's time); identical events
+    within a short window are collapsed (``push ×12``), every line fits ``width`` (0: full lines,
+    for a file or a pipe), and when nothing visible happens for a while it says what the bot is
+    doing (``activity``). Two timelines of one demo share ``started``: one clock for the story."""
 
     world: Any
     factory: sessionmaker[Session]
@@ -42,6 +54,13 @@ class Timeline:
     collapser: Collapser = field(default_factory=Collapser)
     narrator: IdleNarrator = field(default_factory=IdleNarrator)
     activity: Callable[[], str] | None = None
+    bot_login: str = ""
+    last_at: float = 0.0  # the latest time shown: no line says an earlier one
+
+    def follow(self, before: Timeline) -> None:
+        """Go on where ``before`` stopped: its clock, and nothing it already showed shown again."""
+        self.started, self.last_at = before.started, before.last_at
+        self.seen_deliveries, self.seen_audit = before.seen_deliveries, before.seen_audit
 
     def now(self) -> float:
         return time.time() - self.started
@@ -58,20 +77,22 @@ class Timeline:
             self.narrator.saw_output(self.now())
 
     def event(self, event: Event) -> None:
-        self.emit(self.collapser.feed(event))
+        self.last_at = max(self.last_at, event.at)
+        self.emit(self.collapser.feed(replace(event, at=self.last_at)))
 
     def note(self, who: str, text: str) -> None:
         """A line of narration: never collapsed, printed after any held-back event."""
-        self.emit(self.collapser.flush() + [render(Event(self.now(), who, text))])
+        self.last_at = max(self.last_at, self.now())
+        self.emit(self.collapser.flush() + [render(Event(self.last_at, who, text))])
 
     def pump(self) -> None:
         with self.world.lock:
             fresh = self.world.deliveries[self.seen_deliveries :]
             self.seen_deliveries = len(self.world.deliveries)
+        seen: list[tuple[float, Event | None]] = []
         for d in fresh:
-            repo = (d.payload.get("repository") or {}).get("full_name", "")
-            what = f"{d.event}{'.' + d.action if d.action else ''}"
-            self.event(Event(self.now(), "github -> bot", what, repo))
+            at = d.created_at - self.started
+            seen.append((at, delivery_event(at, d.event, d.action, d.payload, self.bot_login)))
         with self.factory() as session:
             rows = (
                 session.execute(
@@ -87,9 +108,13 @@ class Timeline:
                 self.mark("bump_committed", at)
             if row.action in ("github.actions/create-workflow-dispatch", "sweep.follow_run"):
                 self.mark("first_dispatch", at)  # label mode: the bot starts following the repo's run
-            who = "bot" if row.actor == "sweepbot" else row.actor
-            what = row.action + (f" (caused by {row.caused_by})" if row.caused_by else "")
-            self.event(Event(at - self.started, who, what, row.target or "", row.outcome))
+            at -= self.started
+            seen.append(
+                (at, audit_event(at, row.actor, row.action, row.target or "", row.outcome, row.caused_by))
+            )
+        for _at, event in sorted(seen, key=lambda pair: pair[0]):
+            if event is not None:
+                self.event(event)
         if not fresh and not rows:
             # Quiet: show a held-back repeat now, and say what is going on once it has been quiet.
             self.emit(self.collapser.tick(self.now()))

@@ -232,3 +232,30 @@ def test_cancel_sweep_operator_only_with_csrf_and_audited(served: Served, browse
         == ["console.error: Failed to load resource: the server responded with a status of 403 (Forbidden)"]
         * 2
     )
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+def test_the_pages_fit_a_phone_and_wide_tables_scroll_in_their_box(served: Served, browser: Any) -> None:
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    s = served.seeded
+    page = browser.new_page(viewport=PHONE)
+    for name, path in {
+        "overview": "/",
+        "sweeps": "/sweeps",
+        "sweep": f"/sweeps/{s.active_sweep}",
+        "results": f"/results/{KEY}",
+        "audit": "/audit?group=sweep",
+        "watches": "/watches",
+    }.items():
+        resp = page.goto(served.url + path)
+        assert resp is not None and resp.status == 200, path
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(OUTPUT / f"phone-{name}.png"), full_page=True)
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= PHONE["width"], f"{path}: the page is {wide}px wide on a {PHONE['width']}px phone"
+    page.goto(served.url + f"/sweeps/{s.active_sweep}")
+    jobs = page.locator("table.jobs")
+    box_width, content_width = jobs.evaluate("t => [t.clientWidth, t.scrollWidth]")
+    assert box_width <= PHONE["width"] and content_width > box_width, "the jobs table scrolls inside its box"

@@ -54,3 +54,5 @@ def test_the_fleet_page_shows_runners_their_jobs_and_the_queue_in_priority_order
     assert "this job cannot be prioritised: re-dispatch it" in html
     runners = html[html.index("fleet-runners") : html.index("fleet-queue")]
     assert f"ci-job-3.000-{2:032x}" in runners, "the runner given the top job shows its label"
+    top = queue[queue.index("<tr><td>102</td>") :].split("</tr>", 1)[0]
+    assert re.search(r"<td>mi355x-amds_0[01]</td>", top), "the queue's runner column names the runner"

@@ -11,6 +11,7 @@ from app.flows.nightlywatch import series_view, watched_keys
 from app.web.dashboard import schemas as S
 from app.web.dashboard.auth import current_settings, identity_of, session_of
 from app.web.dashboard.data import overview, records, results, sweeps, watches
+from app.web.dashboard.data.common import html_base
 from app.web.dashboard.deps import DB, PageNo, PerPage, Viewer
 
 TAGS: list[str | Enum] = ["dashboard"]
@@ -75,6 +76,7 @@ def _sweep_api(router: APIRouter) -> None:
 
     @router.get("/api/sweeps", response_model=S.Page[S.SweepOut], tags=tags, summary="Sweeps, newest first")
     def api_sweeps(
+        request: Request,
         session: DB,
         _v: Viewer,
         repo: str | None = None,
@@ -85,14 +87,21 @@ def _sweep_api(router: APIRouter) -> None:
         per_page: PerPage = 50,
     ) -> S.Page[S.SweepOut]:
         return sweeps.sweeps(
-            session, repo=repo, pr=pr, config_key=config_key, state=state, page=page, per_page=per_page
+            session,
+            repo=repo,
+            pr=pr,
+            config_key=config_key,
+            state=state,
+            page=page,
+            per_page=per_page,
+            base=html_base(current_settings(request)),
         )
 
     @router.get(
         "/api/sweeps/{sweep_id}", response_model=S.SweepDetail, tags=tags, summary="One sweep and its jobs"
     )
-    def api_sweep(sweep_id: int, session: DB, _v: Viewer) -> S.SweepDetail:
-        out = sweeps.sweep_detail(session, sweep_id)
+    def api_sweep(request: Request, sweep_id: int, session: DB, _v: Viewer) -> S.SweepDetail:
+        out = sweeps.sweep_detail(session, sweep_id, html_base(current_settings(request)))
         if out is None:
             raise HTTPException(404, f"no sweep {sweep_id}")
         return out
@@ -166,6 +175,7 @@ def _record_api(router: APIRouter) -> None:
         outcome: str | None = None,
         target: str | None = None,
         caused_by: str | None = None,
+        hide_plumbing: bool = False,
         page: PageNo = 1,
         per_page: PerPage = 50,
     ) -> S.Page[S.AuditOut]:
@@ -178,6 +188,7 @@ def _record_api(router: APIRouter) -> None:
             caused_by=caused_by,
             page=page,
             per_page=per_page,
+            hide_plumbing=hide_plumbing,
         )
 
     @router.get(

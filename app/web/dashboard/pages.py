@@ -13,6 +13,7 @@ from app.flows.recovery import counts as recovery_counts
 from app.web.dashboard.auth import current_settings
 from app.web.dashboard.charts import nightly_charts, results_charts
 from app.web.dashboard.data import fleet, overview, records, results, sweeps, watches
+from app.web.dashboard.data.common import html_base
 from app.web.dashboard.deps import DB, PageNo, PageViewer
 from app.web.dashboard.render import qs, render
 
@@ -23,6 +24,7 @@ def page_routes(router: APIRouter) -> None:
     _status_pages(router)
     _sweep_pages(router)
     _record_pages(router)
+    _audit_pages(router)
 
 
 def _status_pages(router: APIRouter) -> None:
@@ -107,6 +109,7 @@ def _sweep_pages(router: APIRouter) -> None:
             state=state or None,
             page=page,
             per_page=50,
+            base=html_base(current_settings(request)),
         )
         return render(
             request,
@@ -126,7 +129,7 @@ def _sweep_pages(router: APIRouter) -> None:
 
     @router.get("/sweeps/{sweep_id}", **html)
     def sweep_page(request: Request, sweep_id: int, session: DB, ident: PageViewer) -> HTMLResponse:
-        out = sweeps.sweep_detail(session, sweep_id)
+        out = sweeps.sweep_detail(session, sweep_id, html_base(current_settings(request)))
         if out is None:
             raise HTTPException(404, f"no sweep {sweep_id}")
         return render(request, "sweep.html", ident, sweep=out, title=f"Sweep {sweep_id}")
@@ -203,6 +206,10 @@ def _record_pages(router: APIRouter) -> None:
         )
         return render(request, "delivery.html", ident, d=out, pretty=pretty, title=f"Delivery {delivery_id}")
 
+
+def _audit_pages(router: APIRouter) -> None:
+    html = HTML
+
     @router.get("/audit", **html)
     def audit_page(
         request: Request,
@@ -213,6 +220,8 @@ def _record_pages(router: APIRouter) -> None:
         outcome: str | None = None,
         target: str | None = None,
         caused_by: str | None = None,
+        plumbing: str | None = None,
+        group: str | None = None,
         page: PageNo = 1,
     ) -> HTMLResponse:
         out = records.audit(
@@ -224,6 +233,7 @@ def _record_pages(router: APIRouter) -> None:
             caused_by=caused_by or None,
             page=page,
             per_page=50,
+            hide_plumbing=plumbing == "hide",
         )
         return render(
             request,
@@ -237,6 +247,9 @@ def _record_pages(router: APIRouter) -> None:
                 "outcome": outcome or "",
                 "target": target or "",
                 "caused_by": caused_by or "",
+                "plumbing": plumbing or "",
+                "group": group or "",
             },
+            groups=records.by_sweep(out.items) if group == "sweep" else None,
             qs=lambda **c: qs(request, **c),
         )

@@ -107,6 +107,7 @@ class AuditOut(BaseModel):
     outcome: str
     detail: dict[str, Any] | None
     delivery_id: str | None
+    sweep: int | None = None  # the sweep the entry is about, when its detail names one
 
 
 class JobOut(BaseModel):
@@ -149,6 +150,17 @@ class SweepOut(BaseModel):
     created_at: datetime | None
     finished_at: datetime | None
     progress: Progress
+    pr_url: str | None = Field(default=None, description="the PR on GitHub (none for a nightly canary)")
+    report_url: str | None = Field(default=None, description="the PR's report comment, once posted")
+    results_url: str = Field(default="", description="the dashboard's results of the sweep's key and image")
+
+
+class SweepLinks(BaseModel):
+    """Where a sweep is discussed and what it measured (``SweepOut``'s link fields)."""
+
+    pr_url: str | None = None
+    report_url: str | None = None
+    results_url: str = ""
 
 
 class SweepDetail(SweepOut):
@@ -276,7 +288,12 @@ class AccuracyRowOut(BaseModel):
 class ResultsKeyOut(BaseModel):
     config_key: str
     seq: str | None
-    image: str | None = Field(description="the newest image measured for this key (the one charted)")
+    image: str | None = Field(
+        description="the image charted: asked for, else the one of the sweep the PR report discusses "
+        "(canaries apart), else the newest measured"
+    )
+    sweep_id: int | None = Field(default=None, description="the sweep whose image is charted by default")
+    sweep_pr: str | None = Field(default=None, description="owner/repo#N of that sweep's PR")
     points: list[ResultPoint]
     reference_name: str | None
     reference_source: str | None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, not_, or_, select
 from sqlalchemy.orm import Session, defer
 
 from app.models import AuditEntry, Delivery
@@ -61,6 +61,38 @@ def delivery_events(session: Session) -> list[str]:
     return [e for (e,) in session.execute(select(Delivery.event).distinct().order_by(Delivery.event))]
 
 
+# Canary plumbing: what the nightly watch's canaries write to measure a nightly (their branches,
+# their sweeps, under the pseudo-PR #0) and the git objects under any commit (the ref write
+# says what the commit was for). The watch's decisions (canary.*, nightly.*) are not plumbing.
+CANARY_BRANCHES = "sweepbot/canary/"
+CANARY_TARGET_SUFFIX = "#0"
+GIT_OBJECTS = ("github.git/create-blob", "github.git/create-tree", "github.git/create-commit")
+
+
+def _plumbing() -> Any:
+    target = func.coalesce(AuditEntry.target, "")
+    return or_(
+        target.contains(CANARY_BRANCHES, autoescape=True),
+        target.endswith(CANARY_TARGET_SUFFIX, autoescape=True),
+        AuditEntry.action.in_(GIT_OBJECTS),
+    )
+
+
+def sweep_of(detail: dict[str, Any] | None) -> int | None:
+    """The sweep an audit entry is about: its detail's ``sweep`` (sweep.*, canary.queue)."""
+    value = (detail or {}).get("sweep")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def by_sweep(items: list[S.AuditOut]) -> list[tuple[int | None, list[S.AuditOut]]]:
+    """``items`` grouped by the sweep they are about, groups in order of their newest entry; the
+    entries about no sweep form one group (``None``) in the same order."""
+    groups: dict[int | None, list[S.AuditOut]] = {}
+    for item in items:
+        groups.setdefault(item.sweep, []).append(item)
+    return list(groups.items())
+
+
 def audit(
     session: Session,
     *,
@@ -71,8 +103,11 @@ def audit(
     page: int,
     per_page: int,
     caused_by: str | None = None,
+    hide_plumbing: bool = False,
 ) -> S.Page[S.AuditOut]:
     stmt = select(AuditEntry).order_by(AuditEntry.id.desc())
+    if hide_plumbing:
+        stmt = stmt.where(not_(_plumbing()))
     if actor:
         stmt = stmt.where(AuditEntry.actor == actor)
     if caused_by:
@@ -95,6 +130,7 @@ def audit(
             outcome=a.outcome,
             detail=a.detail,
             delivery_id=a.delivery_id,
+            sweep=sweep_of(a.detail),
         )
         for a in rows
     ]

@@ -16,7 +16,8 @@ from app.core.accuracy import accuracy_notes, compare_accuracy, overall_verdict_
 from app.core.gap import gap_table
 from app.core.references import Reference, ReferenceError
 from app.core.seqlen import seq_name
-from app.models.results import NO_SHAPE, EvalResult, Result, ResultPoint
+from app.models.results import NO_SHAPE, EvalResult, ReportState, Result, ResultPoint
+from app.models.sweeps import CANARY_REASON, Sweep
 from app.store.botconfigs import stored_config
 from app.store.references import choose_reference
 from app.store.resultpoints import shape_of
@@ -221,6 +222,39 @@ def _accuracy(
     return out, accuracy_notes(rows), overall_verdict_line(gap_rows, rows)
 
 
+def _newest(session: Session, config_key: str, image: str | None) -> tuple[str, int, int] | None:
+    """The image and stored shape (isl, osl) of the key's newest result (on ``image`` when given)."""
+    stmt = select(ResultPoint.image, ResultPoint.isl, ResultPoint.osl).where(
+        ResultPoint.config_key == config_key
+    )
+    if image:
+        stmt = stmt.where(ResultPoint.image == image)
+    row = session.execute(stmt.order_by(ResultPoint.latest_id.desc()).limit(1)).first()
+    return (row[0], row[1], row[2]) if row is not None else None
+
+
+def report_sweep(session: Session, config_key: str) -> Sweep | None:
+    """The sweep a PR's report of ``config_key`` discusses (the newest report), else the newest
+    sweep of the key that stored results; never a nightly canary (it measures a nightly, not the
+    PR's image)."""
+    reported = session.scalars(
+        select(Sweep)
+        .join(ReportState, ReportState.sweep_id == Sweep.id)
+        .where(ReportState.config_key == config_key, Sweep.reason != CANARY_REASON)
+        .order_by(ReportState.id.desc())
+        .limit(1)
+    ).first()
+    if reported is not None:
+        return reported
+    return session.scalars(
+        select(Sweep)
+        .join(Result, Result.sweep_id == Sweep.id)
+        .where(Result.config_key == config_key, Sweep.reason != CANARY_REASON)
+        .order_by(Result.id.desc())
+        .limit(1)
+    ).first()
+
+
 def results_for_key(
     session: Session,
     config_key: str,
@@ -230,22 +264,21 @@ def results_for_key(
     max_images: int = 10,
     accuracy_tolerance: float = 0.0,
 ) -> S.ResultsKeyOut:
-    """The results page of ``config_key`` (on ``image`` and shape ``seq``; default: the newest)."""
-    newest_stmt = select(ResultPoint.image, ResultPoint.isl, ResultPoint.osl).where(
-        ResultPoint.config_key == config_key
-    )
-    if image:
-        newest_stmt = newest_stmt.where(ResultPoint.image == image)
-    newest = session.execute(newest_stmt.order_by(ResultPoint.latest_id.desc()).limit(1)).first()
+    """The results page of ``config_key`` (on ``image`` and shape ``seq``; default: the image of the
+    sweep the PR report discusses, ``report_sweep``, else the newest)."""
+    shown = None if image else report_sweep(session, config_key)
+    newest = _newest(session, config_key, image or (shown.image if shown is not None else None))
+    if newest is None and shown is not None:  # the report's sweep stored nothing yet
+        shown, newest = None, _newest(session, config_key, None)
     if newest is None:
         return _empty(config_key, image, seq)
-    isl, osl = shape_of(newest.isl), shape_of(newest.osl)
+    isl, osl = shape_of(newest[1]), shape_of(newest[2])
     if seq:
         shape = _shape(session, config_key, seq)
         if shape is None:
             return _empty(config_key, image, seq)
         isl, osl = shape
-    chosen_image = image or newest.image
+    chosen_image = image or newest[0]
     rows = list(
         session.scalars(
             select(Result)
@@ -273,6 +306,8 @@ def results_for_key(
         config_key=config_key,
         seq=shape_name(isl, osl),
         image=chosen_image,
+        sweep_id=shown.id if shown is not None else None,
+        sweep_pr=f"{shown.repo}#{shown.pr_number}" if shown is not None else None,
         points=[_point(r) for _c, r in sorted(latest.items())],
         reference_name=ref.name if ref else None,
         reference_source=ref.source if ref else None,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from urllib.parse import quote
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.sweepspec import display_key
-from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
+from app.models.results import ReportState
+from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob, SweepState
 from app.web.dashboard import schemas as S
 from app.web.dashboard.data.common import aware, page_of
 
@@ -47,7 +49,31 @@ def _progress(by_state: dict[str, int]) -> S.Progress:
     )
 
 
-def _sweep_out(s: Sweep, by_state: dict[str, int]) -> S.SweepOut:
+def _report_comments(session: Session, rows: list[Sweep]) -> dict[tuple[str, int, str], int]:
+    """The report comment id per (repo, PR, config key) of ``rows``."""
+    prs = {s.pr_number for s in rows if s.reason != CANARY_REASON}
+    if not prs:
+        return {}
+    found = session.execute(
+        select(ReportState.repo, ReportState.pr_number, ReportState.config_key, ReportState.comment_id).where(
+            ReportState.pr_number.in_(prs), ReportState.comment_id.is_not(None)
+        )
+    )
+    return {(repo, pr, key): int(cid) for repo, pr, key, cid in found if cid is not None}
+
+
+def _links(s: Sweep, base: str, comments: dict[tuple[str, int, str], int]) -> S.SweepLinks:
+    """Where a sweep is discussed and what it measured: its PR, the report comment, its results."""
+    results = f"/results/{quote(s.config_key, safe='')}?image={quote(s.image, safe='')}"
+    if s.reason == CANARY_REASON:
+        return S.SweepLinks(results_url=results)
+    pr = f"{base}/{s.repo}/pull/{s.pr_number}"
+    comment = comments.get((s.repo, s.pr_number, s.config_key))
+    report = f"{pr}#issuecomment-{comment}" if comment is not None else None
+    return S.SweepLinks(pr_url=pr, report_url=report, results_url=results)
+
+
+def _sweep_out(s: Sweep, by_state: dict[str, int], links: S.SweepLinks) -> S.SweepOut:
     return S.SweepOut(
         id=s.id,
         repo=s.repo,
@@ -62,6 +88,7 @@ def _sweep_out(s: Sweep, by_state: dict[str, int]) -> S.SweepOut:
         created_at=aware(s.created_at),
         finished_at=aware(s.finished_at),
         progress=_progress(by_state),
+        **links.model_dump(),
     )
 
 
@@ -74,7 +101,9 @@ def sweeps(
     state: str | None,
     page: int,
     per_page: int,
+    base: str = "https://github.com",
 ) -> S.Page[S.SweepOut]:
+    """A page of sweeps, newest first; ``base``: where the PRs' GitHub pages live."""
     stmt = select(Sweep).order_by(Sweep.id.desc())
     if repo:
         stmt = stmt.where(Sweep.repo == repo)
@@ -93,11 +122,12 @@ def sweeps(
             .group_by(SweepJob.sweep_id, SweepJob.state)
         ):
             counts[sweep_id][job_state] = int(n)
-    items = [_sweep_out(s, counts.get(s.id, {})) for s in rows]
+    comments = _report_comments(session, rows)
+    items = [_sweep_out(s, counts.get(s.id, {}), _links(s, base, comments)) for s in rows]
     return S.Page[S.SweepOut](items=items, page=page, per_page=per_page, has_next=more)
 
 
-def sweep_detail(session: Session, sweep_id: int) -> S.SweepDetail | None:
+def sweep_detail(session: Session, sweep_id: int, base: str = "https://github.com") -> S.SweepDetail | None:
     s = session.get(Sweep, sweep_id)
     if s is None:
         return None
@@ -106,8 +136,8 @@ def sweep_detail(session: Session, sweep_id: int) -> S.SweepDetail | None:
     by_state: dict[str, int] = defaultdict(int)
     for j in jobs:
         by_state[j.state] += 1
-    base = _sweep_out(s, dict(by_state))
-    return S.SweepDetail(**base.model_dump(), head_sha=s.head_sha, jobs=[job_out(j) for j in jobs])
+    out = _sweep_out(s, dict(by_state), _links(s, base, _report_comments(session, [s])))
+    return S.SweepDetail(**out.model_dump(), head_sha=s.head_sha, jobs=[job_out(j) for j in jobs])
 
 
 def sweep_filter_values(session: Session) -> dict[str, list[str]]:
