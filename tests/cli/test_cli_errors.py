@@ -124,7 +124,7 @@ def test_a_bad_status_is_refused_with_the_valid_ones(deliveries: list[str]) -> N
 def test_help_shows_unix_style_metavariables() -> None:
     runner = CliRunner()
     plan = runner.invoke(cli, ["recipe", "plan", "--help"], env={"COLUMNS": "120"})
-    assert "recipe plan [OPTIONS] FILE KEY" in plan.stdout
+    assert "recipe plan [OPTIONS] FILE [KEY]" in plan.stdout  # KEY, or --all-keys
     assert "--seq" in plan.stdout and "SEQ" in plan.stdout
     for noise in ("<str>", "<path>", "<bool>", "{file}", "{key}"):
         assert noise not in plan.stdout, noise
