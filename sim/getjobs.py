@@ -91,8 +91,7 @@ def unexpanded_jobs(text: str) -> dict[str, str]:
     except yaml.YAMLError:
         return {}
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
-    get_jobs = jobs.get("get-jobs") if isinstance(jobs, dict) else None
-    if not isinstance(get_jobs, dict):
+    if not isinstance(jobs, dict) or not isinstance(get_jobs := jobs.get("get-jobs"), dict):
         return {}
     empty = _empty_outputs(get_jobs)
     out: dict[str, str] = {}

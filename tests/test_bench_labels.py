@@ -3,6 +3,8 @@ three strategies run, the figures are computed, and the rules the bench exists t
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench.labelsim import Config, World, workload
 from bench.scheduler import figures, jain, lower_bound, percentile
 
@@ -24,7 +26,7 @@ def test_every_job_runs_on_a_runner_carrying_its_labels() -> None:
     started: list[tuple[list[str], list[str]]] = []
     real = w.start
 
-    def spy(job, runner):  # type: ignore[no-untyped-def]
+    def spy(job: Any, runner: Any) -> None:
         started.append((list(job.labels), runner.labels()))
         real(job, runner)
 
