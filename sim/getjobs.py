@@ -87,12 +87,12 @@ def unexpanded_jobs(text: str) -> dict[str, str]:
     """Job id -> `name:` of the matrix jobs whose get-jobs output is '' and whose `if:` lets them
     run with it (the simulator's own reading of the file; one it cannot read has none)."""
     try:
-        doc = yaml.safe_load(text) or {}
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except yaml.YAMLError:
         return {}
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     get_jobs = jobs.get("get-jobs") if isinstance(jobs, dict) else None
-    if not isinstance(get_jobs, dict):
+    if not isinstance(jobs, dict) or not isinstance(get_jobs, dict):
         return {}
     empty = _empty_outputs(get_jobs)
     out: dict[str, str] = {}
