@@ -51,11 +51,8 @@ def seq_name(isl: int, osl: int) -> str:
     return SEQ_NAMES.get((isl, osl), f"{isl}_{osl}")
 
 
-def concurrencies(bmk: dict[str, Any], step: int = 2) -> list[int]:
-    """A search-space entry's concurrencies: its list, or its doubling range."""
-    if bmk.get("conc-list"):
-        return [int(c) for c in bmk["conc-list"]]
-    start, end = int(bmk["conc-start"]), int(bmk["conc-end"])
+def doubling(start: int, end: int, step: int = 2) -> list[int]:
+    """``start``, times ``step`` each time, the last capped at ``end`` (which is always included)."""
     out, conc = [], start
     while conc <= end:
         out.append(conc)
@@ -63,6 +60,13 @@ def concurrencies(bmk: dict[str, Any], step: int = 2) -> list[int]:
             break
         conc = min(conc * step, end)
     return out
+
+
+def concurrencies(bmk: dict[str, Any], step: int = 2) -> list[int]:
+    """A search-space entry's concurrencies: its list, or its doubling range."""
+    if bmk.get("conc-list"):
+        return [int(c) for c in bmk["conc-list"]]
+    return doubling(int(bmk["conc-start"]), int(bmk["conc-end"]), step)
 
 
 def resolve_keys(patterns: Sequence[str], available: Iterable[str]) -> list[str]:

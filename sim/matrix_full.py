@@ -18,22 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.matrix import Pick, key_rows
+from sim.matrix import Pick, concurrencies, doubling, key_rows
 from sim.matrix_evals import EvalMode, apply_eval_mode
 
 
 class FilterError(ValueError):
     pass
-
-
-def _doubling(start: int, end: int, step: int) -> list[int]:
-    out, conc = [], start
-    while conc <= end:
-        out.append(conc)
-        if conc == end:
-            break
-        conc = min(conc * step, end)
-    return out
 
 
 def _bounded(values: list[int], low: int | None, high: int | None) -> list[int] | None:
@@ -55,7 +45,7 @@ def _single_range(bmk: dict[str, Any], low: int | None, high: int | None, step: 
         start = max(start, low)
     if high is not None:
         start, end = (high, high) if start > high else (start, min(end, high))
-    return _doubling(start, end, step)
+    return doubling(start, end, step)
 
 
 def full_pick(opts: dict[str, Any]) -> Pick:
@@ -63,9 +53,7 @@ def full_pick(opts: dict[str, Any]) -> Pick:
     max_tp, max_ep = opts.get("max_tp"), opts.get("max_ep")
 
     def listed(bmk: dict[str, Any]) -> list[int]:
-        if bmk.get("conc-list"):
-            return [int(c) for c in bmk["conc-list"]]
-        return _doubling(int(bmk["conc-start"]), int(bmk["conc-end"]), step)
+        return concurrencies(bmk, step)
 
     def pick(bmk: dict[str, Any], kind: str) -> tuple[dict[str, Any], list[int]] | None:
         if any(v is not None and v <= 0 for v in (low, high)) and kind != "agentic":
