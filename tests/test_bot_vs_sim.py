@@ -98,37 +98,12 @@ def _keys(name: str, fam: str) -> list[str]:
     return [k for k, v in _raw(name).items() if family(v) == fam]
 
 
-# What the bot gets wrong today (issue 28; branch `planner` fixes it), measured on both files.
-# Remove an entry when its case passes: strict makes the pass a failure until then.
+# What the bot gets wrong, per case: empty since the planner follows the repo's generator (issue 28).
+# A case the bot gets wrong again goes here with why (strict: it fails again once fixed).
 PICKS = "issue 28: eval picks (concs below 16 dropped, groups across TPs, marks after --conc)"
-PLAN_WRONG = {
-    ("single-node", EvalMode.DEFAULT): PICKS,
-    ("single-node", EvalMode.ONLY): PICKS,
-    **{
-        ("single-node agentic", m): "issue 28: agentic exp-name is <prefix>_tp<tp>_conc<c>_<kv>[_spec-..]; "
-        "agentic evals are opt-in"
-        for m in EvalMode
-    },
-    **{
-        ("multi-node", m): "issue 28: multi-node rows, their eval picks and --all-evals merging"
-        for m in EvalMode
-    },
-    **{
-        ("multi-node agentic", m): "issue 28: one row per concurrency, the repo's exp-name, refused keys"
-        for m in EvalMode
-    },
-}
-NAMES_WRONG = {
-    "single-node agentic": "issue 28: agentic results are bmk_agentic_<RF>, RF from the agentic exp-name",
-    "multi-node": "issue 28: multi-node RESULT_FILENAME (prefill-tp..-dp<bool>-nw<n>_decode-.._conc<c1>x..)",
-    "multi-node agentic": "issue 28: multi-node agentic RESULT_FILENAME, bmk_agentic_<RF>",
-}
-EVAL_NAMES_WRONG = {
-    "single-node": PICKS,
-    "single-node agentic": "issue 28: agentic evals are opt-in (none in the default mode)",
-    "multi-node": "issue 28: the multi-node eval artifact is eval_<RF> (no exp-name prefix)",
-    "multi-node agentic": "issue 28: agentic evals are opt-in (none in the default mode)",
-}
+PLAN_WRONG: dict[tuple[str, EvalMode], str] = {}
+NAMES_WRONG: dict[str, str] = {}
+EVAL_NAMES_WRONG: dict[str, str] = {}
 
 
 def _marked(fam: str, wrong: dict[str, str]) -> Any:
