@@ -11,7 +11,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.clock import aware, utcnow
+from app.core.clock import utcnow
 from app.core.failures import Failure, FailureClass, Policy
 from app.core.matrixerrors import MatrixDefect, covering
 from app.core.routing import HandlerContext, HandlerSkipped, Router, TransientError
@@ -21,7 +21,6 @@ from app.core.runmatch import (
     has_benchmark_jobs,
     job_matches_point,
     parse_job_name,
-    run_fits_dispatch,
     run_name_in_title,
 )
 from app.flows.jobfinish import finish_job
@@ -32,7 +31,7 @@ from app.flows.unexpanded import end_not_run, foreseen, note_eval_not_run, run_d
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
-from app.store.dispatchruns import close_run, fold_run_job, follow_run, followed
+from app.store.dispatchruns import adoptable, close_run, fold_run_job, follow_run
 from app.store.jobs import dispatch_group, match_jobs, requeue
 from app.store.reports import mark_report_dirty
 from app.store.sweeps import sweep_mode
@@ -297,7 +296,7 @@ def apply_workflow_run(
     if not jobs:
         return changed
     now = utcnow()
-    adopted = _adoptable(session, run, jobs)
+    adopted = adoptable(session, run, jobs)
     for job in adopted:  # found by name: adopt the run
         job.run_id, job.run_url, changed = run_id, run.get("html_url"), True
     if adopted and not is_label_job(session, adopted[0]):
@@ -327,24 +326,6 @@ def apply_workflow_run(
         if wf_jobs is None:  # not the run that runs this sweep: dropped, the next one is followed
             return True
     return _run_completed(session, gw, run, live, wf_jobs, after_commit, settings) or changed
-
-
-def _adoptable(session: Session, run: dict[str, Any], jobs: Sequence[SweepJob]) -> list[SweepJob]:
-    """The jobs found by the run's name (no run id yet) that may take the run: not when an earlier
-    dispatch is bound to it (a run we follow), nor when it was created before their dispatch was
-    claimed (``run_fits_dispatch``): a late event of the run a retry retries is not the retry's."""
-    named = [j for j in jobs if j.run_id is None and j.state in JobState.IN_FLIGHT]
-    if not named:
-        return []
-    bound = followed(session, [int(run["id"])])
-    out = []
-    for job in named:
-        why = run_fits_dispatch(run, claimed_at=aware(job.dispatched_at), bound=bound)
-        if why is None:
-            out.append(job)
-        else:
-            log.info("run_not_adopted", run_id=run.get("id"), job=job.id, why=why)
-    return out
 
 
 def _label_run_jobs(
