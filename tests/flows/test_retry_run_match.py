@@ -64,7 +64,9 @@ class ListedLate(FakeTick):
 
 def _deliver(factory: sessionmaker[Session], gh: FakeGitHub, event: str, payload: dict[str, Any]) -> None:
     with factory() as s:
-        ctx = HandlerContext(session=s, event=Event("d", event, payload.get("action"), payload))
+        ctx: HandlerContext[Session, Any] = HandlerContext(
+            session=s, event=Event("d", event, payload.get("action"), payload)
+        )
         handler = on_workflow_job if event == "workflow_job" else on_workflow_run
         with contextlib.suppress(HandlerSkipped):
             handler(ctx)
@@ -155,7 +157,9 @@ def test_a_retry_never_takes_the_run_it_retries_nor_its_late_events(
     _deliver(factory, gh, "workflow_run", completed)
     if refunded:
         with factory() as s:
-            s.get(SweepJob, lost.id).attempts = 0  # type: ignore[union-attr]
+            refund = s.get(SweepJob, lost.id)
+            assert refund is not None
+            refund.attempts = 0
             s.commit()
     assert tick(factory, lambda s: ListedLate(gh)).dispatched_runs == 1
     retry_run = gh.dispatches[-1]["run_id"]
@@ -186,7 +190,8 @@ def test_a_retry_never_takes_the_run_it_retries_nor_its_late_events(
 
 def test_a_run_under_the_same_name_fits_a_dispatch_only_when_unbound_and_created_after_it() -> None:
     claimed = datetime(2026, 12, 2, 7, 0, tzinfo=UTC)
-    run = {"id": 5, "display_title": "e2e Test - sweepbot-1-2", "created_at": "2026-12-02T07:00:05Z"}
+    title = "e2e Test - sweepbot-1-2"
+    run: dict[str, Any] = {"id": 5, "display_title": title, "created_at": "2026-12-02T07:00:05Z"}
     assert run_fits_dispatch(run, claimed_at=claimed) is None
     assert "bound" in (run_fits_dispatch(run, claimed_at=claimed, bound={5}) or "")
     older = {**run, "id": 4, "created_at": "2026-12-02T06:55:00Z"}
@@ -195,9 +200,9 @@ def test_a_run_under_the_same_name_fits_a_dispatch_only_when_unbound_and_created
     skewed = {**run, "created_at": (claimed - timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%SZ")}
     assert run_fits_dispatch(skewed, claimed_at=claimed) is None
     # the newest fitting run, never an older one that merely carries the title
-    found = match_run([older, run], display_title=run["display_title"], claimed_at=claimed, bound={4})
+    found = match_run([older, run], display_title=title, claimed_at=claimed, bound={4})
     assert found.run is run
-    none = match_run([older], display_title=run["display_title"], claimed_at=claimed)
+    none = match_run([older], display_title=title, claimed_at=claimed)
     assert none.run is None and "before the dispatch" in none.reason
     assert attempt_run_name("sweepbot-1-2", 1) == "sweepbot-1-2"
     assert attempt_run_name("sweepbot-1-2", 3) == "sweepbot-1-2-a3"
