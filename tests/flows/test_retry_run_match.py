@@ -20,14 +20,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.routing import Event, HandlerContext, HandlerSkipped
 from app.core.runmatch import attempt_run_name, match_run, run_fits_dispatch, run_name_in_title
-from app.core.sweepspec import SweepFilters
 from app.flows import ring
 from app.flows.benchrepo import clear_capacity_cache
 from app.flows.runtracking import on_workflow_job, on_workflow_run
-from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
-from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRequest, FakeRunTracking, FakeTick
+from tests.sweep_fakes import FakeGitHub, FakeRunTracking, FakeTick, request_8k1k
 
 
 @pytest.fixture
@@ -121,18 +119,7 @@ def test_a_retry_never_takes_the_run_it_retries_nor_its_late_events(
     gh = FakeGitHub(return_details=False)
     gh.hidden = set()  # type: ignore[attr-defined]
     env["mp"].setattr(HandlerContext, "gateway", lambda self, actor="sweepbot": FakeRunTracking(gh))
-    with factory() as s:
-        request_sweep(
-            s,
-            FakeRequest(gh),
-            repo=REPO,
-            pr_number=7,
-            config_key=KEY,
-            requested_by="maint",
-            reason="command",
-            filters=SweepFilters(seq="8k1k", conc=(512,)),
-        )
-        s.commit()
+    request_8k1k(factory, gh, 512)
     tick(factory, lambda s: ListedLate(gh))
     with factory() as s:
         jobs = list(s.scalars(select(SweepJob).order_by(SweepJob.id)).all())
