@@ -156,7 +156,7 @@ def baseline_claim_label(session: Any, gw: Any, label: str, repo: str, result: A
                 session.expire(by_id[jid][0])
             row.release_seq += 1
             sweep.last_release = row.release_seq
-            claimed.append(_claimed(sweep, job, step, token))
+            claimed.append(_claimed(sweep, job, step, token, step.run_name))
             mark_report_dirty(session, sweep.id)
     return claimed
 

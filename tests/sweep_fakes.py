@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from app.adapters.github.base import Conditional
 from app.core.routing import TransientError
+from app.core.sweepspec import SweepFilters
 from app.flows.benchrepo import RepoFiles
 from app.flows.dispatch import DispatchGateway
 from app.flows.forkapproval import ApprovalGateway
@@ -26,7 +27,7 @@ from app.flows.repair import RepairGateway
 from app.flows.runpoll import PollGateway, RunListing
 from app.flows.runtracking import TrackingGateway, apply_workflow_run
 from app.flows.sweepcancel import CancelGateway
-from app.flows.sweeprequest import RequestGateway
+from app.flows.sweeprequest import RequestGateway, request_sweep
 from app.flows.tick import TickGateway
 from app.models.sweeps import SweepJob
 from tests.conftest import FIXTURES
@@ -268,6 +269,22 @@ def _each_fake_is_its_protocol(
         FakePoll(gh),
         FakeRepair(gh),
     )
+
+
+def request_8k1k(factory: Any, gh: FakeGitHub, *conc: int, pr: int = 7) -> None:
+    """A maintainer's ``/sweep`` of KEY at 8k1k and ``conc`` on PR ``pr``, committed."""
+    with factory() as s:
+        request_sweep(
+            s,
+            FakeRequest(gh),
+            repo=REPO,
+            pr_number=pr,
+            config_key=KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(seq="8k1k", conc=conc),
+        )
+        s.commit()
 
 
 def runs_complete(factory: Any, gh: FakeGitHub, sweep_id: int, conclusion: str = "success") -> None:

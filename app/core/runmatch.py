@@ -2,7 +2,11 @@
 
 Runs: a run is matched by id first (the dispatch answer, a ``workflow_run`` delivery), then by its
 ``display_title`` — the workflow's evaluated ``run-name`` (``e2e Test - sweepbot-12-34``);
-``name`` is only the workflow's name (``End-to-End Tests``) and says nothing about the run.
+``name`` is only the workflow's name (``End-to-End Tests``) and says nothing about the run. A retry
+is dispatched under a name of its own (``sweepbot-12-34-a2``: ``attempt_run_name``), and a title
+match only takes a run that fits the dispatch (``run_fits_dispatch``): one no earlier dispatch is
+bound to, created after the dispatch was claimed. So a late event of a first run is never taken for
+its retry, nor the retry for the first run.
 
 Jobs: benchmark-tmpl.yml names every benchmark job
 
@@ -38,7 +42,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -89,22 +93,48 @@ class RunMatch:
     reason: str
 
 
+# GitHub's clock against ours: a run is created after its dispatch was claimed, give or take this.
+CLOCK_SLACK = timedelta(seconds=30)
+
+
+def run_fits_dispatch(
+    run: Mapping[str, Any], *, claimed_at: datetime | None, bound: Collection[int] = ()
+) -> str | None:
+    """Why a run found by its name is not the run of a dispatch claimed at ``claimed_at``, or None
+    when it may be: a run ``bound`` to a dispatch already (another attempt's) is never re-bound, and
+    a run created before the claim (less ``CLOCK_SLACK``) is an earlier dispatch's under that name.
+    A run that says no ``created_at`` is judged by ``bound`` alone."""
+    run_id = int(run.get("id") or 0)
+    if run_id in bound:
+        return f"run {run_id} is bound to an earlier dispatch"
+    if claimed_at is not None and run.get("created_at"):
+        created = _created(run)
+        claimed = claimed_at if claimed_at.tzinfo else claimed_at.replace(tzinfo=UTC)
+        if created < claimed - CLOCK_SLACK:
+            return f"run {run_id} was created at {created:%H:%M:%S}, before the dispatch ({claimed:%H:%M:%S})"
+    return None
+
+
 def match_run(
     runs: Sequence[Mapping[str, Any]],
     *,
     run_id: int | None = None,
     display_title: str | None = None,
     head_sha: str | None = None,
+    claimed_at: datetime | None = None,
+    bound: Collection[int] = (),
 ) -> RunMatch:
     """The run among ``runs`` (REST or webhook shape) that is ours: by id, else by display_title.
 
-    ``head_sha`` narrows a title match (a re-used title on another commit is not ours). Several
-    runs with the title: the newest (highest id), which is the latest attempt at that dispatch.
+    ``head_sha`` narrows a title match (a re-used title on another commit is not ours), and so do
+    ``claimed_at`` and ``bound`` (``run_fits_dispatch``: an earlier dispatch's run under the same
+    title is not this one's). Several runs still fit: the newest (highest id).
     """
     if run_id is not None:
         for run in runs:
             if int(run.get("id") or 0) == int(run_id):
                 return RunMatch(run, "id", f"run {run_id}")
+    unfit: list[str] = []
     if display_title:
         hits = [
             r
@@ -112,13 +142,17 @@ def match_run(
             if str(r.get("display_title") or "") == display_title
             and (head_sha is None or str(r.get("head_sha") or "") == head_sha)
         ]
+        judged = [(r, run_fits_dispatch(r, claimed_at=claimed_at, bound=bound)) for r in hits]
+        unfit = [why for _, why in judged if why is not None]
+        hits = [r for r, why in judged if why is None]
         if hits:
             run = max(hits, key=lambda r: int(r.get("id") or 0))
             return RunMatch(run, "display_title", f"run {run.get('id')} titled {display_title!r}")
     wanted = f"id {run_id}" if run_id is not None else ""
     if display_title:
         wanted = (wanted + " or " if wanted else "") + f"title {display_title!r}"
-    return RunMatch(None, "none", f"no run with {wanted or 'nothing to match'} among {len(runs)}")
+    left = f" ({'; '.join(unfit)})" if unfit else ""
+    return RunMatch(None, "none", f"no run with {wanted or 'nothing to match'} among {len(runs)}{left}")
 
 
 def match_label_run(
@@ -174,11 +208,19 @@ def title_is_ours(display_title: str, run_names: Sequence[str]) -> bool:
     return any(display_title == n or display_title.endswith(f" - {n}") for n in run_names)
 
 
-_RUN_NAME = re.compile(r"(?:^|\s)(sweepbot-\d+-\d+)$")
+_RUN_NAME = re.compile(r"(?:^|\s)(sweepbot-\d+-\d+(?:-a\d+)?)$")
+
+
+def attempt_run_name(base: str, attempt: int) -> str:
+    """A dispatch's run name: ``base`` (``sweepbot-<sweep>-<job>``) for the first attempt, with an
+    attempt suffix for a retry (``sweepbot-12-34-a2``), so a retry's run never carries the title
+    of the run it retries."""
+    return base if attempt <= 1 else f"{base}-a{attempt}"
 
 
 def run_name_in_title(display_title: str) -> str | None:
-    """The bot's run name at the end of a title (``e2e Test - sweepbot-12-34`` -> ``sweepbot-12-34``)."""
+    """The bot's run name at the end of a title (``e2e Test - sweepbot-12-34`` -> ``sweepbot-12-34``,
+    ``... - sweepbot-12-34-a2`` -> ``sweepbot-12-34-a2``)."""
     m = _RUN_NAME.search(display_title.strip())
     return m.group(1) if m else None
 

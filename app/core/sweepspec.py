@@ -155,8 +155,8 @@ def _check_values(*, key: str, seq: str, head_sha: str, head_ref: str, base_ref:
     for name, ref in (("head ref", head_ref), ("base ref", base_ref)):
         if not REF_RE.match(ref):
             raise SweepError(f"{name} {ref!r} is not a plain branch name")
-    if not re.fullmatch(r"sweepbot-\d+-\d+", run_name):
-        raise SweepError(f"run name {run_name!r} is not sweepbot-<sweep>-<job>")
+    if not re.fullmatch(r"sweepbot-\d+-\d+(?:-a\d+)?", run_name):
+        raise SweepError(f"run name {run_name!r} is not sweepbot-<sweep>-<job>[-a<attempt>]")
 
 
 def _check_cli(inputs: dict[str, str]) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.adapters.github.errors import GitHubError
 from app.core.clock import utcnow
 from app.core.routing import TransientError
-from app.core.runmatch import match_run, run_name_in_title
+from app.core.runmatch import match_run
 from app.core.sweepspec import (
     SweepError,
     dispatch_eval_flags,
@@ -33,7 +34,7 @@ from app.flows.jobfinish import finish_job
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, SettingsError
 from app.store.audit import record
-from app.store.dispatchruns import follow_run
+from app.store.dispatchruns import follow_run, followed
 from app.store.jobs import requeue
 from app.store.reports import mark_report_dirty
 
@@ -130,64 +131,21 @@ def check_dispatch(gw: DispatchGateway, repo: str, workflow: str, ref: str, inpu
     return str(dispatch_title(spec, inputs))
 
 
-def find_run(gw: DispatchGateway, repo: str, workflow: str | None, title: str) -> dict[str, Any] | None:
-    """Our dispatched run by its ``display_title`` (runmatch.match_run: id first, then title)."""
+def find_run(
+    session: Session,
+    gw: DispatchGateway,
+    repo: str,
+    workflow: str | None,
+    title: str,
+    claimed_at: datetime | None,
+) -> dict[str, Any] | None:
+    """Our dispatched run by its ``display_title`` (runmatch.match_run): never a run an earlier
+    dispatch is bound to (one we follow), nor one created before this dispatch was claimed."""
     runs = gw.list_workflow_runs(repo, workflow, event="workflow_dispatch", limit=200)
-    found = match_run(runs, display_title=title)
+    titled = [int(r["id"]) for r in runs if r.get("display_title") == title and isinstance(r.get("id"), int)]
+    found = match_run(runs, display_title=title, claimed_at=claimed_at, bound=followed(session, titled))
     log.info("run_lookup", title=title, how=found.how, reason=found.reason)
     return dict(found.run) if found.run is not None else None
-
-
-def find_job_run(
-    gw: DispatchGateway, sweep: Sweep, job: SweepJob, settings: Settings, session: Session | None = None
-) -> dict[str, Any] | None:
-    """The run of a dispatched job that never learnt its run id, by the title it was given."""
-    try:
-        workflow, ref, inputs = job_dispatch(sweep, job, settings, session)
-        title: str | None = check_dispatch(gw, sweep.repo, workflow, ref, inputs)
-    except SweepError as exc:  # the template or the workflow changed since: fall back to the name
-        log.warning("run_title_unknown", job=job.id, error=str(exc))
-        title = None
-    runs = gw.list_workflow_runs(sweep.repo, workflow_name(settings), event="workflow_dispatch", limit=200)
-    if title is not None:
-        found = match_run(runs, display_title=title)
-        log.info("run_lookup", job=job.id, title=title, how=found.how, reason=found.reason)
-        return dict(found.run) if found.run is not None else None
-    for run in runs:
-        if run_name_in_title(str(run.get("display_title") or "")) == job.run_name:
-            return dict(run)
-    return None
-
-
-def job_dispatch(
-    sweep: Sweep, job: SweepJob, settings: Settings, session: Session | None = None
-) -> tuple[str, str, dict[str, str]]:
-    """The (workflow, ref, inputs) a job of ``sweep`` was dispatched with (rendering is deterministic)."""
-    group = [job]
-    if session is not None and job.run_name:
-        group = list(
-            session.scalars(
-                select(SweepJob).where(SweepJob.sweep_id == sweep.id, SweepJob.run_name == job.run_name)
-            ).all()
-        ) or [job]
-    return render_dispatch(
-        settings,
-        key=sweep.config_key,
-        seq=job.seq,
-        conc=job.conc,
-        tp=job.tp,
-        head_sha=sweep.head_sha,
-        head_ref=sweep.base_ref if sweep.is_fork else sweep.head_ref,
-        base_ref=sweep.base_ref,
-        run_name=job.run_name or "",
-        pr=sweep.pr_number,
-        config_file=sweep.config_path or "",
-        evals=dispatch_eval_flags(
-            [j.point for j in group if isinstance(j.point, dict)],
-            str((sweep.filters or {}).get("evals") or "default"),
-        ),
-        concs=row_concs([j.point for j in group]),
-    )
 
 
 def dispatch_claim(
@@ -231,7 +189,15 @@ def dispatch_claim(
         "title": title,
     }
     try:
-        run = _send(gw, claim.repo, workflow, ref, inputs, title)
+        claimed_at = min((j.dispatched_at for j in jobs if j.dispatched_at is not None), default=None)
+        run = _send(
+            gw,
+            claim.repo,
+            workflow,
+            ref,
+            inputs,
+            lambda: find_run(session, gw, claim.repo, workflow, title, claimed_at),
+        )
     except TransientError as exc:  # nothing sent, or sent and not found: the next tick sends it
         for job in jobs:
             requeue(job, f"dispatch failed, will retry: {exc}", refund=True)
@@ -313,7 +279,12 @@ def _render(
 
 
 def _send(
-    gw: DispatchGateway, repo: str, workflow: str, ref: str, inputs: dict[str, str], title: str
+    gw: DispatchGateway,
+    repo: str,
+    workflow: str,
+    ref: str,
+    inputs: dict[str, str],
+    lookup: Callable[[], dict[str, Any] | None],
 ) -> dict[str, Any] | None:
     """POST the dispatch; its run as {workflow_run_id, html_url}, or None when it cannot be found yet.
 
@@ -323,11 +294,11 @@ def _send(
         run = gw.dispatch_workflow(repo, workflow, ref, inputs)
         if run is not None:
             return run
-        found = find_run(gw, repo, workflow, title)  # no run details in the answer: find it by title
+        found = lookup()  # no run details in the answer: find it by title (``find_run``)
     except TransientError:
         # The POST may or may not have happened: look for the run before sending again.
         try:
-            found = find_run(gw, repo, workflow, title)
+            found = lookup()
         except TransientError:
             found = None
         if found is None:

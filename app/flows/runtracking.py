@@ -31,7 +31,7 @@ from app.flows.unexpanded import end_not_run, foreseen, note_eval_not_run, run_d
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.settings import Settings, get_settings
 from app.store.audit import record
-from app.store.dispatchruns import close_run, fold_run_job, follow_run
+from app.store.dispatchruns import adoptable, close_run, fold_run_job, follow_run
 from app.store.jobs import dispatch_group, match_jobs, requeue
 from app.store.reports import mark_report_dirty
 from app.store.sweeps import sweep_mode
@@ -296,7 +296,7 @@ def apply_workflow_run(
     if not jobs:
         return changed
     now = utcnow()
-    adopted = [j for j in jobs if j.run_id is None and j.state in JobState.IN_FLIGHT]
+    adopted = adoptable(session, run, jobs)
     for job in adopted:  # found by name: adopt the run
         job.run_id, job.run_url, changed = run_id, run.get("html_url"), True
     if adopted and not is_label_job(session, adopted[0]):

@@ -10,7 +10,8 @@ Concurrency contract (several workers, several beat ticks at once; docs/scheduli
   ``UPDATE ... WHERE state='queued'``. The claim commits *before* the GitHub call.
 - The dispatch then happens outside any transaction and its run id is recorded afterwards. A crash
   between claim and record leaves a ``dispatched`` job without a run id; the repair poll finds its
-  run by the unique run name ``sweepbot-<sweep id>-<job id>``, or re-queues it when no run exists.
+  run by the unique run name ``sweepbot-<sweep id>-<job id>`` (``-a<attempt>`` on a retry), or
+  re-queues it when no run exists.
   So a job is never dispatched twice by two ticks, and never lost.
 """
 
@@ -27,6 +28,7 @@ from app.core.clock import aware, utcnow
 from app.core.release import CanaryHours, QueuedJob, Release, SweepQueue, plan_release
 from app.core.release_policy import AUTO, CanaryRun, LabelView, Overcommit, pick_preemptions
 from app.core.routing import TransientError
+from app.core.runmatch import attempt_run_name
 from app.flows.benchrepo import RepoFiles, label_capacity
 from app.flows.canary_budget import canary_budget, note_preempted_hours
 from app.flows.dispatch import Claimed, DispatchGateway, TickResult, dispatch_claim
@@ -45,6 +47,7 @@ from app.store.jobs import (
     job_points,
     jobs_by_id,
     labels_with_work,
+    next_attempt,
     queued_on_label,
     real_waiting_slots,
     requeue,
@@ -285,21 +288,23 @@ def _claim_label(
             log.info("canary_held", label=label, sweep=sweep.id, reason=step.reason)
         elif step.action == "dispatch":
             ids = list(step.job_ids)
-            if claim_group(session, ids, token=token, run_name=step.run_name) != len(ids):
+            job = jobs[step.job_ids[0]]
+            # a retry's run gets a name of its own: the run it retries never passes for it
+            run_name = attempt_run_name(step.run_name, next_attempt(session, ids))
+            if claim_group(session, ids, token=token, run_name=run_name) != len(ids):
                 # cannot happen under the label lock; refuse rather than double-run
                 raise TransientError(f"label {label}: claim of jobs {ids} raced; retrying the tick")
-            job = jobs[step.job_ids[0]]
             session.expire(job)  # the claim was a bulk UPDATE
             row.release_seq += 1
             sweep.last_release = row.release_seq
-            claimed.append(_claimed(sweep, job, step, token))
+            claimed.append(_claimed(sweep, job, step, token, run_name))
             mark_report_dirty(session, sweep.id)
     for sweep in reused_sweeps.values():
         maybe_finish_sweep(session, sweep)
     return claimed
 
 
-def _claimed(sweep: Sweep, head: SweepJob, step: Release, token: str) -> Claimed:
+def _claimed(sweep: Sweep, head: SweepJob, step: Release, token: str, run_name: str) -> Claimed:
     return Claimed(
         sweep.id,
         sweep.repo,
@@ -310,7 +315,7 @@ def _claimed(sweep: Sweep, head: SweepJob, step: Release, token: str) -> Claimed
         sweep.head_ref,
         sweep.base_ref,
         sweep.config_key,
-        step.run_name,
+        run_name,
         list(step.job_ids),
         head.seq,
         head.conc,

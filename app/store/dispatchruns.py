@@ -10,7 +10,7 @@ poll deletes a row ``SWEEPBOT_DISPATCH_RUN_RETENTION_SECONDS`` after its run com
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,9 +18,9 @@ import structlog
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
-from app.core.clock import utcnow
+from app.core.clock import aware, utcnow
 from app.core.release import RunSlots
-from app.core.runmatch import parse_job_name
+from app.core.runmatch import parse_job_name, run_fits_dispatch
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState, SweepJob
 
@@ -122,6 +122,25 @@ def followed(session: Session, run_ids: Sequence[int]) -> set[int]:
         return set()
     query = select(DispatchRun.run_id).where(DispatchRun.run_id.in_(run_ids))
     return {int(r) for r in session.scalars(query)}
+
+
+def adoptable(session: Session, run: Mapping[str, Any], jobs: Sequence[SweepJob]) -> list[SweepJob]:
+    """Of the jobs found by ``run``'s name (in flight, no run id yet), those that may take the run
+    (``run_fits_dispatch``): none when we follow it already — its dispatch recorded it, and only a
+    retry (``requeue``) lets go of a run id, so the run is an earlier attempt's — nor a job whose
+    dispatch was claimed after the run was created: a late event of the run a retry retries."""
+    named = [j for j in jobs if j.run_id is None and j.state in JobState.IN_FLIGHT]
+    if not named:
+        return []
+    bound = followed(session, [int(run["id"])])
+    out = []
+    for job in named:
+        why = run_fits_dispatch(run, claimed_at=aware(job.dispatched_at), bound=bound)
+        if why is None:
+            out.append(job)
+        else:
+            log.info("run_not_adopted", run_id=run.get("id"), job=job.id, why=why)
+    return out
 
 
 def run_slots(run: DispatchRun, ours_done: int = 0) -> RunSlots:

@@ -273,6 +273,13 @@ def running_canaries(session: Session, label: str) -> dict[str, list[tuple[Sweep
     return by_run
 
 
+def next_attempt(session: Session, ids: Collection[int]) -> int:
+    """The attempt a dispatch of ``ids`` is (1 for a first dispatch): one more than any of them has
+    made (``attempts`` counts dispatches; app.core.runmatch.attempt_run_name names the run by it)."""
+    most = session.scalar(select(func.max(SweepJob.attempts)).where(SweepJob.id.in_(list(ids))))
+    return int(most or 0) + 1
+
+
 def claim_group(session: Session, ids: list[int], *, token: str, run_name: str) -> int:
     """Claim queued jobs for one dispatch (guarded: only rows still queued); how many were claimed."""
     now = utcnow()

@@ -18,7 +18,6 @@ Same effects in both, none duplicated, exactly one sweep each.
 from __future__ import annotations
 
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,8 +103,7 @@ def _run(
                     )[0].body
 
             def kill_worker() -> None:
-                running.kill("worker", signal.SIGKILL)
-                time.sleep(1.0)
+                running.kill("worker", signal.SIGKILL)  # returns once the worker has exited
                 running.start_process("worker", "worker")
 
             run = play_story(

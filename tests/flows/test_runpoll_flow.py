@@ -11,14 +11,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.budget import RateSnapshot
-from app.core.sweepspec import SweepFilters
 from app.flows import ring, runpoll
 from app.flows.benchrepo import clear_capacity_cache
 from app.flows.repair import repair_jobs
-from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
-from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRepair, FakeRequest, FakeTick
+from tests.sweep_fakes import FakeGitHub, FakeRepair, FakeTick, request_8k1k
 
 
 @pytest.fixture
@@ -36,18 +34,7 @@ def env(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
 
 def _dispatched(env: dict[str, Any], gh: FakeGitHub) -> list[SweepJob]:
     factory = env["factory"]
-    with factory() as s:
-        request_sweep(
-            s,
-            FakeRequest(gh),
-            repo=REPO,
-            pr_number=7,
-            config_key=KEY,
-            requested_by="maint",
-            reason="command",
-            filters=SweepFilters(seq="8k1k", conc=(256, 512)),
-        )
-        s.commit()
+    request_8k1k(factory, gh, 256, 512)
     tick(factory, lambda s: FakeTick(gh))
     with factory() as s:
         return list(s.scalars(select(SweepJob).order_by(SweepJob.id)).all())
@@ -122,18 +109,7 @@ def test_a_dispatch_whose_run_is_not_listed_yet_is_requeued_only_past_the_grace(
 
     gh = FakeGitHub(return_details=False)
     factory = env["factory"]
-    with factory() as s:
-        request_sweep(
-            s,
-            FakeRequest(gh),
-            repo=REPO,
-            pr_number=7,
-            config_key=KEY,
-            requested_by="maint",
-            reason="command",
-            filters=SweepFilters(seq="8k1k", conc=(256, 512)),
-        )
-        s.commit()
+    request_8k1k(factory, gh, 256, 512)
     tick(factory, lambda s: RunNotListedYet(gh))
     with factory() as s:
         jobs = list(s.scalars(select(SweepJob)).all())
@@ -178,18 +154,7 @@ def test_dispatches_github_refused_with_a_5xx_do_not_use_up_the_jobs_retries(
     refused: list[str] = []
     gh = FakeGitHub()
     factory = env["factory"]
-    with factory() as s:
-        request_sweep(
-            s,
-            FakeRequest(gh),
-            repo=REPO,
-            pr_number=7,
-            config_key=KEY,
-            requested_by="maint",
-            reason="command",
-            filters=SweepFilters(seq="8k1k", conc=(512,)),
-        )
-        s.commit()
+    request_8k1k(factory, gh, 512)
     for _ in range(refusals + 1):
         tick(factory, lambda s: FlakyDispatch(gh))
     assert len(refused) == refusals and len(gh.dispatches) >= 1

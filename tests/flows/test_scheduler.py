@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.recipes import expand_points, parse_master
@@ -33,6 +33,7 @@ from app.flows.sweepcancel import (
 from app.flows.sweeprequest import SweepRequest, request_sweep
 from app.flows.sweepviews import sweep_summary
 from app.flows.tick import tick
+from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
 from app.store import reuse, runnerlabels
 from app.store.jobs import inflight_slots
@@ -526,10 +527,12 @@ def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
     req = _request(env["factory"], gh, filters=SweepFilters(seq="8k1k", conc=(256, 512)))
     tick(env["factory"], lambda s: FakeTick(gh))
     first = next(j for j in _jobs(env["factory"], req.sweep.id) if j.run_name)
-    # a crash lost the recorded run id; the run itself is in progress
+    # a crash lost the recorded run id (the job's and the followed run's: one transaction writes
+    # both, app.flows.dispatch._record_run); the run itself is in progress
     with env["factory"]() as s:
         job = s.get(SweepJob, first.id)
         assert job is not None
+        s.execute(delete(DispatchRun).where(DispatchRun.run_id == job.run_id))
         job.run_id = None
         s.commit()
     run_id = next(d["run_id"] for d in gh.dispatches if d["inputs"]["test-name"] == first.run_name)
