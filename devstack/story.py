@@ -28,6 +28,7 @@ from app.core.recipes import expand_points, parse_master
 from app.models import AuditEntry
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import Sweep, SweepJob
+from sim.naming import point_identity
 
 STATUS_MARKER = "<!-- sweepbot:status -->"
 REPORT_MARKER_PREFIX = "<!-- sweepbot:report"
@@ -366,9 +367,9 @@ def _check_one_way(
                 if job.point.get("eval-only"):
                     continue  # an evaluated point's separate eval job (e2e-tests.yml's `eval /`)
                 if job.conclusion == "success":
-                    ok_runs[str(job.point.get("result-name"))] += 1
+                    ok_runs[point_identity(job.point)] += 1
                 elif job.fate == "runner_lost" and job.status == "completed":
-                    lost.append(str(job.point.get("result-name")))
+                    lost.append(point_identity(job.point))
         decisions = [d["decision"] for d in world.sweep_decisions if d["pr"] == story.pr]
     wanted_event = "pull_request" if mode == "label" else "workflow_dispatch"
     report.add(

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from sim import pages, render
+from sim import naming, pages, render
 from sim import scenario as scen
 from sim.admin import _delivery_view, _locked_admin
 from sim.world import SimError, World, iso
@@ -335,7 +335,7 @@ def admin_routes(app: FastAPI, world: World) -> None:
                                 "status": world.jobs[j].status,
                                 "conclusion": world.jobs[j].conclusion,
                                 "runner": world.jobs[j].runner_name,
-                                "result_name": world.jobs[j].point.get("result-name"),
+                                "result_name": naming.point_identity(world.jobs[j].point),
                             }
                             for j in r.jobs
                         ],

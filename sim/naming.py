@@ -127,6 +127,12 @@ def result_filename(point: dict[str, Any], node: str, recipe_fingerprint: str = 
     return f"{base}_recipe-{recipe_fingerprint[:16]}" if recipe_fingerprint else base
 
 
+def point_identity(point: dict[str, Any]) -> str:
+    """What makes two jobs the same benchmark point, from the row's own fields: its RESULT_FILENAME
+    with the runner label in the node's place (a retry on another node is the same point)."""
+    return result_filename(point, str(point.get("runner", "")))
+
+
 def eval_artifact(point: dict[str, Any], rf: str) -> str:
     """The eval upload's name: single-node templates prefix the exp-name, multi-node do not."""
     return f"eval_{rf}" if is_multinode(point) else f"eval_{point['exp-name']}_{rf}"

@@ -14,7 +14,7 @@ from typing import Any
 
 from sim import collect, naming, perf
 from sim.models import Artifact, Event, Job, Run, Runner, iso
-from sim.naming import result_filename
+from sim.naming import point_identity, result_filename
 from sim.world_runners import RunnerLabels
 
 
@@ -98,9 +98,7 @@ class Fleet(RunnerLabels):
     def _result_for(self, job: Job) -> dict[str, Any]:
         p = job.point
         attempt = sum(
-            1
-            for j in self.jobs.values()
-            if j.point.get("result-name") == p.get("result-name") and j.id < job.id
+            1 for j in self.jobs.values() if j.id < job.id and point_identity(j.point) == point_identity(p)
         )
         # A multi-node row runs its whole conc list on one engine; the simulated result is the
         # row's highest conc on its decode workers (one result per job, as the bot tracks them).
@@ -126,7 +124,7 @@ class Fleet(RunnerLabels):
         A multi-node row's throughput holds one result per concurrency of its list."""
         fingerprint = str(job.point.get("recipe-fingerprint") or "")
         if not fingerprint and self.recipe_suffix:
-            fingerprint = hashlib.sha256(str(job.point.get("result-name")).encode()).hexdigest()
+            fingerprint = hashlib.sha256(point_identity(job.point).encode()).hexdigest()
         rf = result_filename(job.point, str(job.runner_name), fingerprint)
 
         def result_at(conc: int) -> dict[str, Any]:
@@ -155,9 +153,7 @@ class Fleet(RunnerLabels):
         when = self.now()
         stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H-%M-%S.%f")
         attempt = sum(
-            1
-            for j in self.jobs.values()
-            if j.point.get("result-name") == p.get("result-name") and j.id < job.id
+            1 for j in self.jobs.values() if j.id < job.id and point_identity(j.point) == point_identity(p)
         )
         concs = perf.eval_concs(p)
         members = {"meta_env.json": json.dumps(perf.meta_env(p, str(job.label)), indent=2)}
