@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from app.core.artifacts import bmk_artifact_name, eval_artifact_name
-from app.core.recipes import parse_master
+from app.core.recipes import EmptyPlanError, parse_master
 from app.core.recipes.evals import EvalMode as BotMode
 from app.core.recipes.evals import plan_with_evals
 from sim import naming
@@ -89,7 +89,9 @@ def _canon(row: dict[str, Any]) -> str:
 
 def _bot_plan(master: dict[str, Any], key: str, mode: EvalMode) -> list[dict[str, Any]] | str:
     try:
-        return plan_with_evals(master, key, mode=BOT_MODE[mode])
+        return plan_with_evals(master, key, mode=BOT_MODE[mode], hardware=RUNNERS.get("hardware"))
+    except EmptyPlanError:
+        return []  # the generator prints no row for it in this mode; the bot says so in words
     except Exception as exc:  # noqa: BLE001 (any refusal is a disagreement, reported with its message)
         return f"{type(exc).__name__}: {exc}"
 
