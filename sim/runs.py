@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import pickle
 import re
 from collections.abc import Collection
 from typing import Any
@@ -145,6 +146,17 @@ def point_dict(point: Any) -> dict[str, Any]:
     return {k.replace("_", "-"): v for k, v in raw.items()}
 
 
+@functools.lru_cache(maxsize=16)
+def _pickled_yaml(text: str) -> bytes:
+    return pickle.dumps(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {})
+
+
+def fresh_yaml(text: str) -> Any:
+    """``text`` parsed once (libyaml; the master files are megabytes and every dispatch reads them
+    again), handed out as a fresh copy each time: callers merge and edit what they get."""
+    return pickle.loads(_pickled_yaml(text))
+
+
 def _masters(world: World, run: Run, paths: tuple[str, ...]) -> dict[str, Any]:
     """The master files given, merged in order (a key in a later file wins, as the script's
     dict update does)."""
@@ -153,7 +165,7 @@ def _masters(world: World, run: Run, paths: tuple[str, ...]) -> dict[str, Any]:
         text = world.read_file(run.repo, path, run.head_sha)
         if text is None:
             raise CommandError(f"FileNotFoundError: {path}")
-        merged.update(yaml.safe_load(text.decode()) or {})
+        merged.update(fresh_yaml(text.decode()))
     return merged
 
 
@@ -164,7 +176,7 @@ def _runners(world: World, run: Run, cmd: gencli.Command) -> dict[str, Any]:
     for path in (cmd.runner_config, beside):
         text = world.read_file(run.repo, path, run.head_sha) if path else None
         if text is not None:
-            return yaml.safe_load(text.decode()) or {}
+            return dict(fresh_yaml(text.decode()))
     return {}
 
 
@@ -310,7 +322,7 @@ def sweep_points(world: World, run: Run) -> list[dict[str, Any]]:
     trim = "sweep-enabled" in run.inputs.get("labels", [])
     for key in run.inputs.get("keys", []):
         for path in masters:
-            master = yaml.safe_load(world.read_file(run.repo, path, run.head_sha) or b"") or {}
+            master = fresh_yaml((world.read_file(run.repo, path, run.head_sha) or b"").decode())
             if key not in master:
                 continue
             try:
