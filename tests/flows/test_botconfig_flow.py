@@ -8,22 +8,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.flows.botconfig import BotConfig, read_bot_config, stored_config
-from tests.core.test_botconfig import ATOM_TABLE
-
-GOOD = """\
-version: 1
-images:
-  - name: vllm/vllm-openai-rocm
-    registry: dockerhub
-    tag-pattern: 'nightly-(?P<sha>[0-9a-f]{40})'
-    source-repo: vllm-project/vllm
-watches:
-  - config-key: minimaxm3-fp4-mi355x-vllm
-    depends-on: [vllm-project/vllm#47269]
-bump:
-  mode: pr
-"""
+from app.core.botconfig import BotConfig
+from app.flows.botconfig import read_bot_config
+from app.store.botconfigs import stored_config
+from tests.core.test_botconfig import ATOM_TABLE, GOOD
 
 
 class _Gw:
