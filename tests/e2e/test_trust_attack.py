@@ -175,7 +175,7 @@ def _evil_everywhere(world: Any) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=False, reason="open after the merges: /depends-on approve fails in this story (the attack stays refused; the approval step does not pass)")
+@pytest.mark.xfail(strict=False, reason="open: /depends-on approve fails after the merges (note)")
 def test_a_read_only_fork_cannot_get_its_image_pinned_while_a_maintainers_recipe_is_bumped(
     env: dict[str, Any], db_session: Session
 ) -> None:

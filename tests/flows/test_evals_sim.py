@@ -211,7 +211,7 @@ def test_with_a_fixed_workflow_the_eval_is_collected_from_its_eval_only_job(
     assert "threshold 0.9 (default.gsm8k): **" in task_line, task_line  # minimaxm3: no own entry
 
 
-@pytest.mark.xfail(strict=False, reason="open (issue 28): a multi-node row's eval collection disagrees between the bot and the simulator")
+@pytest.mark.xfail(strict=False, reason="open (issue 28): multi-node eval collection (note)")
 def test_a_multi_node_row_and_its_eval_are_collected(world: World, db_session: Session) -> None:
     sweep_id = _sweep(db_session, MULTI_KEY, SweepFilters(seq="8k1k"))
     jobs = _run_and_collect(db_session, world, sweep_id)

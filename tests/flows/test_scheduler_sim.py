@@ -109,7 +109,7 @@ def _request(bot: dict[str, Any], s: Any, conc: tuple[int, ...]) -> SweepRequest
     )
 
 
-@pytest.mark.xfail(strict=False, reason="open after the merge of issue 28's independent simulator: the sim's rows no longer carry the bot's result-name, and agentic dispatch slots disagree (see the closing note)")
+@pytest.mark.xfail(strict=False, reason="open: sim rows lack the bot result-name (note)")
 def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
     factory = bot["factory"]
     with factory() as s:
@@ -148,7 +148,7 @@ def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
         assert {j.conclusion for j in bot["sim"].world.jobs.values() if j.name == "eval /"} == {"failure"}
 
 
-@pytest.mark.xfail(strict=False, reason="open after the merge of issue 28's independent simulator: the sim's rows no longer carry the bot's result-name, and agentic dispatch slots disagree (see the closing note)")
+@pytest.mark.xfail(strict=False, reason="open: sim rows lack the bot result-name (note)")
 def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.MonkeyPatch) -> None:
     factory = bot["factory"]
     skipped: set[str] = set()
@@ -205,7 +205,7 @@ def test_runner_lost_is_retried_on_the_sim(bot: dict[str, Any]) -> None:
     ],
     ids=["multi-node", "agentic"],
 )
-@pytest.mark.xfail(strict=False, reason="open after the merge of issue 28's independent simulator: the sim's rows no longer carry the bot's result-name, and agentic dispatch slots disagree (see the closing note)")
+@pytest.mark.xfail(strict=False, reason="open: sim rows lack the bot result-name (note)")
 def test_sweep_of_a_multinode_or_agentic_key_runs_and_tracks_every_row(
     bot: dict[str, Any], key: str, label: str, conc: tuple[int, ...]
 ) -> None:
