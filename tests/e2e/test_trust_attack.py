@@ -14,6 +14,7 @@ bumped and swept as usual, so a bot that does nothing cannot pass.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -21,6 +22,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.approval import CLOCK_MARGIN
+from app.core.clock import utcnow
 from app.core.recipes import set_image
 from app.flows import ring
 from app.flows.benchrepo import clear_capacity_cache
@@ -175,7 +178,6 @@ def _evil_everywhere(world: Any) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=False, reason="open: /depends-on approve fails after the merges (note)")
 def test_a_read_only_fork_cannot_get_its_image_pinned_while_a_maintainers_recipe_is_bumped(
     env: dict[str, Any], db_session: Session
 ) -> None:
@@ -230,6 +232,13 @@ def test_a_read_only_fork_cannot_get_its_image_pinned_while_a_maintainers_recipe
     # A maintainer approves the watch (for the head, named in full): its dependency lines now
     # count, but the image a bump pins still comes only from the default branch.
     head = world.pull_head_sha(world.pull(BENCH_REPO, attack))
+    # The maintainer reads the edited body for a while before approving: the edit is dated past the
+    # approval's clock margin (an injected clock; no wall-clock wait). On an idle machine the whole
+    # story runs inside the margin, and the approval would rightly be refused as "changed after".
+    evil_watch.body_changed_at = (
+        (evil_watch.body_changed_at or utcnow()) - CLOCK_MARGIN - timedelta(seconds=1)
+    )
+    db_session.commit()
     reply = _comment(env, MAINTAINER, attack, f"/depends-on approve {head}")
     assert f"Approved by @{MAINTAINER}" in reply and "changes its image repository" in reply, reply
     _poll(env, db_session)
