@@ -105,6 +105,11 @@ class Driver:
         self.settings = get_settings()
         upgrade(self.settings.database_url)
         self.factory = db.session_factory()
+        from app.flows.botconfig import read_bot_config
+
+        with self.factory() as s:  # as the push's delivery would: the stored config the sweeps read
+            read_bot_config(s, self.gw(s), self.repo)
+            s.commit()
         import app.flows.collect
         import app.flows.repair
         import app.flows.reports
@@ -134,6 +139,16 @@ class Driver:
 
     def _make_prs(self) -> None:
         w = self.world
+        # This bench measures the bot's own dispatches and its dispatch-time hold: the repo's bot
+        # config says `dispatch` (label mode, the default, would leave the sweeps to run-sweep.yml).
+        w.commit_files(
+            self.repo,
+            "main",
+            {".github/sweepbot.yml": "version: 1\nsweep:\n  mode: dispatch\n"},
+            "sweepbot: dispatch e2e-tests.yml",
+            author="carol-writer",
+            emit_push=False,
+        )
         master = w.read_file(self.repo, self.master_path, "main")
         text = master.decode() if isinstance(master, bytes) else str(master)
         base = w.resolve(w.repo(self.repo), "main")
