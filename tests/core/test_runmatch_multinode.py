@@ -106,13 +106,20 @@ def test_a_conc_list_and_an_aggregated_row() -> None:
 @pytest.mark.parametrize("rows", [DSV4, QWEN, KIMI_AGG], ids=["dsv4", "qwen", "kimi-agg"])
 def test_the_simulators_names_are_the_bots_jobs(rows: list[dict[str, Any]]) -> None:
     """Every row's sim-rendered job (and eval job) is assigned to that row and no other."""
+    # e2e-tests.yml calls the template under `multi-node agentic /` for agentic-coding rows
+    agentic = rows[0].get("scenario-type") == "agentic-coding"
+    caller, eval_caller = (
+        ("multi-node agentic /", "multi-node agentic eval /")
+        if agentic
+        else ("multi-node /", "multi-node eval /")
+    )
     wf_jobs = [{"id": 1, "name": "get-jobs"}]
-    wf_jobs += [{"id": 10 + i, "name": job_name("multi-node /", r)} for i, r in enumerate(rows)]
+    wf_jobs += [{"id": 10 + i, "name": job_name(caller, r)} for i, r in enumerate(rows)]
     got = assign_jobs(wf_jobs, rows)
     assert {i: j["id"] for i, j in got.items()} == {i: 10 + i for i in range(len(rows))}
     evals = [r | {"run-eval": True, "eval-only": True} for r in rows]
     eval_jobs: list[dict[str, Any]] = [
-        {"id": 100 + i, "name": job_name("multi-node eval /", r)} for i, r in enumerate(evals)
+        {"id": 100 + i, "name": job_name(eval_caller, r)} for i, r in enumerate(evals)
     ]
     assert all(j["name"].endswith(" | eval-only") for j in eval_jobs)
     got = assign_jobs(wf_jobs + eval_jobs, evals)
