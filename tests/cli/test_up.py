@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -97,14 +98,27 @@ def _beat_seen_twice(data_dir: Path, timeout: float = 30) -> None:
     assert len(seen) >= 2, f"beat's heartbeat task did not run twice within {timeout:.0f}s: {seen}"
 
 
+_CELERY_TITLE = re.compile(r"^\[celeryd: \S+:MainProcess\] .*\((worker[^)]*)\)")
+
+
 def _service_processes(data_dir: Path) -> list[list[str]]:
-    """The `python -m app <command>` processes running for this data dir (no pool children)."""
+    """The `python -m app <command>` processes running for this data dir (no pool children).
+
+    With setproctitle installed, Celery retitles its main process (the command moves into the
+    title's parentheses) and the new title overwrites the environment it was started with: such a
+    process counts when its parent is one of this data dir's processes."""
+    ours: set[int] = set()
     found = []
-    for proc in psutil.process_iter(["cmdline", "environ"]):
+    titled = []
+    for proc in psutil.process_iter(["cmdline", "environ", "ppid"]):
         env, cmd = proc.info["environ"] or {}, proc.info["cmdline"] or []
-        if env.get("SWEEPBOT_DATA_DIR") == str(data_dir) and cmd[1:3] == ["-m", "app"]:
-            found.append(cmd[3:])
-    return found
+        if env.get("SWEEPBOT_DATA_DIR") == str(data_dir):
+            ours.add(proc.pid)
+            if cmd[1:3] == ["-m", "app"]:
+                found.append(cmd[3:])
+        elif cmd and (title := _CELERY_TITLE.match(" ".join(cmd))):
+            titled.append((proc.info["ppid"], title.group(1).split()))
+    return found + [cmd for ppid, cmd in titled if ppid in ours]
 
 
 def _wait_for_status_comment(port: int, sim_port: int) -> None:
