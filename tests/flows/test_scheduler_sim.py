@@ -20,6 +20,7 @@ from app.flows.sweeprequest import SweepRequest, request_sweep
 from app.flows.tick import tick
 from app.models.sweeps import JobState, SweepJob
 from app.store import reuse
+from sim.naming import point_identity
 from sim.scenario import SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -109,7 +110,6 @@ def _request(bot: dict[str, Any], s: Any, conc: tuple[int, ...]) -> SweepRequest
     )
 
 
-@pytest.mark.xfail(strict=False, reason="open: sim rows lack the bot result-name (note)")
 def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
     factory = bot["factory"]
     with factory() as s:
@@ -133,7 +133,7 @@ def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
         names = {j.result_name for j in jobs}
     with bot["sim"].world.lock:
         ran = [j.point for j in bot["sim"].world.jobs.values() if j.point]
-    throughput = [p["result-name"] for p in ran if not p["eval-only"]]
+    throughput = [point_identity(p) for p in ran if not p.get("eval-only")]
     assert set(throughput) == names and len(throughput) == len(names)  # every point ran exactly once
     # ... and no eval-only job ran: the real e2e-tests.yml's `eval /` matrix never expands, each run
     # has that caller's failed job instead (tests/sim/test_eval_matrix.py)
@@ -148,7 +148,6 @@ def test_full_sweep_on_the_sim_respects_capacity(bot: dict[str, Any]) -> None:
         assert {j.conclusion for j in bot["sim"].world.jobs.values() if j.name == "eval /"} == {"failure"}
 
 
-@pytest.mark.xfail(strict=False, reason="open: sim rows lack the bot result-name (note)")
 def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.MonkeyPatch) -> None:
     factory = bot["factory"]
     skipped: set[str] = set()
@@ -180,7 +179,7 @@ def test_cancel_and_reuse_on_the_sim(bot: dict[str, Any], settings_env: pytest.M
         time.sleep(0.02)
     assert _sim_in_flight(bot["sim"], "mi355x") == 0
     with bot["sim"].world.lock:
-        ran = {j.point["result-name"] for j in bot["sim"].world.jobs.values() if j.point}
+        ran = {point_identity(j.point) for j in bot["sim"].world.jobs.values() if j.point}
     assert not (ran & skipped)
 
 
@@ -201,11 +200,18 @@ def test_runner_lost_is_retried_on_the_sim(bot: dict[str, Any]) -> None:
     ("key", "label", "conc"),
     [
         ("dsv4-fp4-mi355x-atom-disagg", "mi355x", ()),
-        ("kimik2.5-fp4-mi355x-vllm-agentic", "mi355x", (32, 40)),
+        pytest.param(
+            "kimik2.5-fp4-mi355x-vllm-agentic",
+            "mi355x",
+            (32, 40),
+            # issue 28, open: one of the dispatch's agentic jobs is not assigned to its point (the
+            # slot-rank disagreement tests/core/test_dispatch_jobs.py names), so it fails as a run
+            # failure without a job
+            marks=pytest.mark.xfail(strict=True, reason="agentic dispatch slots: bot and sim disagree"),
+        ),
     ],
     ids=["multi-node", "agentic"],
 )
-@pytest.mark.xfail(strict=False, reason="open: sim rows lack the bot result-name (note)")
 def test_sweep_of_a_multinode_or_agentic_key_runs_and_tracks_every_row(
     bot: dict[str, Any], key: str, label: str, conc: tuple[int, ...]
 ) -> None:
@@ -230,7 +236,7 @@ def test_sweep_of_a_multinode_or_agentic_key_runs_and_tracks_every_row(
         assert {j.state for j in jobs} == {JobState.SUCCEEDED}, [(j.state, j.reason) for j in jobs]
         names = {j.result_name for j in jobs}
     with bot["sim"].world.lock:
-        ran = [j.point["result-name"] for j in bot["sim"].world.jobs.values() if j.point]
+        ran = [point_identity(j.point) for j in bot["sim"].world.jobs.values() if j.point]
     assert set(ran) == names and len(ran) == len(names)
     with bot["sim"].world.lock:
         commands = [str(r.inputs["generate-cli-command"]) for r in bot["sim"].world.runs.values()]
