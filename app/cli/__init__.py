@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import os
@@ -483,18 +484,21 @@ def _with_metavars(command: Any) -> Any:
     """Help in the usual Unix style: ``FILE KEY`` for arguments and ``--seq SEQ`` for options
     (a parameter's upper-cased name unless it names its own metavar), no ``<str>``/``{file}``."""
 
-    def usage_name(param: Any) -> Any:
-        return lambda: param.metavar if param.required else f"[{param.metavar}]"
+    def usage_pieces(param: Any) -> Any:
+        return lambda ctx: [param.metavar if param.required else f"[{param.metavar}]"]
 
-    def no_type(ctx: Any) -> str:
+    def no_type(param: Any, ctx: Any) -> str:
         return ""
 
     for param in command.params:
         if isinstance(param, TyperArgument):
             if param.metavar is None:
                 param.metavar = (param.name or "ARG").upper()
-            setattr(param, "_usage_display_name", usage_name(param))  # noqa: B010 (instance override)
-            setattr(param, "display_type_rich", no_type)  # noqa: B010 (the name column says it)
+            setattr(param, "get_usage_pieces", usage_pieces(param))  # noqa: B010 (instance override)
+            # The help's type column (`<path>`, `<str>`): none, the name column says it. Its own
+            # copy of the type (click.STRING is shared), converting as before.
+            param.type = copy.copy(param.type)
+            setattr(param.type, "get_metavar", no_type)  # noqa: B010 (instance override)
         elif isinstance(param, TyperOption) and param.is_flag:
             param.metavar = ""  # a flag takes no value: show none
         elif isinstance(param, TyperOption) and param.metavar is None:
