@@ -10,13 +10,10 @@ import signal
 import socket
 import sys
 from enum import StrEnum
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from typer.core import TyperArgument, TyperOption
 
 from app.cli.errors import (
@@ -29,6 +26,8 @@ from app.cli.errors import (
 )
 
 if TYPE_CHECKING:  # types only: the offline tools (recipe, gap) never load the settings (bench/cli.py)
+    from rich.console import Console
+
     from app.settings import Settings
 
 cli = typer.Typer(
@@ -41,8 +40,25 @@ deliveries_app = typer.Typer(help="Stored webhook deliveries.", no_args_is_help=
 cli.add_typer(db_app, name="db")
 cli.add_typer(deliveries_app, name="deliveries")
 
-console = Console()
-err = Console(stderr=True)
+
+class _LazyConsole:
+    """A rich Console made on first use: the offline tools print through typer and never pay for
+    importing rich (bench/cli.py); typer loads it itself for help and usage errors."""
+
+    def __init__(self, *, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console  # lazy: not for the offline tools (start-up)
+
+            self._console = Console(stderr=self._stderr)
+        return getattr(self._console, name)
+
+
+console: Any = _LazyConsole()
+err: Any = _LazyConsole(stderr=True)
 
 
 def _fail(line: str) -> typer.Exit:
@@ -340,6 +356,8 @@ def deliveries_list(
         typer.echo(json.dumps(rows, indent=2))
         return
     short = short_ids([r["id"] for r in rows])
+    from rich.table import Table  # lazy: not for the offline tools (start-up)
+
     table = Table("id", "event", "action", "repo", "status", "attempts", "error")
     table.columns[0].no_wrap = True
     for r in rows:
@@ -471,13 +489,16 @@ elif _FIRST not in SERVICE_COMMANDS or "--help" in sys.argv:
 # simulator; `demo` and `sim` only with ``tools``). A product command (`recipe`, `gap` ...) loads none.
 # An install without that package (the Docker image) has none of them.
 EXTENSIONS = "sweepbot.commands"
-for _ep in entry_points(group=EXTENSIONS) if _FIRST not in CAPABILITIES else ():
-    try:
-        _ep.load()(cli, TOOLS)
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] != _ep.value.split(".")[0]:
-            raise  # the package is there and broken: say so
-        continue  # the entry point's package is not installed here
+if _FIRST not in CAPABILITIES:
+    from importlib.metadata import entry_points  # lazy: 15 ms the offline tools never need (start-up)
+
+    for _ep in entry_points(group=EXTENSIONS):
+        try:
+            _ep.load()(cli, TOOLS)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] != _ep.value.split(".")[0]:
+                raise  # the package is there and broken: say so
+            continue  # the entry point's package is not installed here
 
 
 def _with_metavars(command: Any) -> Any:
