@@ -232,11 +232,12 @@ def _reached_unread(plan: list[Release], queue: QueuedOnLabel) -> bool:
     return any(used.get(sid, 0) >= read[sid] for sid in queue.unread)
 
 
-# Sweeps read at first (in serving order), at least, and as many more as free slots: a plan serves
-# a sweep a turn and each release takes a slot; more are read (this many times more) when the plan
-# went past the last one read (held heads, reused or finished sweeps).
+# Sweeps read at first (in serving order): this many, and as many more as free slots (a plan serves
+# a sweep a turn and each release takes a slot). When the plan goes past them (held heads, reused
+# or finished sweeps) every sweep is read: then the plan reaches most of them (with slots left that
+# no head fits, it holds every sweep in turn), and a second, larger page cost more than it saved
+# (docs/benchmarks.md, "Tick").
 FIRST_SWEEPS = 8
-MORE_SWEEPS = 4
 
 
 def _planned(
@@ -245,23 +246,29 @@ def _planned(
     """The plan over the sweeps it can reach and, of each, the dispatch groups the free slots
     reach; or over the whole queue when those did not suffice.
 
-    Sweeps are read a page at a time in serving order (``sweeps_in_serving_order``) until the plan
-    ends among them (no room left: ``plan_release_prefix``), so a tick's cost follows what it can
-    release, not the number of sweeps queued. Of each sweep, its groups go out in order while they
-    fit (one wider than the label alone; with the ``"auto"`` overcommit, while one slot is free)
-    and it is held at the first that does not, so those groups decide it, unless stored results
-    answer a run of its heads (``_reached_unread``). A canary read with anything unread (its turn
-    counts the real work queued behind every sweep) makes the tick read the whole queue."""
+    Sweeps are read in serving order (``sweeps_in_serving_order``), a page of them, and the plan
+    over them kept when it ends among them (no room left: ``plan_release_prefix``), so a tick's cost
+    follows what it can release, not the number of sweeps queued; past those, every sweep is read.
+    Of each sweep, its groups go out in order while they fit (one wider than the label alone; with
+    the ``"auto"`` overcommit, while one slot is free) and it is held at the first that does not,
+    so those groups decide it, unless stored results answer a run of its heads
+    (``_reached_unread``). A canary read with anything unread (its turn counts the real work queued
+    behind every sweep) makes the tick read the whole queue."""
     view = LabelView(label, capacity, in_flight, overcommit=overcommit)
-    page = FIRST_SWEEPS + max(0, view.room)
-    ids: list[int] = []
     known: dict[int, Any] = {}
-    while True:
-        more = sweeps_in_serving_order(session, label, offset=len(ids), limit=page)
-        ids += more
-        every_sweep = len(more) < page
+    ids: list[int] = []
+    for page in (FIRST_SWEEPS + max(0, view.room), None):  # None: every sweep
+        every_sweep = page is None
+        if page is not None:
+            more = sweeps_in_serving_order(session, label, offset=len(ids), limit=page)
+            ids += more
+            every_sweep = len(more) < page
         queue = queued_on_label(
-            session, label, free=view.room, auto_overcommit=overcommit == AUTO, sweeps=ids
+            session,
+            label,
+            free=view.room,
+            auto_overcommit=overcommit == AUTO,
+            sweeps=None if page is None else ids,
         )
         if any(s.reason == CANARY_REASON for s in queue.sweeps.values()) and (
             queue.unread or not every_sweep
@@ -269,7 +276,6 @@ def _planned(
             break
         plan, known, past_last = _plan(session, label, queue, capacity, in_flight, overcommit, known)
         if past_last and not every_sweep:
-            page *= MORE_SWEEPS
             continue
         if not _reached_unread(plan, queue):
             return queue, plan, known

@@ -165,6 +165,21 @@ def sweeps_in_serving_order(session: Session, label: str, *, offset: int, limit:
     return [int(i) for i in session.scalars(stmt)]
 
 
+def _queued_on(label: str, sweeps: Collection[int] | None) -> tuple[Any, ...]:
+    """The queued jobs on ``label`` (of ``sweeps`` only, when given)."""
+    if sweeps is None:
+        return (SweepJob.runner_label == label, SweepJob.state == JobState.QUEUED)
+    # A page of sweeps: found by sweep (ix_sweep_jobs_sweep_position), not by scanning the label's
+    # whole queue (ix_sweep_jobs_label_state), which SQLite's planner prefers for its two equalities
+    # unless they cannot use it: `label || ''` and `state || ''` compare the same, unindexed.
+    return (
+        Sweep.id.in_(sorted(sweeps)),
+        SweepJob.sweep_id.in_(sorted(sweeps)),
+        SweepJob.runner_label.concat("") == label,
+        SweepJob.state.concat("") == JobState.QUEUED,
+    )
+
+
 def queued_on_label(
     session: Session,
     label: str,
@@ -201,12 +216,7 @@ def queued_on_label(
             func.max(SweepJob.slots).over(partition_by=group).label("cost"),
         )
         .join(Sweep, Sweep.id == SweepJob.sweep_id)
-        .where(
-            SweepJob.runner_label == label,
-            SweepJob.state == JobState.QUEUED,
-            Sweep.state == SweepState.ACTIVE,
-            true() if sweeps is None else SweepJob.sweep_id.in_(sorted(sweeps)),
-        )
+        .where(*_queued_on(label, sweeps), Sweep.state == SweepState.ACTIVE)
         .subquery()
     )
     j = jobs.c

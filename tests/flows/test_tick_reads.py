@@ -242,12 +242,11 @@ def _many_sweeps(s: Session, rng: random.Random, canary: bool) -> int:
 def test_the_plan_over_the_sweeps_read_is_the_plan_over_all_of_them(
     db_session: Session, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The tick reads sweeps a page at a time in serving order until its plan ends among them; small
-    # pages here, so that most plans end before the last sweep and some go past a page or two.
+    # The tick reads a page of sweeps in serving order and keeps the plan when it ends among them;
+    # small pages here, so that half the plans end before the last sweep and the rest go past it.
     rng = random.Random(1000 + seed)
     with_work = _many_sweeps(db_session, rng, canary=seed % 6 == 0)
     monkeypatch.setattr(tick, "FIRST_SWEEPS", 1 + seed % 3)
-    monkeypatch.setattr(tick, "MORE_SWEEPS", 2)
     whole = queued_on_label(db_session, LABEL)
     # the order sweeps are read in is the order the whole queue serves them in
     served = list(dict.fromkeys(row.sweep_id for row in whole.rows))
@@ -279,7 +278,7 @@ def test_the_tick_reads_only_the_sweeps_its_plan_reaches(db_session: Session) ->
     assert len(queue.sweeps) == tick.FIRST_SWEEPS + 9 < 40
     assert len(known) == len(queue.sweeps)  # a reuse lookup per sweep read, not per sweep queued
     # with no overcommit the plan holds every sweep after the two it releases (one slot stays
-    # free): it reaches them all, and reads them all, in growing pages
+    # free): it reaches them all, and reads them all after the first page
     queue, plan, _ = tick._planned(db_session, LABEL, 9, 0, 0)
     assert [s.action for s in plan] == ["dispatch"] * 2 + ["hold"] * 38
     assert len(queue.sweeps) == 40 and plan == _whole(db_session, 9, 0, 0)
