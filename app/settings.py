@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.core.sweepspec import DispatchTemplates
+
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the message names the variable and the fix."""
@@ -26,6 +28,9 @@ def _split_csv(value: object) -> object:
 
 def _parts(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
+
+
+_DISPATCH = DispatchTemplates()
 
 
 class Settings(BaseSettings):
@@ -95,12 +100,10 @@ class Settings(BaseSettings):
     delivery_lease_seconds: float = 300.0  # a claimed delivery not finished by then is taken again
 
     # Dispatch target of benchmark runs: configuration, not code.
-    dispatch_workflow: str = "e2e-tests.yml"
-    dispatch_ref: str = "{head_ref}"
-    dispatch_inputs: str = (
-        '{"generate-cli-command": "test-config --config-files {config_file} --config-keys {key}'
-        ' --conc {conc}{evals}", "ref": "{head_sha}", "test-name": "{run_name}"}'
-    )
+    # (their defaults are app.core.sweepspec.DispatchTemplates', which `recipe dispatch` reads alone)
+    dispatch_workflow: str = _DISPATCH.dispatch_workflow
+    dispatch_ref: str = _DISPATCH.dispatch_ref
+    dispatch_inputs: str = _DISPATCH.dispatch_inputs
     runner_capacity: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)
     job_timeout_seconds: float = 6 * 3600.0
     # A followed run's row (dispatch_runs) is deleted by the repair poll this long after the run

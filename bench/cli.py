@@ -6,7 +6,12 @@ imports none of the service (no web framework, ORM, broker, simulator; tests/cli
 checks the import set). The baseline is `python -c pass` measured in the same run, so the ratio
 says what the tool adds over starting Python on this machine, whatever its load.
 
-    .venv/bin/python bench/cli.py [--calls 5] [--limit 0.3]
+    .venv/bin/python bench/cli.py [--calls 5] [--limit 0.3] [--before DIR [--before-path P]]
+
+``--before DIR`` also times the code of another checkout (e.g. main's worktree) in the same run,
+its calls interleaved with this code's so both see the same load; ``--before-path`` puts a
+folder ahead of site-packages for it (main ran with typer 0.29: ``pip install --no-deps --target
+P typer==0.29.2``).
 """
 
 from __future__ import annotations
@@ -56,11 +61,12 @@ def calls(results: Path) -> dict[str, list[str]]:
     }
 
 
-def cpu_of(args: list[str]) -> float:
-    """CPU seconds (user + system) of one child running ``python *args`` (it must succeed)."""
+def cpu_of(args: list[str], root: Path = ROOT, path: str = "") -> float:
+    """CPU seconds (user + system) of one child running ``python *args`` on the code at ``root``
+    (``path``: folders ahead of it on sys.path); it must succeed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (path, str(root)) if p)}
+    done = subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed: {done.stderr.strip()[-400:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -71,19 +77,32 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5, help="calls per tool (the median is shown)")
     parser.add_argument("--limit", type=float, default=0.3, help="aim: CPU seconds per call")
+    parser.add_argument("--before", type=Path, help="another checkout to time in the same run")
+    parser.add_argument("--before-path", default="", help="sys.path folders ahead for --before")
     opts = parser.parse_args()
+    trees = {"after": (ROOT, "")}
+    if opts.before is not None:
+        trees = {"before": (opts.before.resolve(), opts.before_path), **trees}
     with tempfile.TemporaryDirectory() as tmp:
         planned = calls(write_results(Path(tmp)))
-        medians = {
-            name: statistics.median(cpu_of(args) for _ in range(opts.calls)) for name, args in planned.items()
-        }
-    base = medians["python -c pass (baseline)"]
-    print(f"{'call':<28} {'CPU s/call':>10} {'x baseline':>10}")
+        samples: dict[tuple[str, str], list[float]] = {(t, n): [] for t in trees for n in planned}
+        for _ in range(opts.calls):  # interleaved: every tree sees the same load
+            for name, args in planned.items():
+                for tree, (root, path) in trees.items():
+                    samples[tree, name].append(cpu_of(args, root, path))
+    medians = {key: statistics.median(values) for key, values in samples.items()}
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'call':<28}" + "".join(f" {t + ' s':>10} {'x base':>7}" for t in trees))
     worst = 0.0
-    for name, cpu in medians.items():
-        print(f"{name:<28} {cpu:>10.3f} {cpu / base if base else float('nan'):>10.1f}")
+    for name in planned:
+        row = f"{name:<28}"
+        for tree in trees:
+            cpu, base = medians[tree, name], medians[tree, "python -c pass (baseline)"]
+            row += f" {cpu:>10.3f} {cpu / base if base else float('nan'):>7.1f}"
+        print(row)
         if not name.endswith("(baseline)"):
-            worst = max(worst, cpu)
+            worst = max(worst, medians["after", name])
+    base = medians["after", "python -c pass (baseline)"]
     print(f"worst tool call {worst:.3f} s CPU (aim < {opts.limit} s); baseline {base:.3f} s")
     return 0 if worst < opts.limit else 1
 

@@ -17,6 +17,14 @@ queries, and only the jobs the plan acts on loaded whole. Both must plan the sam
 
     .venv/bin/python bench/tick.py                      # queues of 100, 1,000 and 5,000 jobs
     .venv/bin/python bench/tick.py --sizes 200,2000 --repeat 5
+
+By number of sweeps (issue 29), at fixed reachable work: ``--sweeps 50,500,5000`` active sweeps of
+two concs each (2 dispatches of 4 runners, 8 jobs), as many finished ones, the same 9 runners (a
+tick releases three dispatches, or two with ``--overcommit 0``). ``main`` is main's reader before
+the sweeps were read a page at a time (every sweep's first groups read, every sweep's head looked
+up, the plan over all of them), copied here; ``paged`` is this code. Both must plan the same.
+
+    .venv/bin/python bench/tick.py --sizes '' --sweeps 50,500,5000 --repeat 5 [--overcommit 0]
 """
 
 from __future__ import annotations
@@ -161,6 +169,91 @@ def baseline_claim_label(session: Any, gw: Any, label: str, repo: str, result: A
     return claimed
 
 
+# ------------------------------------------------------------ main's reader (before paging sweeps), copied
+
+
+def _main_plan(
+    session: Any, label: str, queue: Any, capacity: int, in_flight: int, overcommit: Any = 0
+) -> tuple[list[Any], dict[int, Any]]:
+    from app.core.release import plan_release
+    from app.flows.tick import _canary_hours, _look_up, _queue
+    from app.models.sweeps import CANARY_REASON
+
+    rows, sweeps = queue.rows, queue.sweeps
+    by_id = {row.job_id: row for row in rows}
+    hours = {s.repo: _canary_hours(session, s.repo) for s in sweeps.values() if s.reason == CANARY_REASON}
+    known: dict[int, Any] = {}
+    per_sweep: dict[int, list[Any]] = {}
+    for row in rows:
+        per_sweep.setdefault(row.sweep_id, []).append(row)
+    _look_up(session, [queued[0] for queued in per_sweep.values()], sweeps, known)
+    queues = {sid: _queue(sweeps[sid], queued, known) for sid, queued in per_sweep.items()}
+    while True:
+        plan = plan_release(
+            list(queues.values()), capacity, in_flight, label=label, canary_hours=hours, overcommit=overcommit
+        )
+        if not plan or plan[-1].action != "check":
+            return plan, known
+        asked = by_id[plan[-1].job_ids[0]]
+        _look_up(session, [asked], sweeps, known)
+        queues[asked.sweep_id] = _queue(sweeps[asked.sweep_id], per_sweep[asked.sweep_id], known)
+
+
+def main_planned(session: Any, label: str, capacity: int, in_flight: int, overcommit: Any = 0) -> Any:
+    """app.flows.tick._planned of main before this change: every sweep's first groups, all planned."""
+    from app.core.release_policy import AUTO, LabelView
+    from app.flows.tick import _reached_unread
+    from app.models.sweeps import CANARY_REASON
+    from app.store.jobs import queued_on_label
+
+    view = LabelView(label, capacity, in_flight, overcommit=overcommit)
+    queue = queued_on_label(session, label, free=view.room, auto_overcommit=overcommit == AUTO)
+    canary = any(s.reason == CANARY_REASON for s in queue.sweeps.values())
+    if not (queue.unread and canary):
+        plan, known = _main_plan(session, label, queue, capacity, in_flight, overcommit)
+        if not _reached_unread(plan, queue):
+            return queue, plan, known
+    queue = queued_on_label(session, label)
+    return queue, *_main_plan(session, label, queue, capacity, in_flight, overcommit)
+
+
+def main_newest_reusable(session: Any, keys: Any, *, evals: bool = False) -> dict[Any, Any]:
+    """app.store.results.newest_reusable of main: the row-value IN alone (SQLite scans every result)."""
+    from sqlalchemy import select, tuple_
+
+    from app.models.results import EvalResult, Result
+    from app.store.results import REUSE_CHUNK
+
+    model: Any = EvalResult if evals else Result
+    wanted = sorted(set(keys))
+    found: dict[Any, Any] = {}
+    for start in range(0, len(wanted), REUSE_CHUNK):
+        chunk = wanted[start : start + REUSE_CHUNK]
+        rows = session.scalars(
+            select(model)
+            .where(tuple_(model.image, model.fingerprint, model.result_name).in_(chunk))
+            .order_by(model.id.desc())
+        ).all()
+        for row in rows:
+            found.setdefault((row.image, row.fingerprint, row.result_name), row)
+    return found
+
+
+def main_claim_label(session: Any, gw: Any, label: str, repo: str, result: Any) -> list[Any]:
+    """This code's app.flows.tick._claim_label with main's reader (``main_planned``) and reuse
+    lookup (``main_newest_reusable``); the claims are the same code. (The sweeps' serving index of
+    migration 0025 is there for both: main's queries do not use it.)"""
+    from app.flows import tick
+    from app.store import reuse
+
+    paged, lookup = tick._planned, reuse.newest_reusable
+    tick._planned, reuse.newest_reusable = main_planned, main_newest_reusable
+    try:
+        return tick._claim_label(session, gw, label, repo, result)
+    finally:
+        tick._planned, reuse.newest_reusable = paged, lookup
+
+
 # ------------------------------------------------------------------ the database
 
 
@@ -192,65 +285,86 @@ def _point(image_tag: int, seq: str, tp: int, conc: int) -> dict[str, Any]:
 
 def fill(factory: Any, queued: int) -> None:
     """``queued`` jobs in ``queued / 40`` active sweeps, as many finished, results of other images."""
+    fill_sweeps(factory, max(1, queued // (len(CONCS) * len(SPACES))), CONCS)
+
+
+def fill_sweeps(factory: Any, active: int, concs: tuple[int, ...]) -> None:
+    """``active`` sweeps of ``concs`` x SPACES queued jobs (a dispatch per conc), as many finished
+    ones (their jobs succeeded, their results stored: every reuse lookup searches and misses).
+    Bulk inserts: 5,000 sweeps' worth in seconds."""
+    from sqlalchemy import insert
+
     from app.models.results import Result
     from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
 
-    per_sweep = len(CONCS) * len(SPACES)
-    with factory() as s:
-        for n in range(2 * max(1, queued // per_sweep)):
-            active = n % 2 == 0  # every other sweep is history: done, its jobs succeeded
-            sweep = Sweep(
-                repo=REPO,
-                pr_number=1000 + n,
-                head_sha=f"{n:040x}",
-                head_ref=f"bench-{n}",
-                base_ref="main",
-                config_key="minimaxm3-fp4-mi355x-vllm",
-                image=f"vllm/vllm-openai-rocm:nightly-{n}",
-                fingerprint=f"{n:016x}",
-                points_digest=f"{n:064x}",
-                requested_by="bench",
-                reason="api",
-                priority=3 if n % 10 == 8 else 5,
-                state=SweepState.ACTIVE if active else SweepState.DONE,
-            )
-            s.add(sweep)
-            s.flush()
-            pos = 0
-            for conc in CONCS:
-                for seq, tp in SPACES:
-                    point = _point(n, seq, tp, conc)
-                    s.add(
-                        SweepJob(
-                            sweep_id=sweep.id,
-                            position=pos,
-                            point=point,
-                            result_name=point["result-name"],
-                            runner_label=LABEL,
-                            seq=seq,
-                            conc=conc,
-                            tp=tp,
-                            group_key=f"conc={conc}",
-                            slots=len(SPACES),
-                            state=JobState.QUEUED if active else JobState.SUCCEEDED,
-                        )
+    sweeps, jobs, results = [], [], []
+    for n in range(2 * active):
+        is_active = n % 2 == 0  # every other sweep is history: done, its jobs succeeded
+        sweeps.append(
+            {
+                "id": n + 1,
+                "repo": REPO,
+                "pr_number": 1000 + n,
+                "head_sha": f"{n:040x}",
+                "head_ref": f"bench-{n}",
+                "base_ref": "main",
+                "config_key": "minimaxm3-fp4-mi355x-vllm",
+                "image": f"vllm/vllm-openai-rocm:nightly-{n}",
+                "fingerprint": f"{n:016x}",
+                "points_digest": f"{n:064x}",
+                "requested_by": "bench",
+                "reason": "api",
+                "priority": 3 if n % 10 == 8 else 5,
+                "state": SweepState.ACTIVE if is_active else SweepState.DONE,
+            }
+        )
+        pos = 0
+        for conc in concs:
+            for seq, tp in SPACES:
+                point = _point(n, seq, tp, conc)
+                jobs.append(
+                    {
+                        "sweep_id": n + 1,
+                        "position": pos,
+                        "point": point,
+                        "result_name": point["result-name"],
+                        "runner_label": LABEL,
+                        "seq": seq,
+                        "conc": conc,
+                        "tp": tp,
+                        "group_key": f"conc={conc}",
+                        "slots": len(SPACES),
+                        "state": JobState.QUEUED if is_active else JobState.SUCCEEDED,
+                    }
+                )
+                if not is_active:
+                    results.append(
+                        {
+                            "result_name": point["result-name"],
+                            "config_key": point["config-key"],
+                            "image": f"vllm/vllm-openai-rocm:nightly-{n}",
+                            "fingerprint": f"{n:016x}",
+                            "conc": conc,
+                            "tp": tp,
+                            "pp": 1,
+                            "ep": 1,
+                            "schema": "raw",
+                        }
                     )
-                    if not active:
-                        s.add(
-                            Result(
-                                result_name=point["result-name"],
-                                config_key=point["config-key"],
-                                image=sweep.image,
-                                fingerprint=sweep.fingerprint,
-                                conc=conc,
-                                tp=tp,
-                                pp=1,
-                                ep=1,
-                                schema="raw",
-                            )
-                        )
-                    pos += 1
+                pos += 1
+    with factory() as s:
+        s.execute(insert(Sweep), sweeps)
+        s.execute(insert(SweepJob), jobs)
+        s.execute(insert(Result), results)
         s.commit()
+
+
+class NoContract:
+    """The tick's gateway here: the repo has no priority-scheduler contract (a plain label), and
+    the capacity comes from SWEEPBOT_RUNNER_CAPACITY; nothing else is asked of GitHub."""
+
+    def get_repo_variable(self, repo: str, name: str) -> str | None:
+        return None
 
 
 def timed(factory: Any, claim: Any, repeat: int) -> tuple[float, list[str]]:
@@ -260,16 +374,19 @@ def timed(factory: Any, claim: Any, repeat: int) -> tuple[float, list[str]]:
     for _ in range(repeat):
         with factory() as s:
             started = time.perf_counter()
-            claims = claim(s, None, LABEL, REPO, TickResult())
+            claims = claim(s, NoContract(), LABEL, REPO, TickResult())
             times.append(time.perf_counter() - started)
             names = [c.run_name for c in claims]
             s.rollback()
     return statistics.median(times), names
 
 
-def measure(size: int, repeat: int) -> tuple[float, float, list[str]]:
+def measure(
+    populate: Any, claims: dict[str, Any], repeat: int, what: str
+) -> tuple[dict[str, float], list[str]]:
+    """Median ms of each ``claims`` (name -> a _claim_label) on a database ``populate`` filled;
+    every one must release the same runs. Their runs interleave (one of each in turn)."""
     from app import db
-    from app.flows import tick
     from app.migrate import upgrade
     from app.settings import reset_settings_cache
     from app.store.runnerlabels import ensure_label
@@ -282,13 +399,18 @@ def measure(size: int, repeat: int) -> tuple[float, float, list[str]]:
         reset_settings_cache()
         upgrade(os.environ["SWEEPBOT_DATABASE_URL"])
         factory = db.session_factory()
-        fill(factory, size)
+        populate(factory)
         ensure_label(factory, LABEL)
-        old, old_names = timed(factory, baseline_claim_label, repeat)
-        new, new_names = timed(factory, tick._claim_label, repeat)
-        if old_names != new_names:
-            raise SystemExit(f"queue {size}: the plans differ: {old_names} vs {new_names}")
-        return old, new, new_names
+        samples: dict[str, list[float]] = {name: [] for name in claims}
+        released: dict[str, list[str]] = {}
+        for _ in range(repeat):
+            for name, claim in claims.items():
+                took, released[name] = timed(factory, claim, 1)
+                samples[name].append(took)
+        first = next(iter(released.values()))
+        if any(names != first for names in released.values()):
+            raise SystemExit(f"{what}: the plans differ: {released}")
+        return {name: statistics.median(v) * 1000 for name, v in samples.items()}, first
     finally:
         db.dispose_engines()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -299,19 +421,53 @@ def main(argv: list[str] | None = None) -> int:
 
     import structlog
 
+    from app.flows import tick
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,1000,5000", help="queued jobs, comma-separated")
+    parser.add_argument("--sizes", default="100,1000,5000", help="queued jobs, comma-separated ('' none)")
+    parser.add_argument("--sweeps", default="", help="active sweeps of 2 concs each, comma-separated")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--overcommit", default="auto", help="SWEEPBOT_RUNNER_OVERCOMMIT (auto, 0, N)")
     args = parser.parse_args(argv)
-    os.environ.update({"SWEEPBOT_LOG_LEVEL": "WARNING", "SWEEPBOT_RUNNER_CAPACITY": f"{LABEL}=9"})
+    os.environ.update(
+        {
+            "SWEEPBOT_LOG_LEVEL": "WARNING",
+            "SWEEPBOT_RUNNER_CAPACITY": f"{LABEL}=9",
+            "SWEEPBOT_RUNNER_OVERCOMMIT": args.overcommit,
+        }
+    )
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    print(f"{'queued jobs':>12s}{'baseline ms':>14s}{'batched ms':>13s}{'ratio':>8s}  released")
-    for size in (int(x) for x in args.sizes.split(",")):
-        old, new, names = measure(size, args.repeat)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; overcommit {args.overcommit}")
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    if sizes:
+        print(f"{'queued jobs':>12s}{'baseline ms':>14s}{'batched ms':>13s}{'ratio':>8s}  released")
+    for size in sizes:
+        ms, names = measure(
+            lambda f, n=size: fill(f, n),
+            {"baseline": baseline_claim_label, "batched": tick._claim_label},
+            args.repeat,
+            f"queue {size}",
+        )
+        old, new = ms["baseline"], ms["batched"]
+        print(f"{size:>12,d}{old:>14.1f}{new:>13.1f}{new / old:>8.3f}  {', '.join(names)}", flush=True)
+    counts = [int(x) for x in args.sweeps.split(",") if x]
+    if counts:
+        print(f"{'sweeps':>8s}{'queued':>9s}{'main ms':>10s}{'paged ms':>10s}{'ratio':>8s}  released")
+    for count in counts:
+        concs = CONCS[:2]
+        ms, names = measure(
+            lambda f, n=count, c=concs: fill_sweeps(f, n, c),
+            {"main": main_claim_label, "paged": tick._claim_label},
+            args.repeat,
+            f"{count} sweeps",
+        )
+        old, new = ms["main"], ms["paged"]
+        queued = count * len(concs) * len(SPACES)
         print(
-            f"{size:>12,d}{old * 1000:>14.1f}{new * 1000:>13.1f}{new / old:>8.3f}  {', '.join(names)}",
+            f"{count:>8,d}{queued:>9,d}{old:>10.1f}{new:>10.1f}{new / old:>8.3f}  {', '.join(names)}",
             flush=True,
         )
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

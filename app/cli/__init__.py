@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import os
@@ -9,13 +10,10 @@ import signal
 import socket
 import sys
 from enum import StrEnum
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from typer.core import TyperArgument, TyperOption
 
 from app.cli.errors import (
@@ -28,6 +26,8 @@ from app.cli.errors import (
 )
 
 if TYPE_CHECKING:  # types only: the offline tools (recipe, gap) never load the settings (bench/cli.py)
+    from rich.console import Console
+
     from app.settings import Settings
 
 cli = typer.Typer(
@@ -40,8 +40,25 @@ deliveries_app = typer.Typer(help="Stored webhook deliveries.", no_args_is_help=
 cli.add_typer(db_app, name="db")
 cli.add_typer(deliveries_app, name="deliveries")
 
-console = Console()
-err = Console(stderr=True)
+
+class _LazyConsole:
+    """A rich Console made on first use: the offline tools print through typer and never pay for
+    importing rich (bench/cli.py); typer loads it itself for help and usage errors."""
+
+    def __init__(self, *, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console  # lazy: not for the offline tools (start-up)
+
+            self._console = Console(stderr=self._stderr)
+        return getattr(self._console, name)
+
+
+console: Any = _LazyConsole()
+err: Any = _LazyConsole(stderr=True)
 
 
 def _fail(line: str) -> typer.Exit:
@@ -339,6 +356,8 @@ def deliveries_list(
         typer.echo(json.dumps(rows, indent=2))
         return
     short = short_ids([r["id"] for r in rows])
+    from rich.table import Table  # lazy: not for the offline tools (start-up)
+
     table = Table("id", "event", "action", "repo", "status", "attempts", "error")
     table.columns[0].no_wrap = True
     for r in rows:
@@ -470,31 +489,37 @@ elif _FIRST not in SERVICE_COMMANDS or "--help" in sys.argv:
 # simulator; `demo` and `sim` only with ``tools``). A product command (`recipe`, `gap` ...) loads none.
 # An install without that package (the Docker image) has none of them.
 EXTENSIONS = "sweepbot.commands"
-for _ep in entry_points(group=EXTENSIONS) if _FIRST not in CAPABILITIES else ():
-    try:
-        _ep.load()(cli, TOOLS)
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] != _ep.value.split(".")[0]:
-            raise  # the package is there and broken: say so
-        continue  # the entry point's package is not installed here
+if _FIRST not in CAPABILITIES:
+    from importlib.metadata import entry_points  # lazy: 15 ms the offline tools never need (start-up)
+
+    for _ep in entry_points(group=EXTENSIONS):
+        try:
+            _ep.load()(cli, TOOLS)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] != _ep.value.split(".")[0]:
+                raise  # the package is there and broken: say so
+            continue  # the entry point's package is not installed here
 
 
 def _with_metavars(command: Any) -> Any:
     """Help in the usual Unix style: ``FILE KEY`` for arguments and ``--seq SEQ`` for options
     (a parameter's upper-cased name unless it names its own metavar), no ``<str>``/``{file}``."""
 
-    def usage_name(param: Any) -> Any:
-        return lambda: param.metavar if param.required else f"[{param.metavar}]"
+    def usage_pieces(param: Any) -> Any:
+        return lambda ctx: [param.metavar if param.required else f"[{param.metavar}]"]
 
-    def no_type(ctx: Any) -> str:
+    def no_type(param: Any, ctx: Any) -> str:
         return ""
 
     for param in command.params:
         if isinstance(param, TyperArgument):
             if param.metavar is None:
                 param.metavar = (param.name or "ARG").upper()
-            setattr(param, "_usage_display_name", usage_name(param))  # noqa: B010 (instance override)
-            setattr(param, "display_type_rich", no_type)  # noqa: B010 (the name column says it)
+            setattr(param, "get_usage_pieces", usage_pieces(param))  # noqa: B010 (instance override)
+            # The help's type column (`<path>`, `<str>`): none, the name column says it. Its own
+            # copy of the type (click.STRING is shared), converting as before.
+            param.type = copy.copy(param.type)
+            setattr(param.type, "get_metavar", no_type)  # noqa: B010 (instance override)
         elif isinstance(param, TyperOption) and param.is_flag:
             param.metavar = ""  # a flag takes no value: show none
         elif isinstance(param, TyperOption) and param.metavar is None:

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from app.core.emptymatrix import unexpanded_callers
 from app.core.recipes import (
@@ -34,6 +32,7 @@ from app.core.workflows import WorkflowFileError, dispatch_problems, dispatch_ti
 
 if TYPE_CHECKING:
     from app.flows.dispatchplan import PlannedDispatch
+# rich (Console, Table) is imported where a table is printed: `--json` and bump never load it.
 
 recipe_app = typer.Typer(
     help="Benchmark-repo files: plan a config key's sweep, bump its image pin, append to the perf-changelog.",
@@ -188,6 +187,9 @@ def _print_all_keys(plans: dict, as_json: bool) -> None:
     if as_json:
         _write_stdout(json.dumps(plans, indent=1) + "\n")
         return
+    from rich.console import Console  # lazy: only a table printed needs rich (start-up)
+    from rich.table import Table  # lazy: only a table printed needs rich (start-up)
+
     table = Table(title=f"{len(plans)} config keys", title_justify="left")
     for column in ("key", "rows", "evals", "error"):
         table.add_column(column, justify="right" if column in ("rows", "evals") else "left")
@@ -200,6 +202,9 @@ def _print_all_keys(plans: dict, as_json: bool) -> None:
 
 
 def _print_points(key: str, points: list, mode: str) -> None:
+    from rich.console import Console  # lazy: only a table printed needs rich (start-up)
+    from rich.table import Table  # lazy: only a table printed needs rich (start-up)
+
     evals = sum(1 for p in points if p.get("run-eval"))
     table = Table(
         title=f"{key}: {len(points)} points, {evals} with evals ({mode} eval mode)",
@@ -258,16 +263,16 @@ def dispatch(
     ] = False,
 ) -> None:
     """The workflow, ref and inputs of every dispatch the bot would make for a sweep of KEY."""
-    from app.core.sweepspec import SweepError  # lazy: loaded when the command runs (start-up)
+    from app.core.sweepspec import DispatchTemplates, SweepError  # lazy: when the command runs (start-up)
     from app.flows.dispatchplan import PLACEHOLDER_SHA, plan_dispatches  # lazy: start-up
-    from app.settings import SettingsError, get_settings  # lazy: loaded when the command runs (start-up)
 
     conc_filter = _parse_conc(conc)
     text = _read(file)
     root = _repo_root(file)
     config_file = _path_in_repo(file, root)
     try:
-        settings = get_settings()
+        # the SWEEPBOT_DISPATCH_* templates alone, not the settings (pydantic-settings: bench/cli.py)
+        settings = DispatchTemplates.from_environ(os.environ)
         wf_path = workflow_file or _checkout_workflow(root, settings.dispatch_workflow)
         planned = plan_dispatches(
             settings,
@@ -281,7 +286,7 @@ def dispatch(
             # slots leave out the matrix jobs the workflow never expands (app.core.emptymatrix)
             unexpanded=unexpanded_callers(_read(wf_path)) if wf_path is not None else frozenset(),
         )
-    except (RecipeError, SweepError, SettingsError) as exc:
+    except (RecipeError, SweepError) as exc:
         _fail(str(exc))
     if not planned:
         _fail(f"{key}: the plan has no points")
@@ -337,6 +342,8 @@ def _show_placeholder(planned: "list[PlannedDispatch]", placeholder: str) -> Non
 
 
 def _print_dispatches(key: str, planned: "list[PlannedDispatch]", checked: str) -> None:
+    from rich.console import Console  # lazy: only the text output needs rich (start-up)
+
     console = Console(width=220)
     total = sum(len(p.points) for p in planned)
     console.print(f"{key}: {total} point(s) in {len(planned)} dispatch(es); inputs {checked}")

@@ -35,11 +35,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
+from app.core.lazylog import get_logger
 from app.core.recipes.points import result_base
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)  # structlog, imported on the first line logged (app.core.lazylog)
 
 BMK_PREFIX = "bmk_"
 AGENTIC_BMK_PREFIX = "bmk_agentic_"

@@ -149,6 +149,30 @@ def plan_release(
 ) -> list[Release]:
     """The releases for one label now (see the module docstring); ``queues`` in serving order;
     ``capacity``: the label's runners; ``overcommit``: ``SWEEPBOT_RUNNER_OVERCOMMIT``."""
+    releases, _ = plan_release_prefix(
+        queues, capacity, in_flight, label=label, canary_hours=canary_hours, overcommit=overcommit
+    )
+    return releases
+
+
+def plan_release_prefix(
+    queues: Sequence[SweepQueue],
+    capacity: int,
+    in_flight: int,
+    *,
+    label: str = "",
+    canary_hours: Mapping[str, CanaryHours] | None = None,
+    overcommit: Overcommit = 0,
+) -> tuple[list[Release], bool]:
+    """``plan_release`` over the first sweeps of the serving order, and whether that is not enough.
+
+    The second value is True when the plan went round past the last of ``queues``: over a longer
+    list with these first, it would next serve a sweep not given (the next of the last priority
+    class in the first round, or of a later class), so the caller must give more. When False the
+    plan ended (no room left, or a reuse ``check``) before that and is the plan over any such
+    longer list: the sweeps after these change nothing (the tick reads the queue so, sweep by
+    sweep in serving order; canaries apart, whose turn counts the real work queued behind every
+    sweep)."""
     state = _State(
         queues={q.sweep_id: list(q.jobs) for q in queues},
         sweeps={q.sweep_id: q for q in queues},
@@ -157,7 +181,9 @@ def plan_release(
         capacity=capacity,
         overcommit=overcommit,
     )
-    for prio in sorted({q.priority for q in queues}):
+    classes = sorted({q.priority for q in queues})
+    past_last = False  # the first round of the last class went past its last sweep
+    for prio in classes:
         order = [q.sweep_id for q in queues if q.priority == prio]
         progress = True
         while progress and order:
@@ -168,14 +194,15 @@ def plan_release(
                     log.info(
                         "release_plan", label=label, outcome="needs a reuse lookup", why=state.out[-1].reason
                     )
-                    return state.out
+                    return state.out, past_last
                 if step == "released":
                     progress = True
                 if step in ("done", "held") or (step == "released" and not state.queues[sid]):
                     order.remove(sid)
                 if step == "released" and state.view().room <= 0:
-                    return _done(state, label, "no free slot left")
-    return _done(state, label, "nothing more queued that may go")
+                    return _done(state, label, "no free slot left"), past_last
+            past_last = past_last or prio == classes[-1]
+    return _done(state, label, "nothing more queued that may go"), True
 
 
 def _serve(state: _State, sid: int, label: str) -> str:

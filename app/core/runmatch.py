@@ -45,12 +45,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import structlog
-
 from app.core.failures import Failure, FailureClass
+from app.core.lazylog import get_logger
 from app.core.seqlen import seq_name
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)  # structlog, imported on the first line logged (app.core.lazylog)
 
 _FRAMEWORK_SHORT = {"sglang": "sgl", "dynamo-sglang": "dyn-sgl", "sglang-disagg": "sgl-disagg"}
 _JOB = re.compile(

@@ -47,11 +47,40 @@ class ListedJob(Protocol):
 
 class DispatchSettings(Protocol):
     """The settings a dispatch is rendered from (app.settings.Settings has them); the core takes
-    them as values and never loads settings itself."""
+    them as values and never loads settings itself (read only: DispatchTemplates is frozen)."""
 
-    dispatch_workflow: str
-    dispatch_ref: str
-    dispatch_inputs: str
+    @property
+    def dispatch_workflow(self) -> str: ...
+    @property
+    def dispatch_ref(self) -> str: ...
+    @property
+    def dispatch_inputs(self) -> str: ...
+
+
+DISPATCH_ENV_PREFIX = "SWEEPBOT_"
+
+
+@dataclass(frozen=True)
+class DispatchTemplates:
+    """The dispatch templates (SWEEPBOT_DISPATCH_*) and their defaults: the one definition
+    app.settings.Settings takes its fields' defaults from. `sweepbot recipe dispatch` reads them
+    with ``from_environ`` instead of building the settings (pydantic-settings: 80 ms of CPU,
+    bench/cli.py); tests/cli/test_cli_dispatch.py checks both read the same values."""
+
+    dispatch_workflow: str = "e2e-tests.yml"
+    dispatch_ref: str = "{head_ref}"
+    dispatch_inputs: str = (
+        '{"generate-cli-command": "test-config --config-files {config_file} --config-keys {key}'
+        ' --conc {conc}{evals}", "ref": "{head_sha}", "test-name": "{run_name}"}'
+    )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> DispatchTemplates:
+        """The templates ``environ`` sets, as the settings read them (the SWEEPBOT_ prefix, names
+        in any case; an unset one keeps its default)."""
+        names = {f"{DISPATCH_ENV_PREFIX}{name}".lower(): name for name in cls.__dataclass_fields__}
+        given = {names[k.lower()]: v for k, v in environ.items() if k.lower() in names}
+        return cls(**given)
 
 
 class SweepError(ValueError):

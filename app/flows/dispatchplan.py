@@ -14,10 +14,15 @@ from typing import Any
 
 from app.core.dispatchjobs import plan_dispatch_jobs
 from app.core.recipes.evals import parse_eval_mode, plan_with_evals
-from app.core.sweepspec import dispatch_eval_flags, group_fields, point_order, render_dispatch
+from app.core.sweepspec import (
+    DispatchSettings,
+    dispatch_eval_flags,
+    group_fields,
+    point_order,
+    render_dispatch,
+)
 from app.core.sweepspec import group_key as _group_key
 from app.core.sweepspec import point_seq as _point_seq
-from app.settings import Settings
 
 PLACEHOLDER_SHA = "0" * 40  # shown as <head-sha> when the caller gives none
 
@@ -45,7 +50,7 @@ class PlannedDispatch:
 
 
 def plan_dispatches(
-    settings: Settings,
+    settings: DispatchSettings,
     master: dict[str, Any],
     key: str,
     config_file: str,

@@ -25,7 +25,7 @@ import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.clock import aware, utcnow
-from app.core.release import CanaryHours, QueuedJob, Release, SweepQueue, plan_release
+from app.core.release import CanaryHours, QueuedJob, Release, SweepQueue, plan_release_prefix
 from app.core.release_policy import AUTO, CanaryRun, LabelView, Overcommit, pick_preemptions
 from app.core.routing import TransientError
 from app.core.runmatch import attempt_run_name
@@ -52,6 +52,7 @@ from app.store.jobs import (
     real_waiting_slots,
     requeue,
     running_canaries,
+    sweeps_in_serving_order,
 )
 from app.store.reports import mark_report_dirty
 from app.store.reuse import result_link
@@ -183,26 +184,29 @@ def _plan(
     capacity: int,
     in_flight: int,
     overcommit: Overcommit = 0,
-) -> tuple[list[Release], dict[int, Any]]:
-    """Plan the label's releases, looking up reuse for each job the plan reaches (``plan_release``)."""
+    known: dict[int, Any] | None = None,
+) -> tuple[list[Release], dict[int, Any], bool]:
+    """Plan the label's releases, looking up reuse for each job the plan reaches (``plan_release``);
+    ``known``: lookups made already (the tick plans again over a longer read). The third value:
+    the plan went past the last sweep read (``plan_release_prefix``)."""
     rows, sweeps = queue.rows, queue.sweeps
     by_id = {row.job_id: row for row in rows}
     hours = {s.repo: _canary_hours(session, s.repo) for s in sweeps.values() if s.reason == CANARY_REASON}
-    known: dict[int, Any] = {}  # job id -> the stored result that answers it, or None
+    known = {} if known is None else known  # job id -> the stored result that answers it, or None
     # Each sweep's first job is reached in the plan's first round: looked up up front, all at once,
     # so the plan is made once or twice, not once per sweep (a long queue made the tick quadratic);
     # after a lookup only that sweep's queue is made again.
     per_sweep: dict[int, list[QueuedRow]] = {}  # in serving order
     for row in rows:
         per_sweep.setdefault(row.sweep_id, []).append(row)
-    _look_up(session, [queued[0] for queued in per_sweep.values()], sweeps, known)
+    _look_up(session, [q[0] for q in per_sweep.values() if q[0].job_id not in known], sweeps, known)
     queues = {sid: _queue(sweeps[sid], queued, known) for sid, queued in per_sweep.items()}
     while True:
-        plan = plan_release(
+        plan, past_last = plan_release_prefix(
             list(queues.values()), capacity, in_flight, label=label, canary_hours=hours, overcommit=overcommit
         )
         if not plan or plan[-1].action != "check":
-            return plan, known
+            return plan, known, past_last
         asked = by_id[plan[-1].job_ids[0]]
         _look_up(session, [asked], sweeps, known)
         queues[asked.sweep_id] = _queue(sweeps[asked.sweep_id], per_sweep[asked.sweep_id], known)
@@ -228,25 +232,58 @@ def _reached_unread(plan: list[Release], queue: QueuedOnLabel) -> bool:
     return any(used.get(sid, 0) >= read[sid] for sid in queue.unread)
 
 
+# Sweeps read at first (in serving order): this many, and as many more as free slots (a plan serves
+# a sweep a turn and each release takes a slot). When the plan goes past them (held heads, reused
+# or finished sweeps) every sweep is read: then the plan reaches most of them (with slots left that
+# no head fits, it holds every sweep in turn), and a second, larger page cost more than it saved
+# (docs/benchmarks.md, "Tick").
+FIRST_SWEEPS = 8
+
+
 def _planned(
     session: Session, label: str, capacity: int, in_flight: int, overcommit: Overcommit = 0
 ) -> tuple[QueuedOnLabel, list[Release], dict[int, Any]]:
-    """The plan over the dispatch groups of each sweep it can reach with the free slots, or over the
-    whole queue when those did not suffice. A sweep's groups go out in order while they fit (one
-    wider than the label alone; with the ``"auto"`` overcommit, while one slot is free) and it is
-    held at the first that does not, so those groups decide it, unless stored results answer a run
-    of its heads (``_reached_unread``) or a canary waits (a canary's turn counts the real work queued
-    behind every sweep)."""
+    """The plan over the sweeps it can reach and, of each, the dispatch groups the free slots
+    reach; or over the whole queue when those did not suffice.
+
+    Sweeps are read in serving order (``sweeps_in_serving_order``), a page of them, and the plan
+    over them kept when it ends among them (no room left: ``plan_release_prefix``), so a tick's cost
+    follows what it can release, not the number of sweeps queued; past those, every sweep is read.
+    Of each sweep, its groups go out in order while they fit (one wider than the label alone; with
+    the ``"auto"`` overcommit, while one slot is free) and it is held at the first that does not,
+    so those groups decide it, unless stored results answer a run of its heads
+    (``_reached_unread``). A canary read with anything unread (its turn counts the real work queued
+    behind every sweep) makes the tick read the whole queue."""
     view = LabelView(label, capacity, in_flight, overcommit=overcommit)
-    queue = queued_on_label(session, label, free=view.room, auto_overcommit=overcommit == AUTO)
-    canary = any(s.reason == CANARY_REASON for s in queue.sweeps.values())
-    if not (queue.unread and canary):
-        plan, known = _plan(session, label, queue, capacity, in_flight, overcommit)
+    known: dict[int, Any] = {}
+    ids: list[int] = []
+    for page in (FIRST_SWEEPS + max(0, view.room), None):  # None: every sweep
+        every_sweep = page is None
+        if page is not None:
+            more = sweeps_in_serving_order(session, label, offset=len(ids), limit=page)
+            ids += more
+            every_sweep = len(more) < page
+        queue = queued_on_label(
+            session,
+            label,
+            free=view.room,
+            auto_overcommit=overcommit == AUTO,
+            sweeps=None if page is None else ids,
+        )
+        if any(s.reason == CANARY_REASON for s in queue.sweeps.values()) and (
+            queue.unread or not every_sweep
+        ):
+            break
+        plan, known, past_last = _plan(session, label, queue, capacity, in_flight, overcommit, known)
+        if past_last and not every_sweep:
+            continue
         if not _reached_unread(plan, queue):
             return queue, plan, known
         log.info("tick_reads_whole_queue", label=label, why="the plan reached jobs of a sweep not read")
+        break
     queue = queued_on_label(session, label)
-    return queue, *_plan(session, label, queue, capacity, in_flight, overcommit)
+    plan, known, _ = _plan(session, label, queue, capacity, in_flight, overcommit, known)
+    return queue, plan, known
 
 
 def _claim_label(

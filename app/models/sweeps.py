@@ -97,6 +97,8 @@ class Sweep(Base):
     __table_args__ = (
         Index("ix_sweeps_repo_pr_key", "repo", "pr_number", "config_key"),
         Index("ix_sweeps_state", "state"),
+        # the tick reads active sweeps a page at a time in serving order (sweeps_in_serving_order)
+        Index("ix_sweeps_serving", "state", "priority", "last_release", "id"),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, case, func, null, or_, select, true, update
+from sqlalchemy import and_, case, exists, func, null, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
@@ -147,8 +147,46 @@ class QueuedOnLabel(NamedTuple):
     unread: dict[int, int]  # sweep id -> the first position not read, of the sweeps read in part
 
 
+def sweeps_in_serving_order(session: Session, label: str, *, offset: int, limit: int) -> list[int]:
+    """Ids of the active sweeps with jobs queued on ``label``, in serving order (priority class,
+    the sweep served least recently, sweep id: the order ``queued_on_label`` gives their jobs in),
+    ``limit`` of them after the first ``offset``. The tick reads the queue so, a page of sweeps at
+    a time, until its plan ends among them (``app.core.release.plan_release_prefix``)."""
+    queued = exists().where(
+        SweepJob.sweep_id == Sweep.id, SweepJob.runner_label == label, SweepJob.state == JobState.QUEUED
+    )
+    stmt = (
+        select(Sweep.id)
+        .where(Sweep.state == SweepState.ACTIVE, queued)
+        .order_by(Sweep.priority, Sweep.last_release, Sweep.id)
+        .offset(offset)
+        .limit(limit)
+    )
+    return [int(i) for i in session.scalars(stmt)]
+
+
+def _queued_on(label: str, sweeps: Collection[int] | None) -> tuple[Any, ...]:
+    """The queued jobs on ``label`` (of ``sweeps`` only, when given)."""
+    if sweeps is None:
+        return (SweepJob.runner_label == label, SweepJob.state == JobState.QUEUED)
+    # A page of sweeps: found by sweep (ix_sweep_jobs_sweep_position), not by scanning the label's
+    # whole queue (ix_sweep_jobs_label_state), which SQLite's planner prefers for its two equalities
+    # unless they cannot use it: `label || ''` and `state || ''` compare the same, unindexed.
+    return (
+        Sweep.id.in_(sorted(sweeps)),
+        SweepJob.sweep_id.in_(sorted(sweeps)),
+        SweepJob.runner_label.concat("") == label,
+        SweepJob.state.concat("") == JobState.QUEUED,
+    )
+
+
 def queued_on_label(
-    session: Session, label: str, free: int | None = None, *, auto_overcommit: bool = False
+    session: Session,
+    label: str,
+    free: int | None = None,
+    *,
+    auto_overcommit: bool = False,
+    sweeps: Collection[int] | None = None,
 ) -> QueuedOnLabel:
     """Queued jobs of active sweeps on ``label``, in serving order (priority class, the sweep
     served least recently, sweep id, then the sweep's point order), and their sweeps by id.
@@ -161,7 +199,9 @@ def queued_on_label(
 
     ``auto_overcommit`` (``SWEEPBOT_RUNNER_OVERCOMMIT=auto``): the plan lets a group out while one
     slot is free, so it may release each group with fewer than ``free`` slots before it and hold the
-    one after: also read is each group with fewer than ``free`` + the sweep's widest group before it."""
+    one after: also read is each group with fewer than ``free`` + the sweep's widest group before it.
+
+    ``sweeps``: only these sweeps' jobs (a page of ``sweeps_in_serving_order``)."""
     group = (SweepJob.sweep_id, SweepJob.group_key)
     jobs = (
         select(
@@ -176,11 +216,7 @@ def queued_on_label(
             func.max(SweepJob.slots).over(partition_by=group).label("cost"),
         )
         .join(Sweep, Sweep.id == SweepJob.sweep_id)
-        .where(
-            SweepJob.runner_label == label,
-            SweepJob.state == JobState.QUEUED,
-            Sweep.state == SweepState.ACTIVE,
-        )
+        .where(*_queued_on(label, sweeps), Sweep.state == SweepState.ACTIVE)
         .subquery()
     )
     j = jobs.c

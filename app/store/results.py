@@ -59,16 +59,25 @@ def newest_reusable(
     found: dict[ReuseKey, Result | EvalResult] = {}
     for start in range(0, len(wanted), REUSE_CHUNK):
         chunk = wanted[start : start + REUSE_CHUNK]
+        # `image IN (...)` too: SQLite finds the rows by the reuse index's first column with it,
+        # where the row-value IN alone scans every stored result (a year of history).
+        images = sorted({key[0] for key in chunk})
         rows: Sequence[Result | EvalResult] = (
             session.scalars(
                 select(EvalResult)
-                .where(tuple_(EvalResult.image, EvalResult.fingerprint, EvalResult.result_name).in_(chunk))
+                .where(
+                    EvalResult.image.in_(images),
+                    tuple_(EvalResult.image, EvalResult.fingerprint, EvalResult.result_name).in_(chunk),
+                )
                 .order_by(EvalResult.id.desc())
             ).all()
             if evals
             else session.scalars(
                 select(Result)
-                .where(tuple_(Result.image, Result.fingerprint, Result.result_name).in_(chunk))
+                .where(
+                    Result.image.in_(images),
+                    tuple_(Result.image, Result.fingerprint, Result.result_name).in_(chunk),
+                )
                 .order_by(Result.id.desc())
             ).all()
         )

@@ -80,3 +80,31 @@ def test_without_a_workflow_file_it_says_so(checkout: Path, settings_env: object
     (checkout / ".github" / "workflows" / "e2e-tests.yml").unlink()
     got = runner.invoke(recipe_app, ["dispatch", "configs/amd-master.yaml", SEED_KEY, "--conc", "64"])
     assert got.exit_code == 0 and "not checked" in got.output
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},  # every default
+        {"SWEEPBOT_DISPATCH_WORKFLOW": "bench.yml"},
+        {"SWEEPBOT_DISPATCH_REF": "refs/pull/{pr}/head", "SWEEPBOT_DISPATCH_INPUTS": '{"a": "{key}"}'},
+        {"sweepbot_dispatch_workflow": "lower.yml", "SWEEPBOT_DISPATCH_REF": ""},  # any case; "" is set
+        {"DISPATCH_WORKFLOW": "no-prefix.yml", "SWEEPBOT_DISPATCH_WORKFLOWS": "other.yml"},  # not theirs
+    ],
+)
+def test_recipe_dispatch_reads_the_templates_the_settings_read(
+    settings_env: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    # `recipe dispatch` reads SWEEPBOT_DISPATCH_* without building the settings (bench/cli.py):
+    # both must read the same values, defaults included.
+    import os
+
+    from app.core.sweepspec import DispatchTemplates
+    from app.settings import Settings
+
+    for name, value in env.items():
+        settings_env.setenv(name, value)
+    settings = Settings()
+    light = DispatchTemplates.from_environ(os.environ)
+    read = (settings.dispatch_workflow, settings.dispatch_ref, settings.dispatch_inputs)
+    assert light == DispatchTemplates(*read)

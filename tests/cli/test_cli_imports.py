@@ -57,9 +57,20 @@ def _results(folder: Path) -> Path:
     return folder
 
 
-# `recipe dispatch` fills the SWEEPBOT_DISPATCH_* templates: the settings (pydantic-settings) and
-# the dispatch planner, which is pure over them; still no ORM, broker, web framework or simulator.
-DISPATCH_NEEDS = {"app.settings", "app.flows", "app.flows.dispatchplan"}
+# `recipe dispatch` fills the SWEEPBOT_DISPATCH_* templates (read alone, not the settings) with the
+# dispatch planner, which is pure over them; still no ORM, broker, web framework or simulator.
+DISPATCH_NEEDS = {"app.flows", "app.flows.dispatchplan"}
+
+# Every third-party package an offline call may load, and nothing more: typer (below 0.29: no
+# pydantic parameter layer) and its two small dependencies, PyYAML, orjson (the result files). Not
+# pydantic (settings or typer._adapters: 0.16 s), structlog (50 ms, with rich's tracebacks) nor rich
+# (typer loads it for help and usage errors only; a table output loads it, not these).
+THIRD_PARTY_ALLOWED = {"typer", "annotated_doc", "shellingham", "yaml", "orjson", "cython_runtime"}
+
+
+def _third_party(loaded: set[str]) -> set[str]:
+    tops = {m.split(".")[0] for m in loaded}
+    return {t for t in tops if t not in sys.stdlib_module_names and not t.startswith("_") and t != "app"}
 
 
 @pytest.mark.parametrize(
@@ -77,6 +88,8 @@ def test_offline_tools_load_no_service_module(tmp_path: Path, args: list[str], a
     assert "app.cli.recipe" in loaded or "app.cli.report" in loaded  # the probe saw the tool run
     service = sorted(m for m in loaded - allowed if any(m == s or m.startswith(s + ".") for s in SERVICE))
     assert service == [], service
+    assert _third_party(loaded) <= THIRD_PARTY_ALLOWED, sorted(_third_party(loaded) - THIRD_PARTY_ALLOWED)
+    assert "typer" in loaded and "yaml" in loaded  # the allowance is not vacuous: the probe sees them
 
 
 def test_an_operating_command_still_loads_the_database(tmp_path: Path) -> None:

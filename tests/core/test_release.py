@@ -15,6 +15,7 @@ from app.core.release import (
     RunSlots,
     SweepQueue,
     plan_release,
+    plan_release_prefix,
     run_slots_in_use,
     slots_in_use,
 )
@@ -424,3 +425,41 @@ RUN_CASES = [
 @pytest.mark.parametrize(("name", "runs", "expected"), RUN_CASES, ids=[c[0] for c in RUN_CASES])
 def test_run_slots_in_use(name: str, runs: list[RunSlots], expected: int) -> None:
     assert run_slots_in_use(runs) == expected
+
+
+def test_a_plan_over_the_first_sweeps_that_ends_among_them_is_the_plan_over_all() -> None:
+    # plan_release_prefix's flag: False only when the sweeps after the ones given change nothing
+    import random
+
+    ended_early = 0
+    for seed in range(60):
+        rng = random.Random(seed)
+        queues = sorted(
+            (
+                q(
+                    sid,
+                    *(
+                        j(
+                            100 * sid + k,
+                            f"g{rng.randint(0, 2)}",
+                            rng.randint(1, 5),
+                            reusable=rng.random() < 0.2,
+                        )
+                        for k in range(rng.randint(1, 5))
+                    ),
+                    prio=rng.choice((1, 2, 2)),
+                )
+                for sid in range(1, rng.randint(2, 12))
+            ),
+            key=lambda x: x.priority,  # serving order: by class, then as given
+        )
+        for overcommit in (0, 1, "auto"):
+            for capacity, in_flight in ((9, 0), (4, 1), (2, 0), (1, 1)):
+                whole = plan_release(queues, capacity, in_flight, overcommit=overcommit)
+                for n in range(len(queues) + 1):
+                    part, more = plan_release_prefix(queues[:n], capacity, in_flight, overcommit=overcommit)
+                    if not more:
+                        assert part == whole, (seed, n, overcommit, capacity, in_flight)
+                        ended_early += n < len(queues)
+                assert plan_release_prefix(queues, capacity, in_flight, overcommit=overcommit)[0] == whole
+    assert ended_early > 100  # the flag lets a caller stop early, often

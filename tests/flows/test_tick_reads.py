@@ -19,7 +19,7 @@ from app.flows import tick
 from app.models.results import EvalResult, Result
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob, SweepState
 from app.store import reuse
-from app.store.jobs import queued_on_label
+from app.store.jobs import queued_on_label, sweeps_in_serving_order
 from app.store.results import find_reusable, find_reusable_eval
 
 LABEL = "mi355x"
@@ -99,7 +99,7 @@ def _eval(s: Session, sweep: Sweep, name: str) -> None:
 
 
 def _whole(s: Session, capacity: int, in_flight: int, overcommit: Overcommit = 0) -> list[Any]:
-    plan, _ = tick._plan(s, LABEL, queued_on_label(s, LABEL), capacity, in_flight, overcommit)
+    plan, _, _ = tick._plan(s, LABEL, queued_on_label(s, LABEL), capacity, in_flight, overcommit)
     return plan
 
 
@@ -205,3 +205,80 @@ def test_batched_reuse_lookups_answer_as_one_lookup_per_point(db_session: Sessio
     assert batched == [one(p) for p in lookups]
     answered = [(p.result_name, type(r).__name__) for p, r in zip(lookups, batched, strict=True) if r]
     assert len(answered) == 9 and ("eval-only", "EvalResult") in answered
+
+
+def _many_sweeps(s: Session, rng: random.Random, canary: bool) -> int:
+    """Up to 30 sweeps of a few groups (ties of priority and last release included); some empty
+    of queued work on the label (done, or all dispatched). Returns how many have work queued."""
+    with_work = 0
+    for n in range(rng.randint(1, 30)):
+        sweep = _sweep(
+            s,
+            n,
+            priority=rng.choice((3, 5, 5)),
+            reason=CANARY_REASON if canary and n == 3 else "api",
+            last_release=rng.randint(0, 4),
+        )
+        if rng.random() < 0.1:
+            sweep.state = SweepState.DONE  # not served: its jobs are not read
+        groups = [f"g{g}" for g in range(rng.randint(1, 4))]
+        slots = {g: rng.randint(1, 5) for g in groups}
+        queued = False
+        for pos in range(rng.randint(1, 6)):
+            job = _job(s, sweep, pos, rng.choice(groups), 0)
+            job.slots = slots[job.group_key]
+            if rng.random() < 0.1:
+                job.state = JobState.DISPATCHED  # in flight already: not queued
+            else:
+                queued = True
+            if rng.random() < 0.2:
+                _result(s, sweep, f"p{pos}")
+        with_work += queued and sweep.state == SweepState.ACTIVE
+    s.flush()
+    return with_work
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_plan_over_the_sweeps_read_is_the_plan_over_all_of_them(
+    db_session: Session, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tick reads a page of sweeps in serving order and keeps the plan when it ends among them;
+    # small pages here, so that half the plans end before the last sweep and the rest go past it.
+    rng = random.Random(1000 + seed)
+    with_work = _many_sweeps(db_session, rng, canary=seed % 6 == 0)
+    monkeypatch.setattr(tick, "FIRST_SWEEPS", 1 + seed % 3)
+    whole = queued_on_label(db_session, LABEL)
+    # the order sweeps are read in is the order the whole queue serves them in
+    served = list(dict.fromkeys(row.sweep_id for row in whole.rows))
+    assert sweeps_in_serving_order(db_session, LABEL, offset=0, limit=100) == served
+    assert sweeps_in_serving_order(db_session, LABEL, offset=2, limit=3) == served[2:5]
+    for overcommit in (0, 2, "auto"):
+        for capacity, in_flight in ((9, 0), (9, 5), (4, 4), (3, 0), (1, 0), (9, 8), (2, 3)):
+            queue, plan, _ = tick._planned(db_session, LABEL, capacity, in_flight, overcommit)
+            assert plan == _whole(db_session, capacity, in_flight, overcommit), (
+                seed,
+                overcommit,
+                capacity,
+                in_flight,
+            )
+            assert len(queue.sweeps) <= with_work
+
+
+def test_the_tick_reads_only_the_sweeps_its_plan_reaches(db_session: Session) -> None:
+    # 40 sweeps of one 4-slot dispatch each and 9 free runners: three go out (auto overcommit), the
+    # plan ends with no room left in the first page of sweeps; the rest are not read.
+    for n in range(40):
+        sweep = _sweep(db_session, n, last_release=n % 3)
+        for k in range(4):
+            _job(db_session, sweep, k, "conc=8", 4)
+    db_session.flush()
+    queue, plan, known = tick._planned(db_session, LABEL, 9, 0, "auto")
+    assert [s.action for s in plan] == ["dispatch"] * 3
+    assert plan == _whole(db_session, 9, 0, "auto")
+    assert len(queue.sweeps) == tick.FIRST_SWEEPS + 9 < 40
+    assert len(known) == len(queue.sweeps)  # a reuse lookup per sweep read, not per sweep queued
+    # with no overcommit the plan holds every sweep after the two it releases (one slot stays
+    # free): it reaches them all, and reads them all after the first page
+    queue, plan, _ = tick._planned(db_session, LABEL, 9, 0, 0)
+    assert [s.action for s in plan] == ["dispatch"] * 2 + ["hold"] * 38
+    assert len(queue.sweeps) == 40 and plan == _whole(db_session, 9, 0, 0)
