@@ -378,21 +378,9 @@ def demo_command(
     """Play the whole story against the simulator: deps land, the pin is bumped, the sweep runs,
     the gap is posted. Without --until-done the dashboard stays up afterwards until Ctrl-C."""
     err = Console(stderr=True)
-    if variant not in ("seed", "both-merge"):
-        err.print(f"unknown --variant {variant!r}: use seed or both-merge", markup=False)
-        raise typer.Exit(2)
-    if sweep_mode not in SWEEP_MODES:
-        err.print(f"unknown --sweep-mode {sweep_mode!r}: use label or dispatch", markup=False)
-        raise typer.Exit(2)
-    if key not in STORY_KEYS:
-        err.print(f"unknown --key {key!r}: use one of {', '.join(STORY_KEYS)}", markup=False)
-        raise typer.Exit(2)
-    if key != SEED_KEY and sweep_mode == "label":
-        err.print(
-            f"--key {key} runs with --sweep-mode dispatch: the simulator plays run-sweep.yml's "
-            "single-node and multi-node fixed-seq-len jobs only, and the merge story is the seed key's",
-            markup=False,
-        )
+    refused = _refused(variant, sweep_mode, key)
+    if refused:
+        err.print(refused, markup=False)
         raise typer.Exit(2)
     if data_dir is not None:
         os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir.resolve())
@@ -421,6 +409,22 @@ def demo_command(
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from exc
     raise typer.Exit(code)
+
+
+def _refused(variant: str, sweep_mode: str, key: str) -> str | None:
+    """Why ``demo``'s options cannot be played, or None."""
+    if variant not in ("seed", "both-merge"):
+        return f"unknown --variant {variant!r}: use seed or both-merge"
+    if sweep_mode not in SWEEP_MODES:
+        return f"unknown --sweep-mode {sweep_mode!r}: use label or dispatch"
+    if key not in STORY_KEYS:
+        return f"unknown --key {key!r}: use one of {', '.join(STORY_KEYS)}"
+    if key != SEED_KEY and sweep_mode == "label":
+        return (
+            f"--key {key} runs with --sweep-mode dispatch: the simulator plays run-sweep.yml's "
+            "single-node and multi-node fixed-seq-len jobs only, and the merge story is the seed key's"
+        )
+    return None
 
 
 def _run_demo(

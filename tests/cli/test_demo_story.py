@@ -253,7 +253,12 @@ def test_demo_key_plays_the_story_on_that_key_in_dispatch_mode(
     starts."""
     _fake_demo(monkeypatch, tmp_path)
     seeded: list[str] = []
-    monkeypatch.setattr(demo, "SeedScenario", lambda *_a, **k: seeded.append(k["key"]) or object())
+
+    def scenario(*_a: Any, **k: Any) -> object:
+        seeded.append(k["key"])
+        return object()
+
+    monkeypatch.setattr(demo, "SeedScenario", scenario)
     cli = typer.Typer()
     cli.command("demo")(demo.demo_command)
     cli.command("other")(lambda: None)
