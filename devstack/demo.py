@@ -35,7 +35,6 @@ from app.settings import Settings, reset_settings_cache
 from devstack.launcher import SIM_CADENCE, Stack, StartRefused, check_ports, instance_lock, stack
 from devstack.mergestory import SWEEP_MODES, merge_with_reuse, observe_merge, sweep_mode_setup
 from devstack.story import (
-    ATOM_CONCS,
     REPORT_MARKER_PREFIX,
     STATUS_MARKER,
     StoryReport,
@@ -43,12 +42,12 @@ from devstack.story import (
     nightly_issues,
     observe,
     observe_nightly,
-    report_table,
+    report_final,
 )
 from devstack.storytext import ending, fit, sweep_activity
 from devstack.storytimeline import Say, Timeline, wait_until
 from sim.nightly_scenario import NightlyRegressionStory
-from sim.scenario import SeedScenario
+from sim.scenario import SEED_KEY, STORY_KEYS, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
 
@@ -80,12 +79,9 @@ def _sweep_progress(factory: sessionmaker[Session], repo: str, pr: int) -> tuple
     return sum(1 for s in jobs if s in JobState.FINAL), len(jobs)
 
 
-def _report_complete(world: Any, repo: str, pr: int) -> bool:
+def _report_complete(world: Any, repo: str, pr: int, key: str) -> bool:
     reports = bot_comments(world, repo, pr, REPORT_MARKER_PREFIX)
-    if len(reports) != 1:
-        return False
-    table = "\n".join(report_table(reports[0].body))
-    return all(f"| {c} |" in table for c in ATOM_CONCS) and "running" not in reports[0].body.lower()
+    return len(reports) == 1 and report_final(reports[0].body, key)
 
 
 @dataclass
@@ -105,6 +101,7 @@ class _SeedPlay:
     timeline: Timeline
     repo: str
     pr: int
+    key: str
     branch: str
     base_sha: str
     timeout: float
@@ -184,7 +181,8 @@ def _load_seed(
         setup()
     repo, pr, branch = facts["bench_repo"], facts["recipe_pr"], facts["recipe_branch"]
     base_sha = _branch_head(world, repo, branch)
-    play = _SeedPlay(world, factory, timeline, repo, pr, branch, base_sha, timeout, poll_interval)
+    key = str(facts["config_key"])
+    play = _SeedPlay(world, factory, timeline, repo, pr, key, branch, base_sha, timeout, poll_interval)
     deps = ", ".join(f"{facts['vllm_repo']}#{n}" for n in facts["deps"])
     timeline.note("sim", f"seed world loaded: {repo}#{pr} waits on {deps}")
     play.wait(
@@ -233,7 +231,8 @@ def _follow_sweep(
 
     def activity() -> str:
         states = _sweep_states(factory, repo, pr)
-        return sweep_activity(states, bool(states) and _report_complete(world, repo, pr), debounce_seconds)
+        done = bool(states) and _report_complete(world, repo, pr, play.key)
+        return sweep_activity(states, done, debounce_seconds)
 
     play.wait(lambda: _sweep_progress(factory, repo, pr)[1] > 0, "the sweep to be queued", activity)
     if on_sweep_started is not None:
@@ -245,7 +244,7 @@ def _follow_sweep(
         done, total = _sweep_progress(factory, repo, pr)
         if progress is not None and task is not None:
             progress.update(task, completed=done, total=total)
-        return total > 0 and done == total and _report_complete(world, repo, pr)
+        return total > 0 and done == total and _report_complete(world, repo, pr, play.key)
 
     play.wait(finished, "every job to finish and the report to show the gap", activity)
 
@@ -355,6 +354,14 @@ def demo_command(
     timeout: Annotated[
         float, typer.Option(metavar="SECONDS", help="Give up after this many seconds")
     ] = 420.0,
+    key: Annotated[
+        str,
+        typer.Option(
+            "--key",
+            metavar="KEY",
+            help="The recipe PR's config key: " + ", ".join(STORY_KEYS) + " (multi-node, agentic)",
+        ),
+    ] = SEED_KEY,
     data_dir: Annotated[
         Path | None,
         typer.Option(
@@ -371,11 +378,9 @@ def demo_command(
     """Play the whole story against the simulator: deps land, the pin is bumped, the sweep runs,
     the gap is posted. Without --until-done the dashboard stays up afterwards until Ctrl-C."""
     err = Console(stderr=True)
-    if variant not in ("seed", "both-merge"):
-        err.print(f"unknown --variant {variant!r}: use seed or both-merge", markup=False)
-        raise typer.Exit(2)
-    if sweep_mode not in SWEEP_MODES:
-        err.print(f"unknown --sweep-mode {sweep_mode!r}: use label or dispatch", markup=False)
+    refused = _refused(variant, sweep_mode, key)
+    if refused:
+        err.print(refused, markup=False)
         raise typer.Exit(2)
     if data_dir is not None:
         os.environ["SWEEPBOT_DATA_DIR"] = str(data_dir.resolve())
@@ -398,11 +403,28 @@ def demo_command(
                 timeout,
                 sweep_mode,
                 json_only=json_only,
+                key=key,
             )
     except StartRefused as exc:
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from exc
     raise typer.Exit(code)
+
+
+def _refused(variant: str, sweep_mode: str, key: str) -> str | None:
+    """Why ``demo``'s options cannot be played, or None."""
+    if variant not in ("seed", "both-merge"):
+        return f"unknown --variant {variant!r}: use seed or both-merge"
+    if sweep_mode not in SWEEP_MODES:
+        return f"unknown --sweep-mode {sweep_mode!r}: use label or dispatch"
+    if key not in STORY_KEYS:
+        return f"unknown --key {key!r}: use one of {', '.join(STORY_KEYS)}"
+    if key != SEED_KEY and sweep_mode == "label":
+        return (
+            f"--key {key} runs with --sweep-mode dispatch: the simulator plays run-sweep.yml's "
+            "single-node and multi-node fixed-seq-len jobs only, and the merge story is the seed key's"
+        )
+    return None
 
 
 def _run_demo(
@@ -416,6 +438,7 @@ def _run_demo(
     sweep_mode: str = "label",
     *,
     json_only: bool = False,
+    key: str = SEED_KEY,
 ) -> int:
     console = Console(quiet=json_only)
     settings = _fresh_data_dir(data_dir)
@@ -423,7 +446,7 @@ def _run_demo(
     sim: Any = None
     try:
         sim = SimServer(settings=SimSettings(time_scale=time_scale, seed=7), port=sim_port).start()
-        scenario = SeedScenario(sim.world, variant=variant)
+        scenario = SeedScenario(sim.world, variant=variant, key=key)
         with stack(port=port, sim=sim, settings=settings) as running:
             for line in (
                 f"sweepbot demo: dashboard {running.dashboard_url}",

@@ -27,8 +27,10 @@ from sqlalchemy.orm import Session
 from app.core.recipes import expand_points, parse_master
 from app.models import AuditEntry
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
+from app.models.results import Result
 from app.models.sweeps import Sweep, SweepJob
-from sim.naming import point_identity
+from sim.naming import is_agentic, point_identity
+from sim.scenario import SEED_KEY
 
 STATUS_MARKER = "<!-- sweepbot:status -->"
 REPORT_MARKER_PREFIX = "<!-- sweepbot:report"
@@ -185,6 +187,7 @@ def observe(
     bump, expected_names = _check_bump(story, scenario, recipe_base_sha, changelog_path, report)
     sweeps, states = _check_sweep(story, session, expected_names, report)
     mode, lost = _check_one_way(story, sweeps, expected_names, report)
+    _check_artifacts(story, session, sweeps, report)
     table = _check_report(story, mode, report)
     calls = _check_audit(story, session, report)
     reports = bot_comments(world, story.repo, story.pr, REPORT_MARKER_PREFIX)
@@ -304,7 +307,8 @@ def _check_bump_commit(
         "lines_added": len(added) + len(minus),
         "lines_removed": len(removed) + len(plus),
     }
-    points = expand_points(parse_master(new_master), key, seq="8k1k")
+    # the seed's recipe keeps 8k1k alone; another story key is swept whole
+    points = expand_points(parse_master(new_master), key, seq="8k1k" if key == SEED_KEY else None)
     return bump, sorted(p.result_name for p in points)
 
 
@@ -390,10 +394,61 @@ def _check_one_way(
     return mode, lost
 
 
+def _check_artifacts(story: _Story, session: Session, sweeps: list[Sweep], report: StoryReport) -> None:
+    """3c. every point's result was collected from the artifact its job uploaded under the
+    template's real name (`bmk_<RESULT_FILENAME>`, `bmk_agentic_<RESULT_FILENAME>` for an agentic
+    job; a multi-node job's one file per conc): each stored result names an artifact of the sim's
+    run, by id and by that name."""
+    jobs = list(session.scalars(select(SweepJob).where(SweepJob.sweep_id.in_([s.id for s in sweeps]))))
+    results = list(session.scalars(select(Result).where(Result.job_id.in_([j.id for j in jobs]))))
+    with story.world.lock:
+        uploaded = {a.id: a.name for a in story.world.artifacts.values()}
+    wrong: list[str] = []
+    for job in jobs:
+        prefix = "bmk_agentic_" if is_agentic(job.point or {}) else "bmk_"
+        own = [r for r in results if r.job_id == job.id]
+        names = {r.artifact_name for r in own}
+        if job.state == "reused":
+            continue  # measured by an earlier run (its results were collected there)
+        if (
+            not own
+            or any(uploaded.get(int(r.artifact_id or 0)) != r.artifact_name for r in own)
+            or not all(str(n).startswith(prefix) for n in names)
+        ):
+            wrong.append(f"{job.result_name}: {sorted(str(n) for n in names)}")
+    report.add(
+        "every point's result collected under its real artifact name",
+        bool(jobs) and not wrong,
+        f"{len(results)} result(s) for {len(jobs)} job(s); wrong: {wrong[:3]}",
+    )
+
+
+def report_final(body: str, key: str) -> bool:
+    """Whether a report comment shows the sweep's end: the gap at every ATOM conc (the seed key,
+    which the ATOM reference covers), else the report's `**Finished**` header."""
+    if key == SEED_KEY:
+        table = "\n".join(report_table(body))
+        return all(f"| {c} |" in table for c in ATOM_CONCS) and "running" not in body.lower()
+    return "**Finished**" in body and "running" not in body.lower()
+
+
 def _check_report(story: _Story, mode: str, report: StoryReport) -> list[str]:
-    """4. the report comment: the gap at every ATOM conc, and the sweep mode. Returns its table."""
+    """4. the report comment: the gap at every ATOM conc (the seed key; another key: the report's
+    final state), and the sweep mode. Returns its table."""
     reports = bot_comments(story.world, story.repo, story.pr, REPORT_MARKER_PREFIX)
     table = report_table(reports[0].body) if len(reports) == 1 else []
+    if story.key != SEED_KEY:
+        report.add(
+            "one report comment, final",
+            len(reports) == 1 and report_final(reports[0].body, story.key),
+            f"{len(reports)} report comment(s)",
+        )
+        report.add(
+            "the report says which sweep mode ran",
+            len(reports) == 1 and f"Sweep mode: **{mode}**" in reports[0].body,
+            f"mode {mode}",
+        )
+        return table
     rows = {int(m.group(1)): line for line in table if (m := re.match(r"\|\s*(\d+)\s*\|", line))}
     with_gap = [c for c in ATOM_CONCS if c in rows and re.search(r"\d+\.\d+%", rows[c])]
     report.add(

@@ -155,9 +155,21 @@ def fixed_rows(
     return [{**common, **_single_shape(bmk), "conc": c, **extra} for c in concs]
 
 
+def offload_mode(bmk: dict[str, Any]) -> str:
+    """An agentic entry's KV-offload mode. Master files before the `kv-offloading` field
+    (f8f9b66's `kimik2.5-fp4-mi355x-vllm-agentic`) spell it `offloading` (`none`, `cpu`) with no
+    backend: the repo ran those entries, one job per item, so the field is read, not dropped (a
+    generator that dropped it would emit the `none` and the `cpu` item as two identical rows, whose
+    jobs upload the same `bmk_agentic_<RESULT_FILENAME>` in one run)."""
+    return str(bmk.get("kv-offloading", bmk.get("offloading", "none")))
+
+
 def kv_suffix(bmk: dict[str, Any]) -> str:
-    mode = bmk.get("kv-offloading", "none")
-    return "kvnone" if mode == "none" else f"kv{mode}-{bmk['kv-offload-backend']['name']}"
+    mode = offload_mode(bmk)
+    if mode == "none":
+        return "kvnone"
+    backend = bmk.get("kv-offload-backend")
+    return f"kv{mode}-{backend['name']}" if backend is not None else f"kv{mode}"
 
 
 def _worker_tag(worker: dict[str, Any], role: str) -> str:
@@ -180,7 +192,7 @@ def agentic_rows(
     common = {
         **_base(config),
         "spec-decoding": spec,
-        "kv-offloading": bmk.get("kv-offloading", "none"),
+        "kv-offloading": offload_mode(bmk),
         "total-cpu-dram-gb": dram_offload_gb(scenario, bmk, str(config["runner"]), runners),
         "duration": AGENTIC_DURATION,
         "scenario-type": AGENTIC,

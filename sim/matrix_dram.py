@@ -49,7 +49,7 @@ def replica_gpus_on_node(worker: dict[str, Any], per_node: int) -> int:
 def dram_offload_gb(
     scenario: dict[str, Any], bmk: dict[str, Any], runner: str, runners: dict[str, Any]
 ) -> int:
-    if bmk.get("kv-offloading", "none") != "dram":
+    if bmk.get("kv-offloading", bmk.get("offloading", "none")) != "dram":
         return 0
     available = min(_hardware(runner, runners, "available-cpu-dram-mib"), DRAM_CAP_MIB)
     per_node = _hardware(runner, runners, "gpus-per-node")

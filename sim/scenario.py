@@ -29,6 +29,11 @@ E2E_PATH = f".github/workflows/{WORKFLOW}"
 MASTER_PATH = ".github/configs/amd-master.yaml"
 SCRIPT_PATH = "benchmarks/single_node/fixed_seq_len/minimaxm3_fp4_mi355x_vllm.sh"
 RECIPE_BRANCH = "minimaxm3-fp4-mi355x-vllm-int4-qr"
+SEED_KEY = "minimaxm3-fp4-mi355x-vllm"
+OLD_PIN = "nightly-4559c43a9526597c00cbcc4f59979496500268d1"
+# The other keys the story can be played on (``SeedScenario(key=...)``): a multi-node key and an
+# agentic-coding key of the world's master config (neighbours copied from the real file at f8f9b66).
+STORY_KEYS = (SEED_KEY, "dsv4-fp4-mi355x-atom-disagg", "kimik2.5-fp4-mi355x-vllm-agentic")
 DEP_A, DEP_B = 47269, 47270
 
 MAINTAINERS = {"alice-admin": "admin", "bob-maintainer": "maintain", "carol-writer": "write"}
@@ -97,6 +102,27 @@ def recipe_master(master: str) -> str:
     return master[:block_start] + master[block_end:]
 
 
+RELEASE_PIN = "v0.21.0"  # the vLLM release another story key runs on main
+
+
+def pinned_master(master: str, key: str, tag: str) -> str:
+    """``master`` with ``key``'s `image:` line, and only it, set to ``IMAGE:tag``."""
+    start = master.index(f"\n{key}:\n") + 1
+    line_start = master.index("  image: ", start)
+    line_end = master.index("\n", line_start)
+    return master[:line_start] + f"  image: {IMAGE}:{tag}" + master[line_end:]
+
+
+def recipe_body(key: str) -> str:
+    """The recipe PR's body: the seed's, or for another key the same two dependencies."""
+    if key == SEED_KEY:
+        return RECIPE_BODY
+    return (
+        f"Move {key} to the vLLM nightly channel.\n\nThe recipe needs a nightly that carries both "
+        f"upstream fixes:\n\nrequires {VLLM_REPO}#{DEP_A}\nDepends-On: {VLLM_REPO}#{DEP_B}\n"
+    )
+
+
 def recipe_script(script: str) -> str:
     marker = "export VLLM_ROCM_USE_AITER=1\n"
     serve = "  --block-size 64 \\\n"
@@ -135,6 +161,8 @@ class SeedScenario:
     # The real e2e-tests.yml (843c6254) never assigns EVALS, so its `eval /` job fails unexpanded;
     # True seeds a fixed copy whose get-jobs assigns it (sim.getjobs.assign_evals).
     evals_assigned: bool = False
+    # the config key the recipe PR is about (STORY_KEYS): the seed's, a multi-node or an agentic one
+    key: str = SEED_KEY
     steps: list[Step] = field(default_factory=list)
     position: int = 0
     loaded: bool = False
@@ -145,6 +173,12 @@ class SeedScenario:
     def __post_init__(self) -> None:
         if self.variant not in ("seed", "both-merge"):
             raise SimError(422, f"unknown variant {self.variant!r}: use 'seed' or 'both-merge'")
+        if self.key not in STORY_KEYS:
+            raise SimError(422, f"unknown story key {self.key!r}: use one of {', '.join(STORY_KEYS)}")
+
+    @property
+    def branch(self) -> str:
+        return RECIPE_BRANCH if self.key == SEED_KEY else f"{self.key}-nightly"
 
     # -- building ---------------------------------------------------------------------------------------
     def load(self) -> dict[str, Any]:
@@ -171,11 +205,11 @@ class SeedScenario:
                 {
                     "bench_repo": BENCH_REPO,
                     "recipe_pr": recipe.number,
-                    "recipe_branch": RECIPE_BRANCH,
+                    "recipe_branch": self.branch,
                     "vllm_repo": VLLM_REPO,
                     "deps": [DEP_A, DEP_B],
                     "image": IMAGE,
-                    "config_key": "minimaxm3-fp4-mi355x-vllm",
+                    "config_key": self.key,
                     "master_path": MASTER_PATH,
                 }
             )
@@ -189,6 +223,10 @@ class SeedScenario:
         w.add_repo(BENCH_REPO, description="Open-source continuous inference benchmarking")
         if self.evals_assigned:
             files = files | {E2E_PATH: assign_evals(files[E2E_PATH])}
+        if self.key != SEED_KEY:
+            # another story key runs a vLLM release on main: the image repository a bump may pin
+            # is the default branch's (docs/security.md), so the recipe PR only moves its tag
+            files = files | {MASTER_PATH: pinned_master(files[MASTER_PATH], self.key, RELEASE_PIN)}
         for login, perm in MAINTAINERS.items():
             w.set_permission(BENCH_REPO, login, perm)
         w.set_permission(BENCH_REPO, OUTSIDER, "read")
@@ -207,9 +245,19 @@ class SeedScenario:
         return base
 
     def _recipe_branch(self, base: str, files: dict[str, str]) -> None:
-        """The recipe PR's same-repo branch, touching the vllm key and its script."""
+        """The recipe PR's same-repo branch, touching the vllm key and its script (another story
+        key: that key's image line, from the release on main to vLLM's nightly channel)."""
         w = self.world
-        w.set_ref(BENCH_REPO, f"refs/heads/{RECIPE_BRANCH}", base, pusher="carol-writer")
+        w.set_ref(BENCH_REPO, f"refs/heads/{self.branch}", base, pusher="carol-writer")
+        if self.key != SEED_KEY:
+            w.commit_files(
+                BENCH_REPO,
+                self.branch,
+                {MASTER_PATH: pinned_master(files[MASTER_PATH], self.key, OLD_PIN)},
+                f"{self.key}: vLLM nightly channel",
+                author="carol-writer",
+            )
+            return
         w.commit_files(
             BENCH_REPO,
             RECIPE_BRANCH,
@@ -223,12 +271,17 @@ class SeedScenario:
 
     def _open_recipe_pr(self) -> Any:
         w = self.world
+        title = (
+            "minimaxm3-fp4-mi355x-vllm: INT4 quick reduce + fp8 KV cache, 8k1k conc 1..512"
+            if self.key == SEED_KEY
+            else f"{self.key}: vLLM nightly channel"
+        )
         recipe = w.open_pull(
             BENCH_REPO,
-            RECIPE_BRANCH,
+            self.branch,
             "main",
-            "minimaxm3-fp4-mi355x-vllm: INT4 quick reduce + fp8 KV cache, 8k1k conc 1..512",
-            RECIPE_BODY,
+            title,
+            recipe_body(self.key),
             user="carol-writer",
             number=2104,
         )
@@ -295,7 +348,9 @@ class SeedScenario:
         """The registry: the old pin (not a commit of this sim's vLLM graph) and nightlies of main."""
         w = self.world
         w.add_image(IMAGE, keep_nightlies=14)
-        w.push_tag(IMAGE, "nightly-4559c43a9526597c00cbcc4f59979496500268d1")
+        w.push_tag(IMAGE, OLD_PIN)
+        if self.key != SEED_KEY:
+            w.push_tag(IMAGE, RELEASE_PIN)  # what main pins the story's key to
         for sha in self.vllm_main[:3]:
             w.push_tag(IMAGE, f"nightly-{sha}")
         w.push_tag(ATOM_IMAGE, "MiniMax-M3-20260623")

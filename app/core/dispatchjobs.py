@@ -39,6 +39,7 @@ from app.core.recipes.evals import (
     plan_evals,
 )
 from app.core.recipes.expand import plan_dicts
+from app.core.recipes.matrix import Hardware
 from app.core.runmatch import job_matches_point, point_job_name
 from app.core.sweepspec import dispatch_eval_mode, group_key, point_conc, row_concs
 
@@ -125,12 +126,14 @@ def dispatch_rows(
     group: Sequence[Mapping[str, Any]],
     fields: Sequence[str],
     sweep_mode: str = "default",
+    hardware: Hardware | None = None,
 ) -> list[dict[str, Any]]:
     """The rows the dispatch of ``group`` (one group's planned points) makes the generator emit,
-    with the generator's eval marks (module docstring)."""
+    with the generator's eval marks (module docstring); ``hardware``: runners.yaml's, for the
+    DRAM-offload rows' `total-cpu-dram-gb`."""
     concs = row_concs(group) or sorted({point_conc(p) for p in group})
     wanted = group_key(dict(group[0]), fields)
-    rows = plan_dicts(master, key, conc=concs)
+    rows = plan_dicts(master, key, conc=concs, hardware=hardware)
     # a template that also narrows by {seq} or {tp} narrows the selection as it narrows the group
     rows = [r for r in rows if group_key(r, fields) == wanted]
     return plan_evals(rows, dispatch_eval_mode(group, sweep_mode))
@@ -143,15 +146,17 @@ def plan_dispatch_jobs(
     fields: Sequence[str],
     sweep_mode: str = "default",
     unexpanded: Collection[str] = (),
+    hardware: Hardware | None = None,
 ) -> DispatchJobs:
     """Every group's runners (its matrix's jobs) and every planned point's place in its matrix;
-    ``unexpanded``: the workflow's callers GitHub never expands (``matrix_jobs``)."""
+    ``unexpanded``: the workflow's callers GitHub never expands (``matrix_jobs``); ``hardware``:
+    runners.yaml's (``dispatch_rows``)."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for point in planned:
         groups.setdefault(group_key(dict(point), fields), []).append(point)
     out = DispatchJobs()
     for gk, group in groups.items():
-        jobs = matrix_jobs(dispatch_rows(master, key, group, fields, sweep_mode), unexpanded)
+        jobs = matrix_jobs(dispatch_rows(master, key, group, fields, sweep_mode, hardware), unexpanded)
         out.slots[gk] = len(jobs)
         for job in jobs:
             marks = {k: job.row[k] for k in EVAL_MARKS if k in job.row}

@@ -11,6 +11,8 @@ import structlog
 
 from app.core.emptymatrix import unexpanded_findings
 from app.core.recipes import locate_key, runner_capacity
+from app.core.recipes.errors import RecipeError
+from app.core.recipes.runners import hardware_table
 from app.core.routing import TransientError
 from app.core.sweepspec import SweepError
 from app.core.thresholds import THRESHOLDS_PATH, ThresholdsError, parse_thresholds
@@ -47,6 +49,25 @@ def master_files(gw: RepoFiles, repo: str, ref: str) -> dict[str, str]:
                 if got is not None:
                     files[path] = got[0]
     return files
+
+
+def runners_hardware_at(
+    gw: FileReader, repo: str, ref: str, master_path: str
+) -> dict[str, dict[str, object]] | None:
+    """runners.yaml's `hardware:` at ``ref``, as the dispatched generator reads it (its
+    `--runner-config` default `configs/runners.yaml`, else the runners.yaml beside the master
+    file): what sizes a DRAM-offload point's `total-cpu-dram-gb`. None when there is none."""
+    beside = master_path.rsplit("/", 1)[0] + "/runners.yaml" if "/" in master_path else "runners.yaml"
+    for path in dict.fromkeys(("configs/runners.yaml", beside)):
+        got = gw.get_file(repo, path, ref=ref)
+        if got is None:
+            continue
+        try:
+            return hardware_table(got[0])
+        except RecipeError as exc:
+            log.warning("runners_yaml_unreadable", repo=repo, path=path, error=str(exc))
+            return None
+    return None
 
 
 def locate(files: dict[str, str], key: str) -> str:

@@ -15,6 +15,7 @@ from app.core.recipes import parse_master, recipe_fingerprint
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.evals import parse_eval_mode, plan_with_evals
 from app.core.recipes.master import get_entry
+from app.core.recipes.matrix import Hardware
 from app.core.recipes.scripts import script_candidates
 from app.core.seqlen import SEQ_HINT, is_seq_filter
 from app.core.sweepspec import (
@@ -36,6 +37,7 @@ from app.flows.benchrepo import (
     label_capacity,
     locate,
     master_files,
+    runners_hardware_at,
     workflow_prediction_at,
 )
 from app.flows.labelruns import LabelGateway, note_way, sweep_settings, trigger_label_run
@@ -112,7 +114,8 @@ def request_sweep(
     try:
         master = parse_master(files[path])
         entry = get_entry(master, config_key)
-        rows, matrix = _plan_points(master, config_key, filters, callers_of(prediction))
+        hardware = runners_hardware_at(gw, repo, head_sha, path)
+        rows, matrix = _plan_points(master, config_key, filters, callers_of(prediction), hardware)
     except RecipeError as exc:
         raise SweepError(str(exc)) from exc
     way = sweep_way(session, gw, repo, pr, filters, is_fork, head_sha)
@@ -161,10 +164,16 @@ def _check_request(repo: str, config_key: str, reason: str, filters: SweepFilter
 
 
 def _plan_points(
-    master: dict[str, Any], config_key: str, filters: SweepFilters, unexpanded: frozenset[str] = frozenset()
+    master: dict[str, Any],
+    config_key: str,
+    filters: SweepFilters,
+    unexpanded: frozenset[str] = frozenset(),
+    hardware: Hardware | None = None,
 ) -> tuple[list[dict[str, Any]], DispatchJobs]:
     """The sweep's points (with the repo's eval marks) and what its dispatches' runs hold
-    (``unexpanded``: the workflow's matrix jobs GitHub never expands).
+    (``unexpanded``: the workflow's matrix jobs GitHub never expands; ``hardware``: runners.yaml's
+    `hardware:` at the head, which sizes a DRAM-offload point's `total-cpu-dram-gb` as the
+    generator does).
 
     RecipeError when the master file cannot plan the key; SweepError when the filters match nothing.
     """
@@ -176,6 +185,7 @@ def _plan_points(
         conc=list(filters.conc) if filters.conc else None,
         tp=filters.tp,
         mode=mode,
+        hardware=hardware,
     )
     if filters.conc_range is not None:
         lo, hi = filters.conc_range
@@ -199,7 +209,7 @@ def _plan_points(
     # the key at that conc, at every seq-len and tp, and the eval jobs the generator marks on that
     # slice), and each point's place among the run's jobs of its name (app.core.dispatchjobs).
     fields = group_fields(get_settings())
-    jobs = plan_dispatch_jobs(master, config_key, rows, fields, mode.value, unexpanded)
+    jobs = plan_dispatch_jobs(master, config_key, rows, fields, mode.value, unexpanded, hardware)
     # tracked and collected with the picks the repo makes for each dispatch's own command
     return with_dispatch_marks(rows, jobs), jobs
 

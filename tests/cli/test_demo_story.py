@@ -243,3 +243,33 @@ def test_piped_demo_prints_full_lines_the_tables_links_and_json_last(
 def test_demo_json_prints_only_the_summary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     lines = _stdout_lines(monkeypatch, tmp_path, "--json")
     assert len(lines) == 1 and json.loads(lines[0])["checks"][0]["name"] == "one status comment"
+
+
+def test_demo_key_plays_the_story_on_that_key_in_dispatch_mode(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`--key` seeds the world for that key (SeedScenario(key=...)); an unknown key, or another
+    key in label mode (the sim plays no agentic run-sweep.yml job), is refused before anything
+    starts."""
+    _fake_demo(monkeypatch, tmp_path)
+    seeded: list[str] = []
+
+    def scenario(*_a: Any, **k: Any) -> object:
+        seeded.append(k["key"])
+        return object()
+
+    monkeypatch.setattr(demo, "SeedScenario", scenario)
+    cli = typer.Typer()
+    cli.command("demo")(demo.demo_command)
+    cli.command("other")(lambda: None)
+    agentic = "kimik2.5-fp4-mi355x-vllm-agentic"
+    try:
+        ok = CliRunner().invoke(cli, ["demo", "--json", "--sweep-mode", "dispatch", "--key", agentic])
+        label = CliRunner().invoke(cli, ["demo", "--json", "--key", agentic])
+        unknown = CliRunner().invoke(cli, ["demo", "--json", "--sweep-mode", "dispatch", "--key", "nope"])
+    finally:
+        reset_settings_cache()
+    assert ok.exit_code == 0, ok.output
+    assert seeded == [agentic]
+    assert label.exit_code == 2 and "--sweep-mode dispatch" in label.output
+    assert unknown.exit_code == 2 and "unknown --key 'nope'" in unknown.output

@@ -17,6 +17,7 @@ from app.core.emptymatrix import unexpanded_callers
 from app.core.recipes import expand_points, parse_master, plannable_keys
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.evals import EvalMode, plan_with_evals
+from app.core.recipes.runners import hardware_table
 from app.core.runmatch import JobName, job_matches_point, parse_job_name, point_job_name
 from app.core.sweepspec import (
     dispatch_eval_flags,
@@ -103,34 +104,12 @@ def test_the_keys_cover_every_kind() -> None:
     assert len(KEYS) > 40 and kinds == {(False, False), (True, False), (False, True), (True, True)}
 
 
-# Open (issue 28): for agentic-coding keys the bot's dispatch slots rank the jobs of a dispatch
-# otherwise than the simulator lists them (a MatrixRank where the sim has one job of the name);
-# the two opinions disagree and this test says so until one of them is fixed.
-AGENTIC_SLOTS = "issue 28: agentic dispatch slot ranks differ between the bot and the simulator"
-AGENTIC_SLOT_KEYS = {
-    ("amd-master.head.yaml", "kimik3-fp4-mi355x-vllm-agentic-mtp"),
-    ("amd-master.head.yaml", "kimik3-fp4-mi355x-atom-agentic-mtp"),
-    ("amd-master.head.yaml", "minimaxm3-fp8-mi300x-vllm-agentic-mtp"),
-    ("amd-master.head.yaml", "dsv4-fp4-mi355x-sglang-disagg-agentic-hicache-mtp"),
-    ("amd-master.head.yaml", "minimaxm3-fp4-mi355x-vllm-agentic-mtp"),
-    ("amd-master.head.yaml", "glm5.2-fp4-mi355x-sglang-agentic-mtp"),
-    ("amd-master.head.yaml", "glm5.2-fp4-mi355x-atom-agentic-mtp"),
-    ("amd-master.head.yaml", "dsv4-fp4-mi355x-sglang-agentic-mtp"),
-    ("nvidia-master.tail.head.yaml", "kimik3-fp4-gb300-dynamo-vllm-agentic-dspark-mooncake-dcp8-agg"),
-    ("nvidia-master.tail.head.yaml", "kimik3-fp4-gb300-dynamo-vllm-agentic-mooncake-dcp8-agg"),
-    ("nvidia-master.tail.head.yaml", "kimik3-fp4-b200-dynamo-vllm-agentic-dspark"),
-}
+# runners.yaml's `hardware:`, which the generator sizes a DRAM-offload row's `total-cpu-dram-gb`
+# with (the sim reads the same file, `_Files`); the bot plans a sweep with it (app.flows.sweeprequest)
+HARDWARE = hardware_table(fixture_text("runners.yaml"))
 
 
-@pytest.mark.parametrize(
-    ("fixture", "key"),
-    [
-        pytest.param(f, k, marks=[pytest.mark.xfail(strict=True, reason=AGENTIC_SLOTS)])
-        if (f, k) in AGENTIC_SLOT_KEYS
-        else (f, k)
-        for f, k in KEYS
-    ],
-)
+@pytest.mark.parametrize(("fixture", "key"), KEYS)
 def test_slots_are_the_jobs_e2e_tests_runs_for_each_dispatch(fixture: str, key: str) -> None:
     """Every filter a sweep may have (none, each tp, each seq-len) under every eval mode the bot
     plans as the repo's generator does (the others: issue 28, tests/test_bot_vs_sim.py)."""
@@ -146,7 +125,7 @@ def test_slots_are_the_jobs_e2e_tests_runs_for_each_dispatch(fixture: str, key: 
     for filters in every:
         for mode in modes:  # the eval modes the bot plans as the generator does
             try:
-                planned = plan_with_evals(master, key, mode=mode, **filters)
+                planned = plan_with_evals(master, key, mode=mode, hardware=HARDWARE, **filters)
             except RecipeError:
                 continue  # the filters match nothing of this key
             _check(text, master, key, planned, mode)
@@ -155,11 +134,11 @@ def test_slots_are_the_jobs_e2e_tests_runs_for_each_dispatch(fixture: str, key: 
 def _check(
     text: str, master: dict[str, Any], key: str, planned: list[dict[str, Any]], mode: EvalMode
 ) -> None:
-    got = plan_dispatch_jobs(master, key, planned, FIELDS, mode.value)
+    got = plan_dispatch_jobs(master, key, planned, FIELDS, mode.value, hardware=HARDWARE)
     groups: dict[str, list[dict[str, Any]]] = {}
     for point in planned:
         groups.setdefault(group_key(point, FIELDS), []).append(point)
-    as_is = plan_dispatch_jobs(master, key, planned, FIELDS, mode.value, BOT_UNEXPANDED)
+    as_is = plan_dispatch_jobs(master, key, planned, FIELDS, mode.value, BOT_UNEXPANDED, HARDWARE)
     for gk, group in groups.items():
         run = SimpleNamespace(repo="o/r", head_sha="0" * 40, inputs=_command(key, group, mode))
         # the real file at 843c6254: GitHub never expands `eval /` (sim.getjobs reads why)

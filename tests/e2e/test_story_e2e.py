@@ -27,6 +27,7 @@ import pytest
 from devstack.demo import play_story
 from devstack.mergestory import sweep_mode_setup
 from devstack.story import STATUS_MARKER, StoryReport, bot_comments
+from sim.scenario import SEED_KEY
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -62,7 +63,15 @@ def _crawl_the_dashboard(dashboard_url: str, sim_url: str) -> None:
 
 
 def _run(
-    tmp_path: Path, pg_url: str, redis_url: str, *, chaos: bool, mode: str, crawl_dashboard: bool = False
+    tmp_path: Path,
+    pg_url: str,
+    redis_url: str,
+    *,
+    chaos: bool,
+    mode: str,
+    crawl_dashboard: bool = False,
+    key: str = SEED_KEY,
+    timeout: float = 240,
 ) -> StoryReport:
     from app.db import session_factory
     from app.settings import Settings, reset_settings_cache
@@ -82,13 +91,13 @@ def _run(
     with SimServer(settings=SimSettings(time_scale=0.001, seed=11)) as sim:
         if chaos:
             sim.world.duplicate_deliveries = True
-        scenario = SeedScenario(sim.world)
+        scenario = SeedScenario(sim.world, key=key)
 
         def setup() -> None:
             world = sim.world
             repo, pr = scenario.facts["bench_repo"], scenario.facts["recipe_pr"]
             sweep_mode_setup(world, scenario, mode)  # label mode is the default: no bot config
-            if mode == "dispatch":
+            if mode == "dispatch" and key == SEED_KEY:
                 # a maintainer already labelled the PR: only [skip-sweep] stops a second sweep
                 world.add_labels(repo, pr, ["full-sweep-enabled"], "alice-admin")
                 world.faults.dispatch_ignore_run_details = True  # no run id: find runs by title
@@ -112,7 +121,7 @@ def _run(
                 session_factory(),
                 say=lambda line: None,
                 poll_interval=float(SIM_CADENCE["SWEEPBOT_POLL_INTERVAL"]),
-                timeout=240,
+                timeout=timeout,
                 on_sweep_started=kill_worker if chaos else None,
                 before_step=before,
                 setup=setup,
@@ -170,3 +179,26 @@ def test_the_whole_story_in_label_mode_with_duplicate_webhooks_and_a_killed_work
     assert checks["after the maintainer's comment and the merge, the push to main reuses that run"].ok
     assert checks["the bot reports main's outcome: reuse taken, results published"].ok
     assert isinstance(report.summary["reused_run"], int)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["dsv4-fp4-mi355x-atom-disagg", "kimik2.5-fp4-mi355x-vllm-agentic"],
+    ids=["multi-node", "agentic"],
+)
+def test_the_story_on_a_multinode_and_on_an_agentic_key(
+    story_env: tuple[str, str], tmp_path: Path, key: str
+) -> None:
+    """The recipe PR moves ``key`` to vLLM's nightly channel behind the same two upstream PRs: its
+    dependencies play out, the pin is bumped, the whole key is swept (dispatch mode) and every
+    point's result is collected from the artifact its template names (multi-node: `bmk_<RF>` with
+    one `agg_` file per conc; agentic: `bmk_agentic_<RF>`), and the report is posted, final."""
+    report = _run(tmp_path, *story_env, chaos=False, mode="dispatch", key=key, timeout=80)
+    failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+    assert not failed, "\n".join(failed)
+    checks = {c.name for c in report.checks}
+    assert {
+        "every point's result collected under its real artifact name",
+        "one report comment, final",
+    } <= checks
+    assert report.summary["mode"] == "dispatch" and set(report.summary["jobs"]) == {"succeeded"}

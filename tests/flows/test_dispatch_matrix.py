@@ -10,6 +10,7 @@ sim runs the file that way (``sim.runs.e2e_jobs``); it is the oracle here.
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,13 +20,16 @@ from sqlalchemy import select
 from app.core.artifacts import result_stem
 from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
+from app.flows.sweeprequest import request_sweep
 from app.flows.tick import tick
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState
 from sim.getjobs import assign_evals, matrix_failures
 from sim.runs import e2e_jobs
 from tests.flows.test_scheduler import _jobs, _request, deliver, env
-from tests.sweep_fakes import REPO, FakeGitHub, FakeRunTracking, FakeTick
+from tests.recipe_helpers import fixture_text
+from tests.sweep_fakes import REPO, FakeGitHub, FakeRequest, FakeRunTracking, FakeTick
+from tests.test_bot_vs_sim import same_point
 
 __all__ = ["env"]
 
@@ -167,3 +171,44 @@ def test_the_points_a_sweep_filtered_out_are_not_taken_for_its_own(env: dict[str
     after = {j.id: j for j in _jobs(env["factory"], req.sweep.id)}
     for job in (second, third):
         assert (after[job.id].state, after[job.id].run_conclusion) == (JobState.RUNNING, "success"), job.id
+
+
+DRAM_KEY = "dsv4-fp4-mi355x-sglang-agentic-mtp"  # amd-master at 843c6254: a `kv-offloading: dram` item
+
+
+def test_a_dram_offload_point_is_planned_with_the_budget_its_run_gets(env: dict[str, Any]) -> None:
+    """The generator sizes a DRAM-offload row's `total-cpu-dram-gb` from runners.yaml's `hardware:`
+    (expected-plans: 2399 GB for dsv4's tp8 hicache row on cluster:mi355x-amds at conc 16): the
+    sweep's point is that row, so its run's job (the sim's get-jobs reads the same runners.yaml) is
+    the point's own."""
+    gh = FakeGitHub()
+    gh.files = {
+        "configs/amd-master.yaml": fixture_text("amd-master.head.yaml"),
+        "configs/runners.yaml": fixture_text("runners.yaml"),
+        WORKFLOW: gh.files[WORKFLOW],
+    }
+    with env["factory"]() as s:
+        req = request_sweep(
+            s,
+            FakeRequest(gh),
+            repo=REPO,
+            pr_number=7,
+            config_key=DRAM_KEY,
+            requested_by="maint",
+            reason="command",
+            filters=SweepFilters(evals="none", conc=(16,)),
+        )
+        s.commit()
+    expected = json.loads(fixture_text("expected-plans/amd-master.no-evals.json"))[DRAM_KEY]
+    want = {r["exp-name"]: r["total-cpu-dram-gb"] for r in expected if r["conc"] == 16}
+    jobs = _jobs(env["factory"], req.sweep.id)
+    got = {j.point["exp-name"]: j.point["total-cpu-dram-gb"] for j in jobs}
+    assert got == want and sorted(want.values()) == [0, 2399]
+    # the dispatch's run: each job's row is a planned point, field for field
+    tick(env["factory"], lambda s: FakeTick(gh))
+    (dispatch,) = gh.dispatches
+    rows = [row for _, row in _run_jobs(gh, dispatch)]
+    assert sorted(str(r["exp-name"]) for r in rows) == sorted(want)
+    for row in rows:
+        point = next(j.point for j in jobs if j.point["exp-name"] == row["exp-name"])
+        assert same_point(row, point), row["exp-name"]

@@ -200,15 +200,8 @@ def test_runner_lost_is_retried_on_the_sim(bot: dict[str, Any]) -> None:
     ("key", "label", "conc"),
     [
         ("dsv4-fp4-mi355x-atom-disagg", "mi355x", ()),
-        pytest.param(
-            "kimik2.5-fp4-mi355x-vllm-agentic",
-            "mi355x",
-            (32, 40),
-            # issue 28, open: one of the dispatch's agentic jobs is not assigned to its point (the
-            # slot-rank disagreement tests/core/test_dispatch_jobs.py names), so it fails as a run
-            # failure without a job
-            marks=pytest.mark.xfail(strict=True, reason="agentic dispatch slots: bot and sim disagree"),
-        ),
+        # f8f9b66's entry spells KV offload `offloading: none|cpu`: a tp's two items are two jobs
+        ("kimik2.5-fp4-mi355x-vllm-agentic", "mi355x", (32, 40)),
     ],
     ids=["multi-node", "agentic"],
 )

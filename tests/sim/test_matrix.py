@@ -59,3 +59,18 @@ def test_agentic_evals_are_opt_in_and_multinode_agentic_is_one_row_per_conc() ->
 def test_a_pattern_matching_nothing_is_refused() -> None:
     with pytest.raises(MatrixError, match="matched no config keys"):
         test_config(_load("amd-master"), ["nope-*"], RUNNERS)
+
+
+def test_an_older_files_offloading_field_makes_its_own_rows() -> None:
+    """f8f9b66's `kimik2.5-fp4-mi355x-vllm-agentic` spells KV offload `offloading: none|cpu` (the
+    field before `kv-offloading`), no backend: at conc 32 each tp has a `kvnone` and a `kvcpu`
+    row, never two identical rows (whose jobs would upload one `bmk_agentic_<RF>` twice)."""
+    master = yaml.safe_load((FIX / "amd-master.f8f9b66.yaml").read_text())
+    rows = test_config(master, ["kimik2.5-fp4-mi355x-vllm-agentic"], RUNNERS, conc=[32])
+    got = sorted((r["tp"], r["kv-offloading"], r["exp-name"], r["total-cpu-dram-gb"]) for r in rows)
+    assert got == [
+        (4, "cpu", "kimik2.5_tp4_conc32_kvcpu", 0),
+        (4, "none", "kimik2.5_tp4_conc32_kvnone", 0),
+        (8, "cpu", "kimik2.5_tp8_conc32_kvcpu", 0),
+        (8, "none", "kimik2.5_tp8_conc32_kvnone", 0),
+    ]

@@ -22,6 +22,17 @@ def runner_capacity(runners_yaml_text: str) -> dict[str, int]:
     return out
 
 
+def hardware_table(runners_yaml_text: str) -> dict[str, dict[str, object]] | None:
+    """runners.yaml's `hardware:` mapping (runner label -> its facts: `available-cpu-dram-mib`,
+    `gpus-per-node`), which the repo's generator sizes a DRAM-offload row's `total-cpu-dram-gb`
+    with; None when the file has none (InvalidYamlError when it is not YAML)."""
+    data = load_yaml(runners_yaml_text, "runners.yaml")
+    table = data.get("hardware") if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        return None
+    return {str(k): dict(v) for k, v in table.items() if isinstance(v, dict)}
+
+
 def runner_hardware(runner: str) -> str:
     """`cluster:mi355x-amds` -> `mi355x`, `mi355x` -> `mi355x` (the launchers' script code)."""
     return runner.removeprefix("cluster:").split("-", 1)[0]
