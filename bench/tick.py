@@ -6,7 +6,7 @@ workload of bench/scheduler_holds.py), as many finished jobs as history, and sto
 images (so every reuse lookup searches and misses). The label has 9 runners, none busy: a tick
 releases three dispatches with the default ``SWEEPBOT_RUNNER_OVERCOMMIT=auto`` (the third's 3 jobs
 wait on GitHub for a runner), two with ``=0``, and holds the rest. Timed: the label's part of the
-tick under its lock (``app.flows.tick._claim_label``: in-flight count, the queue, reuse lookups, the
+tick under its lock (``app.flows.scheduler.tick._claim_label``: in-flight count, the queue, reuse lookups, the
 plan, the claims), rolled back after each run so every run sees the same queue; the median of
 ``--repeat`` runs.
 
@@ -62,7 +62,7 @@ def _baseline_queued(session: Any, label: str) -> list[tuple[Any, Any]]:
 
 
 def _baseline_queues(rows: list[tuple[Any, Any]], known: dict[int, Any]) -> list[Any]:
-    from app.core.release import QueuedJob, SweepQueue
+    from app.core.release_plan import QueuedJob, SweepQueue
     from app.models.sweeps import CANARY_REASON
 
     jobs: dict[int, list[Any]] = {}
@@ -88,8 +88,8 @@ def _baseline_queues(rows: list[tuple[Any, Any]], known: dict[int, Any]) -> list
 def _baseline_plan(
     session: Any, label: str, rows: list[tuple[Any, Any]], capacity: int, in_flight: int
 ) -> Any:
-    from app.core.release import plan_release
-    from app.flows.tick import _canary_hours
+    from app.core.release_plan import plan_release
+    from app.flows.scheduler.tick import _canary_hours
     from app.models.sweeps import CANARY_REASON
     from app.settings import get_settings
     from app.store import reuse
@@ -128,9 +128,9 @@ def _baseline_plan(
 
 
 def baseline_claim_label(session: Any, gw: Any, label: str, repo: str, result: Any) -> list[Any]:
-    """app.flows.tick._claim_label of main before issue 19 (reuse steps left out: none here)."""
-    from app.flows.benchrepo import label_capacity
-    from app.flows.tick import _claimed, _preempt_canaries
+    """app.flows.scheduler.tick._claim_label of main before issue 19 (reuse steps left out: none here)."""
+    from app.flows.repo.bench_repo import label_capacity
+    from app.flows.scheduler.tick import _claimed, _preempt_canaries
     from app.store.jobs import claim_group, inflight_slots
     from app.store.reports import mark_report_dirty
     from app.store.runnerlabels import lock_label
@@ -254,7 +254,7 @@ def fill(factory: Any, queued: int) -> None:
 
 
 def timed(factory: Any, claim: Any, repeat: int) -> tuple[float, list[str]]:
-    from app.flows.dispatch import TickResult
+    from app.flows.scheduler.dispatch import TickResult
 
     times, names = [], []
     for _ in range(repeat):
@@ -269,7 +269,7 @@ def timed(factory: Any, claim: Any, repeat: int) -> tuple[float, list[str]]:
 
 def measure(size: int, repeat: int) -> tuple[float, float, list[str]]:
     from app import db
-    from app.flows import tick
+    from app.flows.scheduler import tick
     from app.migrate import upgrade
     from app.settings import reset_settings_cache
     from app.store.runnerlabels import ensure_label

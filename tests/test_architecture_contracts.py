@@ -71,8 +71,16 @@ def test_every_forbidden_module_planted_in_the_core_is_reported(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("rel", "text", "edge"),
     [
-        ("app/core/planted_up.py", "import app.flows.tick\n", "app.core.planted_up -> app.flows.tick"),
-        ("app/store/planted_up.py", "import app.flows.tick\n", "app.store.planted_up -> app.flows.tick"),
+        (
+            "app/core/planted_up.py",
+            "import app.flows.scheduler.tick\n",
+            "app.core.planted_up -> app.flows.scheduler.tick",
+        ),
+        (
+            "app/store/planted_up.py",
+            "import app.flows.scheduler.tick\n",
+            "app.store.planted_up -> app.flows.scheduler.tick",
+        ),
         ("app/flows/planted_up.py", "import app.web.main\n", "app.flows.planted_up -> app.web.main"),
     ],
 )

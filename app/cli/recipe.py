@@ -18,7 +18,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.core.emptymatrix import unexpanded_callers
 from app.core.recipes import (
     EntryFlags,
     RecipeError,
@@ -30,10 +29,11 @@ from app.core.recipes import (
 from app.core.recipes.evals import eval_mode_from_flags, plan_all_keys, plan_with_evals
 from app.core.recipes.topology import point_summary
 from app.core.recipes.yamlutil import load_yaml
+from app.core.unexpanded_workflow import unexpanded_callers
 from app.core.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
 
 if TYPE_CHECKING:
-    from app.flows.dispatchplan import PlannedDispatch
+    from app.flows.scheduler.dispatch_plan import PlannedDispatch
 
 recipe_app = typer.Typer(
     help="Benchmark-repo files: plan a config key's sweep, bump its image pin, append to the perf-changelog.",
@@ -259,7 +259,7 @@ def dispatch(
 ) -> None:
     """The workflow, ref and inputs of every dispatch the bot would make for a sweep of KEY."""
     from app.core.sweepspec import SweepError  # lazy: loaded when the command runs (start-up)
-    from app.flows.dispatchplan import PLACEHOLDER_SHA, plan_dispatches  # lazy: start-up
+    from app.flows.scheduler.dispatch_plan import PLACEHOLDER_SHA, plan_dispatches  # lazy: start-up
     from app.settings import SettingsError, get_settings  # lazy: loaded when the command runs (start-up)
 
     conc_filter = _parse_conc(conc)
@@ -278,7 +278,7 @@ def dispatch(
             conc=conc_filter,
             head_ref=head_ref,
             head_sha=head_sha or PLACEHOLDER_SHA,
-            # slots leave out the matrix jobs the workflow never expands (app.core.emptymatrix)
+            # slots leave out the matrix jobs the workflow never expands (app.core.unexpanded_workflow)
             unexpanded=unexpanded_callers(_read(wf_path)) if wf_path is not None else frozenset(),
         )
     except (RecipeError, SweepError, SettingsError) as exc:

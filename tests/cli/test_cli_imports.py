@@ -59,7 +59,7 @@ def _results(folder: Path) -> Path:
 
 # `recipe dispatch` fills the SWEEPBOT_DISPATCH_* templates: the settings (pydantic-settings) and
 # the dispatch planner, which is pure over them; still no ORM, broker, web framework or simulator.
-DISPATCH_NEEDS = {"app.settings", "app.flows", "app.flows.dispatchplan"}
+DISPATCH_NEEDS = {"app.settings", "app.flows", "app.flows.scheduler.dispatch_plan"}
 
 
 @pytest.mark.parametrize(

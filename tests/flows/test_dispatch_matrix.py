@@ -19,7 +19,7 @@ from sqlalchemy import select
 from app.core.artifacts import result_stem
 from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
-from app.flows.tick import tick
+from app.flows.scheduler.tick import tick
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState
 from sim.getjobs import assign_evals, matrix_failures
