@@ -126,7 +126,8 @@ class Settings(BaseSettings):
     # than runners, so the bot alone keeps the order and a group waits until its whole width is
     # free; N > 0: a group goes out when up to N jobs would wait on GitHub for a runner.
     runner_overcommit: int | Literal["auto"] = "auto"
-    # Repositories whose GPU runners sweepbot places as the priority controller (app/flows/scheduler/runner_hook.py)
+    # Repositories whose GPU runners sweepbot places as the priority controller
+    # (app/flows/scheduler/runner_hook.py)
     # when their PRIORITY_SCHEDULER_ENABLED variable is true; the credentials need runner admin there.
     runner_controller_repos: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Repositories adopted on the first start with GitHub credentials (app/flows/ingest/resync.py: open

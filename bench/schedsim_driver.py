@@ -217,7 +217,8 @@ class Driver:
             s.commit()
 
     def _deliver(self, d: Any) -> None:
-        """What a worker does with a stored delivery (app.flows.ingest.deliveries): its handlers, one session."""
+        """What a worker does with a stored delivery (app.flows.ingest.deliveries): its handlers,
+        one session."""
         from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
         from app.flows.ingest.deliveries import delivery_gateways
         from app.flows.ingest.handlers import composed

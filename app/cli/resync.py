@@ -1,4 +1,5 @@
-"""``sweepbot resync [--repo O/R]``: adopt a repository's open PRs, commands and runs (app.flows.ingest.resync)."""
+"""``sweepbot resync [--repo O/R]``: adopt a repository's open PRs, commands and runs
+(app.flows.ingest.resync)."""
 
 from __future__ import annotations
 

@@ -295,7 +295,8 @@ def _job(session: Session) -> int:
 
 def recorded(session: Session, job_id: int) -> tuple[str, str | None, str | None, str]:
     """What the database says after collection: the job's (state, reason, result_url) and its
-    sweep's state. Collection finishes jobs through the real ``finish_job`` (app.flows.sweeps.job_finish); only the
+    sweep's state. Collection finishes jobs through the real ``finish_job``
+    (app.flows.sweeps.job_finish); only the
     gateway is fake, so a collect that records a failure as a success fails these checks
     (``tests/mutation_collect.py`` applies such mutants and lists the tests that catch them)."""
     from app.models.sweeps import Sweep, SweepJob

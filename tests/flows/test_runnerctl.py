@@ -1,4 +1,5 @@
-"""The live controller (app/flows/scheduler/runner_control.py) against a fake runners API: facts from workflow_job
+"""The live controller (app/flows/scheduler/runner_control.py) against a fake runners API: facts
+from workflow_job
 deliveries, idempotent label writes, clean-up, leases verified before the job label, missed
 deliveries recovered, unprioritisable jobs reported once, the contract variable."""
 

@@ -1,5 +1,6 @@
 """The fleet page: each runner, its labels, the job it holds and why; the queue in effective-priority
-order with the score's parts; from the state the controller's handler stores (app/flows/scheduler/runner_hook.py),
+order with the score's parts; from the state the controller's handler stores
+(app/flows/scheduler/runner_hook.py),
 driven here by workflow_job deliveries against a fake runners API."""
 
 from __future__ import annotations

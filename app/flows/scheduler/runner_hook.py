@@ -1,6 +1,7 @@
 """The priority controller inside the service: each ``workflow_job`` delivery of a repository with
 the label contract on updates that repository's facts (``runner_controller`` row, locked), and the
-controller reconciles at once (``app.flows.scheduler.runner_control.reconcile``); the plan's view is stored for
+controller reconciles at once (``app.flows.scheduler.runner_control.reconcile``); the plan's view
+is stored for
 the dashboard's fleet page. The fair share's PR of a job is the PR of our sweep that dispatched its
 run, when there is one (the repo's own label-driven runs share one bucket until a PR is known).
 """

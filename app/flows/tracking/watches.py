@@ -2,7 +2,8 @@
 
 The pieces live apart: references and readiness are pure (``app.core.deprefs``,
 ``app.core.readiness``, ``app.core.watchstatus``), queries are in ``app.store.watches`` /
-``bumps`` / ``tags``, evaluating a watch is ``app.flows.tracking.evaluate``, the bump ``app.flows.tracking.bump``.
+``bumps`` / ``tags``, evaluating a watch is ``app.flows.tracking.evaluate``, the bump
+``app.flows.tracking.bump``.
 This module is the entry points: the ``pull_request`` and ``push`` handlers (on this module's
 ``router``, composed by ``app/flows/ingest/handlers.py``), the beat's poll, the ``/depends-on`` and
 ``/bump`` commands, and ``deps_status`` for the CLI.
@@ -274,7 +275,7 @@ def handle_push(session: Session, gw: TrackingGateway, payload: dict[str, Any]) 
     return apply_config_watches(session, gw, repo, cfg)
 
 
-# ================================================================= command entry points (app.flows.commands.comments)
+# ======================================================= command entry points (app.flows.commands.comments)
 
 
 def _pr_watches_or_create(

@@ -1,4 +1,5 @@
-"""Operator actions: each calls one flow function (``app.flows.commands.operator``, ``app.flows.ingest.deliveries.replay``),
+"""Operator actions: each calls one flow function (``app.flows.commands.operator``,
+``app.flows.ingest.deliveries.replay``),
 then audits who asked and how it ended. Nothing here calls GitHub: what an action leaves to do there
 (stopping the runs of cancelled jobs, a watch's check) is queued for a worker after the commit.
 """

@@ -38,7 +38,8 @@ _health_lock = threading.Lock()
 
 
 def health(settings: Settings) -> dict[str, Any]:
-    """``app.flows.ingest.deliveries.health`` cached for a few seconds: it pings the broker, which a busy overview
+    """``app.flows.ingest.deliveries.health`` cached for a few seconds: it pings the broker, which
+    a busy overview
     page (live refresh, several viewers) should not do on every request."""
     key = settings.database_url + "|" + settings.broker_url
     with _health_lock:
