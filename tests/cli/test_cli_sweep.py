@@ -215,7 +215,7 @@ def test_queue_shows_busy_free_queued_and_progress(
     slow_world: Any, db_session: Session, rung: list[Any]
 ) -> None:
 
-    from app.flows.repo.bot_config import parse_bot_config
+    from app.core.bot_config import parse_bot_config
     from app.models.tracking import BotConfigRecord
 
     # the bot's own queue is what this shows: the repo dispatches (label mode would hand the full

@@ -155,7 +155,7 @@ def test_without_authorization_main_sweeps_again_and_publishes_its_own_run(bot: 
 def test_opted_in_the_bot_opens_the_case_b_recovery_pr_and_main_then_reuses_the_source(
     bot: dict[str, Any],
 ) -> None:
-    from app.flows.repo.bot_config import parse_bot_config
+    from app.core.bot_config import parse_bot_config
     from app.flows.results.merge_reuse import recovery_sweep
     from app.flows.results.recovery_pr import continue_recovery
     from app.models.tracking import BotConfigRecord

@@ -1,7 +1,8 @@
 """Reading `.github/sweepbot.yml` from the default branch only, and storing the outcome.
 
-The schema and its validation are pure (``app.core.bot_config``, re-exported here for callers);
-a bad file means the defaults, with the error stored (``bot_configs.error``) and logged.
+The schema and its validation are pure (``app.core.bot_config``), the stored read is
+``app.store.bot_configs``; neither is re-exported here. A bad file means the defaults, with the
+error stored (``bot_configs.error``) and logged.
 """
 
 from __future__ import annotations

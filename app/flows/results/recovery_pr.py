@@ -27,10 +27,10 @@ from app.core.recoveryplan import (
     recovery_title,
 )
 from app.core.sweepreuse import authorization
-from app.flows.repo.bot_config import stored_config
 from app.models.sweeps import Sweep
 from app.settings import get_settings
 from app.store.audit import record
+from app.store.bot_configs import stored_config
 
 log = structlog.get_logger(__name__)
 
