@@ -32,8 +32,8 @@ from app.core.recipes.points import Point
 from app.core.recipes.scripts import script_candidates
 from app.core.sweepspec import SweepError, group_fields
 from app.flows.repo.bench_repo import RepoFiles, callers_of, workflow_prediction_at
-from app.flows.repo.bench_repo import locate as _locate
-from app.flows.repo.bench_repo import master_files as _master_files
+from app.flows.repo.recipe_files import locate as _locate
+from app.flows.repo.recipe_files import read_master_configs
 from app.flows.sweeps.cancel import CancelGateway
 from app.flows.sweeps.create import create_sweep
 from app.flows.tracking.watches import _image_source
@@ -133,7 +133,7 @@ def key_context(gw: KeyGateway, repo: str, cfg: BotConfig, nk: NightlyKey) -> Ke
     if ref is None:
         raise ValueError(f"{repo} has no branch {default_branch}")
     head_sha = str(ref["object"]["sha"])
-    files = _master_files(gw, repo, head_sha)
+    files = read_master_configs(gw, repo, head_sha, cfg.bump.config_dirs)
     path = _locate(files, nk.config_key)
     entry = get_entry(parse_master(files[path]), nk.config_key)
     image = str(entry.get("image") or "")

@@ -1,5 +1,5 @@
-"""Reading the benchmark repo: its master config files, where a key lives, runner capacity, and the
-dispatch workflow's matrix jobs GitHub never expands."""
+"""Reading the benchmark repo: runner capacity (runners.yaml), the dispatch workflow's matrix jobs
+GitHub never expands, and the accuracy gate. Master configs are ``app.flows.repo.recipe_files``'s."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from app.core.recipes import locate_key, runner_capacity
+from app.core.recipes import runner_capacity
 from app.core.routing import TransientError
-from app.core.sweepspec import SweepError
 from app.core.thresholds import THRESHOLDS_PATH, ThresholdsError, parse_thresholds
 from app.core.unexpanded_workflow import unexpanded_findings
 from app.core.workflows import workflow_path
@@ -22,7 +21,6 @@ log = structlog.get_logger(__name__)
 DEFAULT_CAPACITY = 1  # unknown label: one job at a time never oversubscribes a scarce fleet
 CAPACITY_CACHE_SECONDS = 600.0
 RUNNERS_YAML_PATHS = (".github/configs/runners.yaml", "configs/runners.yaml")
-MASTER_DIRS = (".github/configs", "configs")
 
 
 class FileReader(Protocol):
@@ -35,25 +33,6 @@ class RepoFiles(Protocol):
     def get_repo(self, repo: str) -> dict[str, Any]: ...
     def get_file(self, repo: str, path: str, ref: str | None = None) -> tuple[str, str] | None: ...
     def list_dir(self, repo: str, path: str, ref: str | None = None) -> list[dict[str, Any]]: ...
-
-
-def master_files(gw: RepoFiles, repo: str, ref: str) -> dict[str, str]:
-    files: dict[str, str] = {}
-    for directory in MASTER_DIRS:
-        for item in gw.list_dir(repo, directory, ref=ref):
-            path = str(item.get("path") or f"{directory}/{item.get('name')}")
-            if item.get("type") == "file" and path.endswith("master.yaml"):
-                got = gw.get_file(repo, path, ref=ref)
-                if got is not None:
-                    files[path] = got[0]
-    return files
-
-
-def locate(files: dict[str, str], key: str) -> str:
-    found = locate_key(files, key)
-    if not found.found or found.path is None:
-        raise SweepError(found.reason)
-    return str(found.path)
 
 
 _capacity_cache: dict[str, tuple[float, dict[str, int]]] = {}

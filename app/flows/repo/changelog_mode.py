@@ -14,8 +14,7 @@ from sqlalchemy.orm import Session
 from app.core.changelog_mode import ChangelogEvalMode, pr_eval_mode
 from app.core.payloads import DELETED_FORK, head_of
 from app.core.sweepspec import SweepFilters
-from app.flows.repo.bot_config import bot_config
-from app.flows.tracking.ports import ConfigReader
+from app.flows.repo.bot_config import ConfigReader, bot_config
 
 log = structlog.get_logger(__name__)
 

@@ -1,9 +1,14 @@
 """Reading the benchmark repo's recipe files through the gateway: master configs in the configured
-directories, where a config key lives, and which keys a recipe PR is about."""
+directories, where a config key lives, and which keys a recipe PR is about.
+
+``read_master_configs`` is the one master-config reader: the sweep path (``sweeps.request``, the
+nightly canary) and the tracking path (``locate_config``, ``target_keys``, the bump) both find
+files with it, by ``app.core.recipes.is_master_config_path``."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import structlog
 
@@ -23,17 +28,30 @@ from app.core.recipes import (
     parse_master,
 )
 from app.core.recipes.srtrecipe import recipe_refs
-from app.flows.tracking.ports import RecipeReader
+from app.core.sweepspec import SweepError
+from app.flows.repo.bench_repo import RepoFiles
 
 log = structlog.get_logger(__name__)
 
+# Where master configs live unless `.github/sweepbot.yml` says otherwise (``bump.config-dirs``).
+MASTER_DIRS: tuple[str, ...] = tuple(BotConfig().bump.config_dirs)
+
+
+class RecipeReader(RepoFiles, Protocol):
+    """Reading recipe files: master configs in their directories, a PR's changed files."""
+
+    def list_pull_files(self, repo: str, number: int) -> list[dict[str, Any]]: ...
+
+    def get_ref(self, repo: str, ref: str) -> dict[str, Any] | None: ...
+
 
 def read_master_configs(
-    gw: RecipeReader, repo: str, ref: str | None, cfg: BotConfig, *, archived: bool = False
+    gw: RepoFiles, repo: str, ref: str | None, dirs: Sequence[str] = MASTER_DIRS, *, archived: bool = False
 ) -> dict[str, str]:
-    """Master configs ({path: text}) in the configured dirs (``.github/configs``, ``configs``)."""
+    """Master configs ({path: text}) in ``dirs`` (``.github/configs``, ``configs``; with
+    ``archived``, their ``deprecated/``): every file ``is_master_config_path`` accepts."""
     files: dict[str, str] = {}
-    dirs = [d.rstrip("/") for d in cfg.bump.config_dirs]
+    dirs = [d.rstrip("/") for d in dirs]
     if archived:
         dirs = [f"{d}/deprecated" for d in dirs]
     for directory in dirs:
@@ -46,6 +64,15 @@ def read_master_configs(
     return files
 
 
+def locate(files: dict[str, str], key: str) -> str:
+    """The path of the active master config holding ``key`` among ``files``; SweepError saying
+    why when none does (archived, missing, ambiguous)."""
+    found = locate_key(files, key)
+    if not found.found or found.path is None:
+        raise SweepError(found.reason)
+    return str(found.path)
+
+
 def locate_config(
     gw: RecipeReader, repo: str, ref: str | None, key: str, cfg: BotConfig, hint: str | None = None
 ) -> tuple[KeyLocation, str | None]:
@@ -56,12 +83,12 @@ def locate_config(
             loc = locate_key({hint: got[0]}, key)
             if loc.found:
                 return loc, got[0]
-    files = read_master_configs(gw, repo, ref, cfg)
+    files = read_master_configs(gw, repo, ref, cfg.bump.config_dirs)
     loc = locate_key(files, key)
     if loc.found and loc.path:
         return loc, files[loc.path]
     # Only now look at the archive: it explains a missing key instead of editing a dead copy.
-    archived = read_master_configs(gw, repo, ref, cfg, archived=True)
+    archived = read_master_configs(gw, repo, ref, cfg.bump.config_dirs, archived=True)
     if archived:
         loc = locate_key({**files, **archived}, key)
     return loc, None
@@ -153,13 +180,14 @@ def target_keys(gw: RecipeReader, repo: str, pull: dict[str, Any], cfg: BotConfi
     scripts = [p for p in paths if p.startswith("benchmarks/")]
     if scripts:
         if not masters:
-            masters = _parsed(read_master_configs(gw, head_repo, head_sha, cfg))
+            masters = _parsed(read_master_configs(gw, head_repo, head_sha, cfg.bump.config_dirs))
         found = keys_for_paths(scripts, masters)
         if not found:
             # A script of a key archived to configs/deprecated/: watch it anyway, so the PR gets
             # the clear "archived" explanation instead of silence.
             found = keys_for_paths(
-                scripts, _parsed(read_master_configs(gw, head_repo, head_sha, cfg, archived=True))
+                scripts,
+                _parsed(read_master_configs(gw, head_repo, head_sha, cfg.bump.config_dirs, archived=True)),
             )
         keys += sorted(k for k in found if k not in keys)
     log.info("pr_target_keys", repo=repo, number=number, keys=keys, why="changed master entries and scripts")

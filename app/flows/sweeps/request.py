@@ -34,10 +34,9 @@ from app.flows.repo.bench_repo import (
     callers_of,
     eval_thresholds_at,
     label_capacity,
-    locate,
-    master_files,
     workflow_prediction_at,
 )
+from app.flows.repo.recipe_files import locate, read_master_configs
 from app.flows.sweeps.cancel import CancelGateway
 from app.flows.sweeps.create import create_sweep
 from app.flows.sweeps.label_runs import LabelGateway, note_way, sweep_settings, trigger_label_run
@@ -105,7 +104,7 @@ def request_sweep(
     if not SHA_RE.match(head_sha):
         raise SweepError(f"{repo}#{pr_number} has no usable head sha")
     # The PR's files live at its head sha (a fork's commits are reachable from the base repo).
-    files = master_files(gw, repo, head_sha)
+    files = read_master_configs(gw, repo, head_sha)
     path = locate(files, config_key)
     # the dispatch runs the workflow as it is at the dispatched branch (a fork's: the base's)
     prediction = workflow_prediction_at(gw, repo, base_ref if is_fork else head_sha)

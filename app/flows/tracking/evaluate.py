@@ -41,9 +41,9 @@ from app.core.readiness import (
 from app.core.recipes import AmbiguousKeyError, RecipeError, current_image
 from app.core.tagcommits import resolve_tag_commits
 from app.flows.repo.bot_config import bot_config
-from app.flows.repo.recipe_files import default_image_repo, locate_config
+from app.flows.repo.recipe_files import RecipeReader, default_image_repo, locate_config
 from app.flows.tracking.bump import bump_watch
-from app.flows.tracking.ports import PullReader, RecipeReader, TrackingGateway
+from app.flows.tracking.ports import PullReader, TrackingGateway
 from app.flows.tracking.status_comment import publish_status
 from app.flows.tracking.tags import (
     TagState,

@@ -7,33 +7,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from app.adapters.permissions import PermissionGateway
 from app.flows.repo.bot_config import ConfigReader
+from app.flows.repo.recipe_files import RecipeReader
 from app.flows.sweeps.request import RequestGateway
 
 if TYPE_CHECKING:  # annotations only: the dashboard imports these Protocols, PyGithub stays out
     from app.adapters.github.base import Conditional
-
-__all__ = [
-    "BumpGateway",
-    "BumpPrGateway",
-    "BumpSweepGateway",
-    "CompareGateway",
-    "ConfigReader",
-    "GitWriter",
-    "PullReader",
-    "RecipeReader",
-    "StatusGateway",
-    "TrackingGateway",
-]
-
-
-class RecipeReader(ConfigReader, Protocol):
-    """Reading recipe files: master configs in their directories, a PR's changed files."""
-
-    def list_dir(self, repo: str, path: str, ref: str | None = None) -> list[dict[str, Any]]: ...
-
-    def list_pull_files(self, repo: str, number: int) -> list[dict[str, Any]]: ...
-
-    def get_ref(self, repo: str, ref: str) -> dict[str, Any] | None: ...
 
 
 class PullReader(Protocol):
