@@ -8,6 +8,8 @@ Both now read through ``app.flows.repo.recipe_files.read_master_configs``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.orm import Session
 
 from app.core.bot_config import BotConfig, NightlyKey
@@ -20,10 +22,14 @@ MASTER = (FakeGitHub().files[".github/configs/amd-master.yaml"], "configs/amd-ma
 
 
 class _Branch(FakeRequest):
-    """The nightly canary's reads: the default branch's head (at the PR's head sha here)."""
+    """The tracking and nightly reads besides the files: the default branch's head (at the PR's
+    head sha here) and a PR's changed files (none)."""
 
-    def get_ref(self, repo: str, ref: str) -> dict[str, object] | None:
+    def get_ref(self, repo: str, ref: str) -> dict[str, Any] | None:
         return {"object": {"sha": SHA1}}
+
+    def list_pull_files(self, repo: str, number: int) -> list[dict[str, Any]]:
+        return []
 
 
 def _repo_with_yml_master() -> FakeGitHub:
@@ -47,7 +53,7 @@ def test_the_reader_takes_the_repos_master_names_only() -> None:
 
 def test_sweep_tracking_and_nightly_paths_find_a_key_in_the_same_file(db_session: Session) -> None:
     gh = _repo_with_yml_master()
-    loc, text = locate_config(FakeRequest(gh), REPO, SHA1, KEY, BotConfig())
+    loc, text = locate_config(_Branch(gh), REPO, SHA1, KEY, BotConfig())
     assert loc.found and loc.path == "configs/amd-master.yml" and text == MASTER[0]
     context = key_context(_Branch(gh), REPO, BotConfig(), NightlyKey.model_validate({"config-key": KEY}))
     assert context.path == loc.path
