@@ -58,8 +58,9 @@ def _results(folder: Path) -> Path:
 
 
 # `recipe dispatch` fills the SWEEPBOT_DISPATCH_* templates: the settings (pydantic-settings) and
-# the dispatch planner, which is pure over them; still no ORM, broker, web framework or simulator.
-DISPATCH_NEEDS = {"app.settings", "app.flows", "app.flows.scheduler.dispatch_plan"}
+# the dispatch planner, which is pure over them (and its package, whose __init__ imports nothing);
+# still no ORM, broker, web framework or simulator.
+DISPATCH_NEEDS = {"app.settings", "app.flows", "app.flows.scheduler", "app.flows.scheduler.dispatch_plan"}
 
 
 @pytest.mark.parametrize(
