@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     # A job claimed for dispatch with no run found (by its name) after this long is queued again:
     # the worker died between the claim and the dispatch call.
     dispatch_lost_grace_seconds: float = 300.0
-    # History pruned by the beat's retention pass (app.flows.retention), in bounded batches: finished
+    # History pruned by the beat's retention pass (app.flows.ingest.retention), in bounded batches: finished
     # deliveries, the workflow_job/workflow_run deliveries among them sooner (a sweep makes
     # thousands), audit rows, and the redelivery requests GitHub can no longer be asked about. A
     # delivery is kept at least as long as GitHub may redeliver it (SWEEPBOT_REDELIVERY_HORIZON_SECONDS):
@@ -129,10 +129,11 @@ class Settings(BaseSettings):
     # than runners, so the bot alone keeps the order and a group waits until its whole width is
     # free; N > 0: a group goes out when up to N jobs would wait on GitHub for a runner.
     runner_overcommit: int | Literal["auto"] = "auto"
-    # Repositories whose GPU runners sweepbot places as the priority controller (app/flows/runnerhook.py)
+    # Repositories whose GPU runners sweepbot places as the priority controller
+    # (app/flows/scheduler/runner_hook.py)
     # when their PRIORITY_SCHEDULER_ENABLED variable is true; the credentials need runner admin there.
     runner_controller_repos: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # Repositories adopted on the first start with GitHub credentials (app/flows/resync.py: open
+    # Repositories adopted on the first start with GitHub credentials (app/flows/ingest/resync.py: open
     # PRs, unanswered commands, recent runs, as `sweepbot resync --repo` does), once per database.
     resync_repos: Annotated[list[str], NoDecode] = Field(default_factory=list)
 

@@ -2,7 +2,8 @@
 bench/scheduler.py): GitHub's assignment rule from the simulator (``sim.world_runners.labels_match``:
 an idle online runner takes the oldest queued job whose labels it all carries), the real templates'
 ``runs-on`` evaluated by ``sim.priority`` with scores from configs/ci-priority.yaml, and, for the
-controller strategies, the real ``app.flows.runnerctl`` against a gateway that plays the runners API
+controller strategies, the real ``app.flows.scheduler.runner_control`` against a gateway that plays
+the runners API
 on this world and counts every call.
 
 Faults: a flaky runner loses 30% of its jobs and any runner 1% (the job fails, GitHub re-runs it as
@@ -25,7 +26,7 @@ from typing import Any
 import yaml
 
 from app.core.schedplan import Policy
-from app.flows.runnerctl import ControllerConfig, MemoryFacts, apply_workflow_job, reconcile
+from app.flows.scheduler.runner_control import ControllerConfig, MemoryFacts, apply_workflow_job, reconcile
 from sim.priority import queue_token, runs_on, score
 from sim.world_runners import DATA, label_set
 
@@ -455,7 +456,8 @@ class World:
 
 
 class Gateway:
-    """The runners API on the bench's world (``app.flows.runnerctl.RunnerGateway``), every call counted."""
+    """The runners API on the bench's world (``app.flows.scheduler.runner_control.RunnerGateway``),
+    every call counted."""
 
     def __init__(self, world: World) -> None:
         self.w = world

@@ -105,21 +105,21 @@ class Driver:
         self.settings = get_settings()
         upgrade(self.settings.database_url)
         self.factory = db.session_factory()
-        from app.flows.botconfig import read_bot_config
+        from app.flows.repo.bot_config import read_bot_config
 
         with self.factory() as s:  # as the push's delivery would: the stored config the sweeps read
             read_bot_config(s, self.gw(s), self.repo)
             s.commit()
-        import app.flows.collect
-        import app.flows.repair
-        import app.flows.reports
-        import app.flows.sweeprequest
-        import app.flows.tick
-        from app.flows.handlers import composed
+        import app.flows.results.collect
+        import app.flows.results.reports
+        import app.flows.scheduler.repair
+        import app.flows.scheduler.tick
+        import app.flows.sweeps.request
+        from app.flows.ingest.handlers import composed
 
         composed()  # every module that binds enqueue is imported before it is replaced
-        assert app.flows.collect and app.flows.reports and app.flows.repair
-        assert app.flows.sweeprequest and app.flows.tick
+        assert app.flows.results.collect and app.flows.results.reports and app.flows.scheduler.repair
+        assert app.flows.sweeps.request and app.flows.scheduler.tick
         original = queue.enqueue
         for module in list(sys.modules.values()):  # every `from app.adapters.queue import enqueue`
             if getattr(module, "__name__", "").startswith(("app.", "workers.")) and (
@@ -127,11 +127,11 @@ class Driver:
             ):
                 self._patch(module, "enqueue", self._enqueue)
         self._patch(queue, "enqueue", self._enqueue)
-        import app.flows.runpoll as runpoll
+        import app.flows.scheduler.run_poll as runpoll
 
         self._patch(runpoll, "time", self.clock)
-        from app.flows import dispatch
-        from app.flows.benchrepo import clear_capacity_cache
+        from app.flows.repo.bench_repo import clear_capacity_cache
+        from app.flows.scheduler import dispatch
 
         clear_capacity_cache()
         dispatch._workflow_cache.clear()  # a second run in this process starts cold too
@@ -200,7 +200,7 @@ class Driver:
         return gateway(self.settings, session)
 
     def _request(self, i: int) -> None:
-        from app.flows.sweeprequest import request_sweep
+        from app.flows.sweeps.request import request_sweep
 
         with self.factory() as s:
             req = request_sweep(
@@ -217,11 +217,12 @@ class Driver:
             s.commit()
 
     def _deliver(self, d: Any) -> None:
-        """What a worker does with a stored delivery (app.flows.ingest): its handlers, one session."""
+        """What a worker does with a stored delivery (app.flows.ingest.deliveries): its handlers,
+        one session."""
         from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
-        from app.flows import runtracking
-        from app.flows.handlers import composed
-        from app.flows.ingest import delivery_gateways
+        from app.flows.ingest.deliveries import delivery_gateways
+        from app.flows.ingest.handlers import composed
+        from app.flows.scheduler import run_tracking as runtracking
 
         router = composed()
         if self.cfg.strategy == "baseline":
@@ -242,7 +243,7 @@ class Driver:
             callback()
 
     def _run_tasks(self) -> bool:
-        from app.flows import collect as results
+        from app.flows.results import collect as results
 
         ran = False
         while self.tasks:
@@ -257,7 +258,7 @@ class Driver:
         return ran
 
     def _tick(self) -> bool:
-        from app.flows.tick import tick
+        from app.flows.scheduler.tick import tick
 
         res = tick(self.factory, self.gw)
         self._check_inflight()
@@ -283,8 +284,8 @@ class Driver:
         if self.cfg.strategy == "baseline":
             self._baseline_repair()
             return
-        from app.flows import runpoll
-        from app.flows.repair import repair_jobs
+        from app.flows.scheduler import run_poll as runpoll
+        from app.flows.scheduler.repair import repair_jobs
 
         repair_jobs(self.factory, self.gw)
         with self.factory() as s:
@@ -302,7 +303,7 @@ class Driver:
         skipped only once seen completed), then the rest of the repair poll."""
         from sqlalchemy import select
 
-        from app.flows.runtracking import apply_workflow_run
+        from app.flows.scheduler.run_tracking import apply_workflow_run
         from app.models.sweeps import JobState, Sweep, SweepJob
 
         with self.factory() as s:
@@ -332,7 +333,7 @@ class Driver:
     def _flush(self) -> None:
         from sqlalchemy import update
 
-        from app.flows import reports
+        from app.flows.results import reports
         from app.models.results import ReportState
 
         if self.cfg.strategy == "baseline":
@@ -382,7 +383,7 @@ class Driver:
                 self.injected["run_cancelled"] += 1
 
     def _user_cancels(self) -> None:
-        from app.flows.sweepcancel import cancel_sweep
+        from app.flows.sweeps.cancel import cancel_sweep
 
         for i, when in list(self.user_cancel.items()):
             if self.t0 + when <= self.clock.now and i in self.sweeps:
@@ -567,7 +568,7 @@ class Driver:
     def figures(self) -> Figures:
         from sqlalchemy import func, select
 
-        from app.core.matrixerrors import eval_not_run
+        from app.core.unexpanded_jobs import eval_not_run
         from app.models.results import EvalResult
         from app.models.sweeps import SweepJob
 

@@ -7,7 +7,7 @@ jobs of ``nodes:2..4``), faults injected (bench/labelsim.py), three strategies i
   whose labels it carries (a multi-node job gathers its nodes as the pool frees them);
 - ``score+aging``: the repo's documented controller: score from the label + 0.25 per hour queued,
   nothing else (no fair share, no pool hold, no memory of infrastructure failures);
-- ``sweepbot``: ``app.core.schedplan.Policy()`` through the live flow ``app.flows.runnerctl``.
+- ``sweepbot``: ``app.core.schedplan.Policy()`` through the live flow ``app.flows.scheduler.runner_control``.
 
 Printed for each: idle runner time while a compatible job waited (share of online runner time),
 makespan / lower bound, p95 first-job wait of the high-priority PRs (every 5th PR is a ``push``:

@@ -6,7 +6,7 @@ workload of bench/scheduler_holds.py), as many finished jobs as history, and sto
 images (so every reuse lookup searches and misses). The label has 9 runners, none busy: a tick
 releases three dispatches with the default ``SWEEPBOT_RUNNER_OVERCOMMIT=auto`` (the third's 3 jobs
 wait on GitHub for a runner), two with ``=0``, and holds the rest. Timed: the label's part of the
-tick under its lock (``app.flows.tick._claim_label``: in-flight count, the queue, reuse lookups, the
+tick under its lock (``app.flows.scheduler.tick._claim_label``: in-flight count, the queue, reuse lookups, the
 plan, the claims), rolled back after each run so every run sees the same queue; the median of
 ``--repeat`` runs.
 
@@ -70,7 +70,7 @@ def _baseline_queued(session: Any, label: str) -> list[tuple[Any, Any]]:
 
 
 def _baseline_queues(rows: list[tuple[Any, Any]], known: dict[int, Any]) -> list[Any]:
-    from app.core.release import QueuedJob, SweepQueue
+    from app.core.release_plan import QueuedJob, SweepQueue
     from app.models.sweeps import CANARY_REASON
 
     jobs: dict[int, list[Any]] = {}
@@ -96,8 +96,8 @@ def _baseline_queues(rows: list[tuple[Any, Any]], known: dict[int, Any]) -> list
 def _baseline_plan(
     session: Any, label: str, rows: list[tuple[Any, Any]], capacity: int, in_flight: int
 ) -> Any:
-    from app.core.release import plan_release
-    from app.flows.tick import _canary_hours
+    from app.core.release_plan import plan_release
+    from app.flows.scheduler.tick import _canary_hours
     from app.models.sweeps import CANARY_REASON
     from app.settings import get_settings
     from app.store import reuse
@@ -136,9 +136,9 @@ def _baseline_plan(
 
 
 def baseline_claim_label(session: Any, gw: Any, label: str, repo: str, result: Any) -> list[Any]:
-    """app.flows.tick._claim_label of main before issue 19 (reuse steps left out: none here)."""
-    from app.flows.benchrepo import label_capacity
-    from app.flows.tick import _claimed, _preempt_canaries
+    """app.flows.scheduler.tick._claim_label of main before issue 19 (reuse steps left out: none here)."""
+    from app.flows.repo.bench_repo import label_capacity
+    from app.flows.scheduler.tick import _claimed, _preempt_canaries
     from app.store.jobs import claim_group, inflight_slots
     from app.store.reports import mark_report_dirty
     from app.store.runnerlabels import lock_label
@@ -175,8 +175,8 @@ def baseline_claim_label(session: Any, gw: Any, label: str, repo: str, result: A
 def _main_plan(
     session: Any, label: str, queue: Any, capacity: int, in_flight: int, overcommit: Any = 0
 ) -> tuple[list[Any], dict[int, Any]]:
-    from app.core.release import plan_release
-    from app.flows.tick import _canary_hours, _look_up, _queue
+    from app.core.release_plan import plan_release
+    from app.flows.scheduler.tick import _canary_hours, _look_up, _queue
     from app.models.sweeps import CANARY_REASON
 
     rows, sweeps = queue.rows, queue.sweeps
@@ -200,9 +200,10 @@ def _main_plan(
 
 
 def main_planned(session: Any, label: str, capacity: int, in_flight: int, overcommit: Any = 0) -> Any:
-    """app.flows.tick._planned of main before this change: every sweep's first groups, all planned."""
+    """app.flows.scheduler.tick._planned of main before this change: every sweep's first groups,
+    all planned."""
     from app.core.release_policy import AUTO, LabelView
-    from app.flows.tick import _reached_unread
+    from app.flows.scheduler.tick import _reached_unread
     from app.models.sweeps import CANARY_REASON
     from app.store.jobs import queued_on_label
 
@@ -240,10 +241,10 @@ def main_newest_reusable(session: Any, keys: Any, *, evals: bool = False) -> dic
 
 
 def main_claim_label(session: Any, gw: Any, label: str, repo: str, result: Any) -> list[Any]:
-    """This code's app.flows.tick._claim_label with main's reader (``main_planned``) and reuse
+    """This code's app.flows.scheduler.tick._claim_label with main's reader (``main_planned``) and reuse
     lookup (``main_newest_reusable``); the claims are the same code. (The sweeps' serving index of
     migration 0025 is there for both: main's queries do not use it.)"""
-    from app.flows import tick
+    from app.flows.scheduler import tick
     from app.store import reuse
 
     paged, lookup = tick._planned, reuse.newest_reusable
@@ -368,7 +369,7 @@ class NoContract:
 
 
 def timed(factory: Any, claim: Any, repeat: int) -> tuple[float, list[str]]:
-    from app.flows.dispatch import TickResult
+    from app.flows.scheduler.dispatch import TickResult
 
     times, names = [], []
     for _ in range(repeat):
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import structlog
 
-    from app.flows import tick
+    from app.flows.scheduler import tick
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000,5000", help="queued jobs, comma-separated ('' none)")

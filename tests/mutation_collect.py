@@ -5,7 +5,7 @@ fake that recorded the call, so breaking that bridge (or what it was told) left 
 Now they run collection through the real ``finish_job`` against real rows, with only the gateway
 faked, and read the job's state back from the database.
 
-This script proves it. For each mutant it edits ``app/flows/collect.py`` in place, runs the collect
+This script proves it. For each mutant it edits ``app/flows/results/collect.py`` in place, runs the collect
 tests, restores the file (always, also on Ctrl-C) and reports which tests failed. A mutant that no
 test kills is a blind spot: the script exits 1.
 

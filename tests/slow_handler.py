@@ -12,7 +12,7 @@ from pathlib import Path
 
 from app.core.routing import HandlerContext, Router, TransientError
 
-router = Router()  # composed next to the built-in handlers (app/flows/handlers.py)
+router = Router()  # composed next to the built-in handlers (app/flows/ingest/handlers.py)
 
 
 @router.register("sweepbot_test")

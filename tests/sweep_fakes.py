@@ -19,16 +19,16 @@ from sqlalchemy import select
 from app.adapters.github.base import Conditional
 from app.core.routing import TransientError
 from app.core.sweepspec import SweepFilters
-from app.flows.benchrepo import RepoFiles
-from app.flows.dispatch import DispatchGateway
-from app.flows.forkapproval import ApprovalGateway
-from app.flows.labelruns import LabelGateway
-from app.flows.repair import RepairGateway
-from app.flows.runpoll import PollGateway, RunListing
-from app.flows.runtracking import TrackingGateway, apply_workflow_run
-from app.flows.sweepcancel import CancelGateway
-from app.flows.sweeprequest import RequestGateway, request_sweep
-from app.flows.tick import TickGateway
+from app.flows.repo.bench_repo import RepoFiles
+from app.flows.scheduler.dispatch import DispatchGateway
+from app.flows.scheduler.repair import RepairGateway
+from app.flows.scheduler.run_poll import PollGateway, RunListing
+from app.flows.scheduler.run_tracking import TrackingGateway, apply_workflow_run
+from app.flows.scheduler.tick import TickGateway
+from app.flows.sweeps.cancel import CancelGateway
+from app.flows.sweeps.fork_approval import ApprovalGateway
+from app.flows.sweeps.label_runs import LabelGateway
+from app.flows.sweeps.request import RequestGateway, request_sweep
 from app.models.sweeps import SweepJob
 from tests.conftest import FIXTURES
 

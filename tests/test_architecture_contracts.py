@@ -71,11 +71,63 @@ def test_every_forbidden_module_planted_in_the_core_is_reported(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("rel", "text", "edge"),
     [
-        ("app/core/planted_up.py", "import app.flows.tick\n", "app.core.planted_up -> app.flows.tick"),
-        ("app/store/planted_up.py", "import app.flows.tick\n", "app.store.planted_up -> app.flows.tick"),
+        (
+            "app/core/planted_up.py",
+            "import app.flows.scheduler.tick\n",
+            "app.core.planted_up -> app.flows.scheduler.tick",
+        ),
+        (
+            "app/store/planted_up.py",
+            "import app.flows.scheduler.tick\n",
+            "app.store.planted_up -> app.flows.scheduler.tick",
+        ),
         ("app/flows/planted_up.py", "import app.web.main\n", "app.flows.planted_up -> app.web.main"),
     ],
 )
 def test_an_upward_import_breaks_the_layers(tmp_path: Path, rel: str, text: str, edge: str) -> None:
     out = _lint_with_plant(tmp_path, "layers", {rel: text})
     assert out.returncode == 1 and edge in out.stdout, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+# The flow packages (issue 30): a planted import from a lower package into a higher one, or between
+# two packages of one layer, breaks ``flow-packages``; a flat module outside every package too.
+@pytest.mark.parametrize(
+    ("rel", "text", "reported"),
+    [
+        (
+            "app/flows/repo/planted_up.py",
+            "import app.flows.sweeps.request\n",
+            "app.flows.repo.planted_up -> app.flows.sweeps.request",
+        ),
+        (
+            "app/flows/sweeps/planted_up.py",
+            "from app.flows.scheduler import tick\n",
+            "app.flows.sweeps.planted_up -> app.flows.scheduler.tick",
+        ),
+        (
+            "app/flows/tracking/planted_up.py",
+            "import app.flows.nightly.watch\n",
+            "app.flows.tracking.planted_up -> app.flows.nightly.watch",
+        ),
+        (
+            "app/flows/scheduler/planted_across.py",
+            "import app.flows.results.collect\n",
+            "app.flows.scheduler.planted_across -> app.flows.results.collect",
+        ),
+        ("app/flows/planted_flat.py", "", "app.flows.planted_flat"),
+    ],
+    ids=[
+        "repo-imports-sweeps",
+        "sweeps-import-scheduler",
+        "tracking-imports-nightly",
+        "across-a-layer",
+        "flat",
+    ],
+)
+def test_an_upward_import_between_flow_packages_breaks_them(
+    tmp_path: Path, rel: str, text: str, reported: str
+) -> None:
+    clean = _lint_with_plant(tmp_path / "clean", "flow-packages", {})
+    assert clean.returncode == 0, clean.stdout[-3000:] + clean.stderr[-2000:]
+    out = _lint_with_plant(tmp_path / "broken", "flow-packages", {rel: text})
+    assert out.returncode == 1 and reported in out.stdout, out.stdout[-3000:] + out.stderr[-2000:]

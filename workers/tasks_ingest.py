@@ -9,8 +9,8 @@ from celery.signals import worker_process_init, worker_ready
 from app.adapters import broker
 from app.adapters.github.gateway import session_gateway
 from app.db import dispose_engines, session_scope
-from app.flows import ingest
-from app.flows.recovery import recover
+from app.flows.ingest import deliveries as ingest
+from app.flows.ingest.redelivery import recover
 from app.settings import get_settings
 from workers.celery_app import celery_app
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from app.adapters.github.gateway import session_gateway
 from app.db import session_scope
-from app.flows.githubstatus import refresh_rate_limit as refresh
-from app.flows.operator import stop_runs
+from app.flows.commands.github_status import refresh_rate_limit as refresh
+from app.flows.commands.operator import stop_runs
 from workers.celery_app import celery_app
 
 

@@ -9,8 +9,8 @@ from app.adapters.github.gateway import session_gateway
 from app.adapters.queue import enqueue
 from app.core.routing import TransientError
 from app.db import session_factory, session_scope
-from app.flows.collect import collect_job as collect
-from app.flows.reports import flush_reports as flush
+from app.flows.results.collect import collect_job as collect
+from app.flows.results.reports import flush_reports as flush
 from workers.celery_app import celery_app
 
 

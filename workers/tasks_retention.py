@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from app.db import session_factory
-from app.flows.retention import prune_history
+from app.flows.ingest.retention import prune_history
 from app.settings import get_settings
 from workers.celery_app import celery_app
 

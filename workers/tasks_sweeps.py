@@ -8,9 +8,9 @@ from typing import Any
 from app.adapters.github.gateway import session_gateway
 from app.core.routing import TransientError
 from app.db import session_factory
-from app.flows.nightlywatch import watch_nightlies as run_nightly_watch
-from app.flows.repair import repair_jobs as repair
-from app.flows.tick import tick
+from app.flows.nightly.watch import watch_nightlies as run_nightly_watch
+from app.flows.scheduler.repair import repair_jobs as repair
+from app.flows.scheduler.tick import tick
 from workers.celery_app import celery_app
 
 

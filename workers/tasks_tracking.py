@@ -11,9 +11,9 @@ from app.adapters import queue
 from app.adapters.github.gateway import session_gateway
 from app.core.routing import TransientError
 from app.db import session_scope
-from app.flows.resync import adopt_once
-from app.flows.tracking import check_watch as run_check
-from app.flows.tracking import poll_watches as run_poll
+from app.flows.ingest.resync import adopt_once
+from app.flows.tracking.watches import check_watch as run_check
+from app.flows.tracking.watches import poll_watches as run_poll
 from app.settings import get_settings
 from workers.celery_app import celery_app
 
@@ -22,7 +22,7 @@ log = structlog.get_logger(__name__)
 
 @worker_ready.connect
 def _adopt_on_first_start(**_: object) -> None:
-    """With credentials, adopt ``SWEEPBOT_RESYNC_REPOS`` (each once per database, app.flows.resync)."""
+    """With credentials, adopt ``SWEEPBOT_RESYNC_REPOS`` (each once per database, app.flows.ingest.resync)."""
     settings = get_settings()
     if settings.has_github_credentials and settings.resync_repos:
         queue.enqueue("sweepbot.resync_first_start")

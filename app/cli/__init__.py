@@ -399,7 +399,7 @@ def deliveries_replay(
     """Process a stored delivery again (handlers converge, so this is safe)."""
     _settings()
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
-    from app.flows.ingest import replay  # lazy: loaded when the command runs (start-up)
+    from app.flows.ingest.deliveries import replay  # lazy: loaded when the command runs (start-up)
 
     with session_scope() as session:
         full = _resolve_delivery(session, delivery_id)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from app.db import session_scope
-from app.flows.tracking import deps_status
+from app.flows.tracking.watches import deps_status
 
 deps_app = typer.Typer(
     help="Upstream dependencies of recipe PRs (watches, nightlies, bumps).", no_args_is_help=True

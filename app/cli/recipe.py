@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from app.core.emptymatrix import unexpanded_callers
 from app.core.recipes import (
     EntryFlags,
     RecipeError,
@@ -28,10 +27,11 @@ from app.core.recipes import (
 from app.core.recipes.evals import eval_mode_from_flags, plan_all_keys, plan_with_evals
 from app.core.recipes.topology import point_summary
 from app.core.recipes.yamlutil import load_yaml
+from app.core.unexpanded_workflow import unexpanded_callers
 from app.core.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
 
 if TYPE_CHECKING:
-    from app.flows.dispatchplan import PlannedDispatch
+    from app.flows.scheduler.dispatch_plan import PlannedDispatch
 # rich (Console, Table) is imported where a table is printed: `--json` and bump never load it.
 
 recipe_app = typer.Typer(
@@ -264,7 +264,7 @@ def dispatch(
 ) -> None:
     """The workflow, ref and inputs of every dispatch the bot would make for a sweep of KEY."""
     from app.core.sweepspec import DispatchTemplates, SweepError  # lazy: when the command runs (start-up)
-    from app.flows.dispatchplan import PLACEHOLDER_SHA, plan_dispatches  # lazy: start-up
+    from app.flows.scheduler.dispatch_plan import PLACEHOLDER_SHA, plan_dispatches  # lazy: start-up
 
     conc_filter = _parse_conc(conc)
     text = _read(file)
@@ -283,7 +283,7 @@ def dispatch(
             conc=conc_filter,
             head_ref=head_ref,
             head_sha=head_sha or PLACEHOLDER_SHA,
-            # slots leave out the matrix jobs the workflow never expands (app.core.emptymatrix)
+            # slots leave out the matrix jobs the workflow never expands (app.core.unexpanded_workflow)
             unexpanded=unexpanded_callers(_read(wf_path)) if wf_path is not None else frozenset(),
         )
     except (RecipeError, SweepError) as exc:

@@ -43,7 +43,7 @@ from app.core.thresholds import (
 def report_command(sweep_id: Annotated[int, typer.Argument(help="The sweep's id.")]) -> None:
     """Print the markdown of the sweep's report comment, as the bot would post it."""
     from app.db import session_scope  # lazy: `gap`, registered with it, is offline (bench/cli.py)
-    from app.flows.reports import render_report  # lazy: as above
+    from app.flows.results.reports import render_report  # lazy: as above
 
     with session_scope() as session:
         try:

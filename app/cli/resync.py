@@ -1,4 +1,5 @@
-"""``sweepbot resync [--repo O/R]``: adopt a repository's open PRs, commands and runs (app.flows.resync)."""
+"""``sweepbot resync [--repo O/R]``: adopt a repository's open PRs, commands and runs
+(app.flows.ingest.resync)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def resync_command(
     """Read a repository's open PRs (dependency lines, unanswered commands) and recent runs and
     converge the database to them, through the handlers a delivery runs. Safe to run again."""
     from app.adapters.github.gateway import session_gateway  # lazy: PyGithub only when it runs
-    from app.flows.resync import record_adopted, resync_repo  # lazy: the handlers only when it runs
+    from app.flows.ingest.resync import record_adopted, resync_repo  # lazy: the handlers only when it runs
 
     repos = list(repo or []) or _known_repos()
     bad = [r for r in repos if r.count("/") != 1 or not all(r.split("/"))]

@@ -65,7 +65,7 @@ def _fail(message: str) -> NoReturn:
 
 def _ring_tick() -> None:
     """Ask a worker for a scheduler tick now, after the commit (beat would get there too, later)."""
-    from app.flows.ring import tick_later  # lazy: loaded when the command runs (start-up)
+    from app.flows.sweeps.ring import tick_later  # lazy: loaded when the command runs (start-up)
 
     tick_later()
 
@@ -88,7 +88,7 @@ def create(
     from app.core.routing import TransientError  # lazy: loaded when the command runs (start-up)
     from app.core.sweepspec import REPO_RE, SweepError, SweepFilters  # lazy: start-up
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
-    from app.flows.sweeprequest import request_sweep  # lazy: loaded when the command runs (start-up)
+    from app.flows.sweeps.request import request_sweep  # lazy: loaded when the command runs (start-up)
 
     if not REPO_RE.match(repo):
         _fail(f"--repo {repo!r}: write it as OWNER/NAME, e.g. SemiAnalysisAI/InferenceX")
@@ -129,7 +129,7 @@ def status(
     """Show a sweep and its jobs."""
     from app.core.sweepspec import SweepError  # lazy: loaded when the command runs (start-up)
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
-    from app.flows.sweepviews import sweep_summary  # lazy: loaded when the command runs (start-up)
+    from app.flows.sweeps.views import sweep_summary  # lazy: loaded when the command runs (start-up)
 
     try:
         with session_scope() as session:
@@ -172,7 +172,7 @@ def cancel(
     """Cancel queued jobs and running runs of a sweep."""
     from app.core.sweepspec import SweepError  # lazy: loaded when the command runs (start-up)
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
-    from app.flows.sweepcancel import cancel_sweep  # lazy: loaded when the command runs (start-up)
+    from app.flows.sweeps.cancel import cancel_sweep  # lazy: loaded when the command runs (start-up)
 
     try:
         with session_scope() as session:
@@ -187,7 +187,7 @@ def cancel(
 def queue_command(as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False) -> None:
     """Per runner label: busy / free / queued, with each open sweep's progress."""
     from app.db import session_scope  # lazy: loaded when the command runs (start-up)
-    from app.flows.sweepviews import queue_snapshot  # lazy: loaded when the command runs (start-up)
+    from app.flows.sweeps.views import queue_snapshot  # lazy: loaded when the command runs (start-up)
 
     with session_scope() as session:
         snapshot = queue_snapshot(session, _gateway(session))

@@ -1,6 +1,6 @@
 """What a bump does, decided from facts (pure), in the spirit of Renovate's ``shouldReuseExistingBranch``.
 
-The bump flow (``app.flows.bump``) loads the facts: where it commits (the recipe PR's branch or
+The bump flow (``app.flows.tracking.bump``) loads the facts: where it commits (the recipe PR's branch or
 the key's bump branch) and that branch's head, what an earlier refused attempt said, sweepbot's
 own last commit there, the head commit when someone else may have pushed, the master config and
 the perf-changelog at that head. ``plan_bump(facts)`` returns one ``BumpPlan`` and logs why:

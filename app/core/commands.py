@@ -9,7 +9,7 @@ Rules (``parse_commands``):
 - parsing is strict: unknown options, duplicates, malformed values and stray words are errors
   whose message says the fix.
 
-What runs a parsed command is the flow ``app.flows.commands``.
+What runs a parsed command is the flow ``app.flows.commands.comments``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ is a throughput job unless eval-only, plus an `eval /` (`multi-node eval /`) job
 eval; an agentic row is one job, its eval job when it runs an eval, else its throughput job.
 
 A matrix job whose rows GitHub cannot evaluate (an output get-jobs never assigns: at 843c6254 the
-`eval /` job; app/core/emptymatrix.py) has none of its jobs created: it holds no runner.
+`eval /` job; app/core/unexpanded_workflow.py) has none of its jobs created: it holds no runner.
 
 So a dispatch occupies ``len`` of its matrix (``DispatchJobs.slots``), and a job of its run is one
 of ours only at its place among the matrix jobs of the same name (``MatrixRank``): e2e-tests.yml's
@@ -104,7 +104,7 @@ FAMILIES = (
 def matrix_jobs(rows: Sequence[Mapping[str, Any]], unexpanded: Collection[str] = ()) -> list[MatrixJob]:
     """e2e-tests.yml's jobs for generated rows, in the file's job order (each family in row order).
 
-    ``unexpanded``: the callers GitHub fails with an empty matrix (app/core/emptymatrix.py): no job
+    ``unexpanded``: the callers GitHub fails with an empty matrix (app/core/unexpanded_workflow.py): no job
     of theirs exists, none holds a runner.
     """
     out: list[MatrixJob] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.core.changelog_modes import added_entries, parse_entries
+from app.core.changelog_mode import added_entries, parse_entries
 from app.core.recipes.changelog import EntryFlags, append_changelog
 from app.core.sweepreuse import COMMAND
 

@@ -1,8 +1,8 @@
 """Whether the scheduler may release a dispatch now, and which canary runs real work preempts.
 
 Pure: small value types in, a decision with its reason out (no Session, no gateway). The tick
-(``app.flows.tick``) gathers the label's state under the label lock, the release plan
-(``app.core.release.plan_release``) asks these functions, and the tick does the writes.
+(``app.flows.scheduler.tick``) gathers the label's state under the label lock, the release plan
+(``app.core.release_plan.plan_release``) asks these functions, and the tick does the writes.
 
 Real work fits a label by its free runners and the overcommit (``SWEEPBOT_RUNNER_OVERCOMMIT``: how
 many of a dispatch group's jobs may wait in GitHub's own queue for a runner, where GitHub, not the
@@ -14,7 +14,7 @@ bot, orders them):
 - ``0``: a group waits until its whole width is free (never more jobs in flight than runners);
 - ``N``: a group goes out when at most N of the label's jobs would wait (planned as runners + N).
 
-Canary sweeps (nightly regression watch, ``app.flows.nightlywatch``) use idle runner time only:
+Canary sweeps (nightly regression watch, ``app.flows.nightly.watch``) use idle runner time only:
 
 - a canary is released only when no real job waits for that runner label (real work is served
   first anyway: canaries are the lowest class; a real job still queued after the real classes

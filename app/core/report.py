@@ -1,6 +1,6 @@
 """The sticky report's text (pure: a sweep's jobs, stored rows and reference in, markdown out).
 
-``render_report_data`` renders a ``ReportData`` (loaded by ``app.flows.reports.load_report_data``):
+``render_report_data`` renders a ``ReportData`` (loaded by ``app.flows.results.reports.load_report_data``):
 progress, the verdict over latency and accuracy, one gap table per (seq, tp) group
 (``app.core.gap.gap_table``), a chart, throughput at equal interactivity, the accuracy table and
 the runs. The hidden marker makes the comment findable for edits in place.
@@ -30,7 +30,6 @@ from app.core.gap import (
     render_tput_table,
     tput_gap_at_equal_interactivity,
 )
-from app.core.matrixerrors import eval_not_run
 from app.core.references import Reference
 from app.core.reusereport import reuse_section
 from app.core.thresholds import (
@@ -42,6 +41,7 @@ from app.core.thresholds import (
     task_outcomes,
     thresholds_from_json,
 )
+from app.core.unexpanded_jobs import eval_not_run
 
 FINAL_JOB_STATES = ("succeeded", "failed", "cancelled", "reused")
 _ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "atom": "ATOM", "trt": "TRT-LLM"}
@@ -284,7 +284,7 @@ def render_report_data(data: ReportData, *, recipe_label: str | None = None) -> 
 
 def _not_run_warnings(planned: Sequence[JobView]) -> list[str]:
     """One warning per distinct reason an eval point's eval was never run (the workflow's defect,
-    ``app.core.matrixerrors``; GitHub's words in it are already inert)."""
+    ``app.core.unexpanded_jobs``; GitHub's words in it are already inert)."""
     not_run = [j.reason for j in planned if j.reason and eval_not_run(j.reason)]
     out: list[str] = []
     for reason in dict.fromkeys(not_run):

@@ -2,7 +2,7 @@
 
 A small registry in the spirit of gidgethub's ``routing.Router``: each capability keeps its own
 ``Router`` of plain functions and exports it; the application composes them
-(app/flows/handlers.py) and the processing flow looks handlers up. A delivery with no handler is
+(app/flows/ingest/handlers.py) and the processing flow looks handlers up. A delivery with no handler is
 ``ignored``. Handlers must be idempotent: a delivery can be processed again after a crash (its
 effects converge, they are not repeated).
 

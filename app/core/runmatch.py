@@ -34,7 +34,7 @@ Failures: on GitHub, a runner that dies is reported as the failed job's check-ru
 ``classify_failure`` reads annotations: runner lost, shutdown, never acquired or cancelled by the
 system are infrastructure (retried within the limit); GitHub's "Error when evaluating '<section>'
 for job '<id>'" is the workflow's defect (not retried: every run fails the same way;
-``app.core.matrixerrors`` says more); anything else is the benchmark's failure, quoted.
+``app.core.unexpanded_jobs`` says more); anything else is the benchmark's failure, quoted.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 (so GitHub's rule, an idle runner takes the oldest queued job whose labels it all carries, hands
 exactly that job to it), which stale scheduling labels come off idle runners, and which jobs cannot
 be prioritised. The offline planner (``sweepbot sched plan``), the live controller
-(``app/flows/runnerctl.py``) and the benchmark call this one function.
+(``app/flows/scheduler/runner_control.py``) and the benchmark call this one function.
 
 Effective priority of a queued job = its own score (read from its ``ci-job-`` label) + aging
 (``aging_per_hour`` x hours queued) + a fair share term (PRs that used less runner-time recently

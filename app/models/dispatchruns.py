@@ -15,7 +15,7 @@ from app.db import Base
 
 class DispatchRun(Base):
     """One run we dispatched: its jobs hold runners until the run completes, whether or not we still
-    need their results (a retry's run re-runs the whole conc group). ``app.core.release.RunSlots``."""
+    need their results (a retry's run re-runs the whole conc group). ``app.core.release_plan.RunSlots``."""
 
     __tablename__ = "dispatch_runs"
 
@@ -27,7 +27,7 @@ class DispatchRun(Base):
     jobs_seen: Mapped[list[int]] = mapped_column(JSON, default=list)  # GitHub job ids on the label
     jobs_done: Mapped[list[int]] = mapped_column(JSON, default=list)  # of them, completed
     # the callers (``eval /``) whose benchmark jobs were seen in the run; None: a run followed before
-    # they were noted (app.flows.unexpanded does not conclude from a prediction then)
+    # they were noted (app.flows.scheduler.unexpanded does not conclude from a prediction then)
     callers_seen: Mapped[list[str] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,4 +1,4 @@
-"""Redelivery of webhook deliveries GitHub failed to send (owned by app/flows/recovery.py)."""
+"""Redelivery of webhook deliveries GitHub failed to send (owned by app/flows/ingest/redelivery.py)."""
 
 from __future__ import annotations
 

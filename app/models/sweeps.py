@@ -50,7 +50,7 @@ class JobState:
 
 
 PRIORITIES = {"high": 0, "normal": 1, "low": 2}
-# Nightly canaries (app.flows.nightlywatch): below every class a user can ask for, released only onto
+# Nightly canaries (app.flows.nightly.watch): below every class a user can ask for, released only onto
 # idle runners (app.core.release_policy). Not in PRIORITIES, so no command or API can request it.
 CANARY_PRIORITY = 9
 CANARY_REASON = "canary"
@@ -74,7 +74,7 @@ class Sweep(Base):
     points_digest: Mapped[str] = mapped_column(String(64))  # sha256 of the sorted result names
     filters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # the dispatch workflow's matrix jobs GitHub never expands, read from the file at the dispatched
-    # ref when the sweep was planned (app.flows.benchrepo.workflow_prediction_at); None: not read
+    # ref when the sweep was planned (app.flows.repo.bench_repo.workflow_prediction_at); None: not read
     unexpanded: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # the repo's utils/evals/thresholds.yaml at the ref the sweep runs (app.core.thresholds
     # Thresholds.as_json, or {"missing": path} / {"error": why}); None: not read

@@ -1,7 +1,7 @@
 """Runs the bot dispatched, followed until GitHub says they completed: what they hold on a label.
 
 A retry re-dispatches a whole conc group, so its run re-runs siblings whose results we have; the
-bot counts their runners (``app.core.release.run_slots_in_use``) from the ``workflow_job`` events
+bot counts their runners (``app.core.release_plan.run_slots_in_use``) from the ``workflow_job`` events
 of every job of the run, ours or not, until the run completes (its ``workflow_run`` event, or the
 repair poll reading it). Label-mode runs are the repo's, not ours: not recorded here. The repair
 poll deletes a row ``SWEEPBOT_DISPATCH_RUN_RETENTION_SECONDS`` after its run completed
@@ -19,7 +19,7 @@ from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from app.core.clock import aware, utcnow
-from app.core.release import RunSlots
+from app.core.release_plan import RunSlots
 from app.core.runmatch import parse_job_name, run_fits_dispatch
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState, SweepJob
@@ -71,7 +71,7 @@ def fold_run_job(session: Session, wf_job: dict[str, Any]) -> bool:
         return False
     parsed = parse_job_name(str(wf_job.get("name") or ""))
     if parsed is not None and run.callers_seen is not None and parsed.caller not in run.callers_seen:
-        run.callers_seen = [*run.callers_seen, parsed.caller]  # app.flows.unexpanded reads it
+        run.callers_seen = [*run.callers_seen, parsed.caller]  # app.flows.scheduler.unexpanded reads it
     labels = wf_job.get("labels")
     on_label = (
         run.runner_label in labels

@@ -9,7 +9,7 @@ from sqlalchemy import and_, case, exists, func, null, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
-from app.core.release import DispatchSlots, run_slots_in_use, slots_in_use
+from app.core.release_plan import DispatchSlots, run_slots_in_use, slots_in_use
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob, SweepState
 from app.store.dispatchruns import followed, open_runs, run_slots
 
@@ -27,9 +27,9 @@ def labels_with_work(session: Session) -> list[tuple[str, str]]:
 def inflight_slots(session: Session, label: str) -> int:
     """Runner slots in use on ``label``: every job of a run we dispatched and follow
     (``app.store.dispatchruns``) until GitHub says the run completed, ours or not
-    (``app.core.release.run_slots_in_use``); and for in-flight jobs of runs we do not follow (no run
+    (``app.core.release_plan.run_slots_in_use``); and for in-flight jobs of runs we do not follow (no run
     id yet, label mode, runs dispatched before runs were followed), each dispatch's slots once, less
-    the jobs of it GitHub already said finished (``app.core.release.slots_in_use``)."""
+    the jobs of it GitHub already said finished (``app.core.release_plan.slots_in_use``)."""
     rows = session.execute(
         select(
             SweepJob.run_name, SweepJob.id, SweepJob.slots, SweepJob.run_conclusion, SweepJob.run_id
@@ -151,7 +151,7 @@ def sweeps_in_serving_order(session: Session, label: str, *, offset: int, limit:
     """Ids of the active sweeps with jobs queued on ``label``, in serving order (priority class,
     the sweep served least recently, sweep id: the order ``queued_on_label`` gives their jobs in),
     ``limit`` of them after the first ``offset``. The tick reads the queue so, a page of sweeps at
-    a time, until its plan ends among them (``app.core.release.plan_release_prefix``)."""
+    a time, until its plan ends among them (``app.core.release_plan.plan_release_prefix``)."""
     queued = exists().where(
         SweepJob.sweep_id == Sweep.id, SweepJob.runner_label == label, SweepJob.state == JobState.QUEUED
     )
@@ -228,7 +228,7 @@ def queued_on_label(
         # Each group's cost once (at its first job), summed over the groups up to and with this one.
         upto = func.sum(case((j.position == j.first, cost), else_=0)).over(**in_order)
         # ... and each sweep's first group of every width that fits: what a backfill can take
-        # (app.core.release: one group a sweep and plan, the first of its width)
+        # (app.core.release_plan: one group a sweep and plan, the first of its width)
         by_width = func.dense_rank().over(partition_by=(j.sweep_id, cost), order_by=(j.first, j.group_key))
         ranked = select(
             *j,

@@ -1,7 +1,7 @@
 """The sticky reports' debounce state (``report_states``) and the sweep rows a report is made of.
 
 Every job state change calls ``mark_report_dirty(session, sweep_id)``, which bumps the report's
-``version``; the report flow (``app.flows.reports.flush_reports``) lands every report whose
+``version``; the report flow (``app.flows.results.reports.flush_reports``) lands every report whose
 ``version`` is ahead of ``flushed_version``.
 """
 

@@ -21,8 +21,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from app.db import session_scope
-from app.flows.ingest import oldest_unprocessed, queue_depth, queue_progress
-from app.flows.recovery import counts
+from app.flows.ingest.deliveries import oldest_unprocessed, queue_depth, queue_progress
+from app.flows.ingest.redelivery import counts
 from app.models import Delivery
 from app.store.attention import attention_counts
 from app.store.publications import problem_counts

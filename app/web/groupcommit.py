@@ -8,7 +8,7 @@ At low load a batch is one request and the latency is one commit.
 On PostgreSQL the writer is one asynchronous psycopg connection per event loop and the batch is
 one prepared statement (``app.web.pgbatch``): no thread hop, no ORM, no per-row parameter
 processing. Other
-databases (the embedded SQLite) use ``app.flows.ingest.store_batch`` in a worker thread.
+databases (the embedded SQLite) use ``app.flows.ingest.deliveries.store_batch`` in a worker thread.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from starlette.concurrency import run_in_threadpool
 
 from app.core.delivery import IncomingDelivery
-from app.flows.ingest import RowsRefused, Stored, store_batch
+from app.flows.ingest.deliveries import RowsRefused, Stored, store_batch
 from app.settings import get_settings
 
 MAX_BATCH = 200

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from app.adapters import broker  # called as broker.broker_health: tests replace it there
 from app.db import session_scope
-from app.flows.ingest import consumption_health
+from app.flows.ingest.deliveries import consumption_health
 from app.logging import configure
 from app.settings import Settings, get_settings
 from app.web.dashboard import STATIC_DIR

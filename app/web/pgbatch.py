@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from app.core.delivery import IncomingDelivery
-from app.flows.ingest import RowsRefused, Stored, StoreUnavailable, now, stored_outcomes
+from app.flows.ingest.deliveries import RowsRefused, Stored, StoreUnavailable, now, stored_outcomes
 from app.models.core import DeliveryStatus as S
 
 CONNECT_TIMEOUT = 10  # seconds: a database host that does not answer is an outage (503), not a hang

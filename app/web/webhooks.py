@@ -26,7 +26,7 @@ from app.core.delivery import (
     parse_delivery,
     too_large,
 )
-from app.flows.ingest import RowsRefused, StoreUnavailable, mark_not_enqueued
+from app.flows.ingest.deliveries import RowsRefused, StoreUnavailable, mark_not_enqueued
 from app.settings import get_settings
 from app.web.groupcommit import GroupCommit
 

@@ -1,4 +1,4 @@
-"""redelivery tables (owned by app/flows/recovery.py; keep in step with app/models/redelivery.py)
+"""redelivery tables (owned by app/flows/ingest/redelivery.py; keep in step with app/models/redelivery.py)
 
 Revision ID: 0008_redelivery
 Revises: 0007_audit_caused_by

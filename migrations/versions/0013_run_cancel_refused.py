@@ -1,6 +1,6 @@
 """sweep_jobs.run_cancel_refused: GitHub refused to cancel the job's run (a 4xx such as 403 "Must
 have admin rights to Repository."), remembered so no later workflow_run asks again (each refused
-POST spent the API budget; see app/flows/sweepcancel.py).
+POST spent the API budget; see app/flows/sweeps/cancel.py).
 
 Revision ID: 0013_run_cancel_refused
 Revises: 0012_dispatch_runs

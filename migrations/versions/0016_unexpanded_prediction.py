@@ -3,7 +3,7 @@ from the workflow file the sweep was planned at, without reading GitHub (issue 1
 843c6254 every run's `eval /` never expands, and reading why took the run's job list and the failed
 job's annotations, two rate-limited calls per run with eval points).
 
-``sweeps.unexpanded``: what app.core.emptymatrix found in the dispatch workflow at the dispatched
+``sweeps.unexpanded``: what app.core.unexpanded_workflow found in the dispatch workflow at the dispatched
 ref; ``dispatch_runs.callers_seen``: the callers whose benchmark jobs the run's workflow_job events
 showed. NULL in both (rows stored before this) keeps the reading path.
 

@@ -1,6 +1,6 @@
 """watches.registry_error / registry_error_since: the registry a watch's image lives in could not
 be read (issue 29: it looked like "no nightly contains the PR yet" and only a worker log line
-told). Set by app/flows/evaluate.py, read by the overview's "Needs a human" and /metrics.
+told). Set by app/flows/tracking/evaluate.py, read by the overview's "Needs a human" and /metrics.
 
 Revision ID: 0024_resync
 Revises: 0023_retention_index

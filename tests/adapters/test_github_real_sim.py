@@ -40,7 +40,7 @@ def _key_pair() -> tuple[str, str]:
 def _store(world: World, event: str, pick: Any) -> str:
     """Store the newest sim delivery of ``event`` matching ``pick`` as the bot's ingest would."""
     from app.core.delivery import IncomingDelivery
-    from app.flows.ingest import store_delivery
+    from app.flows.ingest.deliveries import store_delivery
 
     with world.lock:
         d = next(x for x in reversed(world.deliveries) if x.event == event and pick(x.payload))
@@ -95,7 +95,7 @@ def test_two_installations_on_two_organisations_each_use_their_own_token(
 ) -> None:
     from app.adapters.github.credentials import AppCredentials, credentials
     from app.adapters.github.gateway import session_gateway
-    from app.flows.ingest import process_delivery
+    from app.flows.ingest.deliveries import process_delivery
     from app.settings import get_settings
 
     sim, installs = two_orgs
@@ -189,7 +189,7 @@ def seeded(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[Wo
 
 def _command(session: Session, world: World, login: str, body: str) -> Any:
     from app.adapters.github.gateway import session_gateway
-    from app.flows.commands import handle_comment
+    from app.flows.commands.comments import handle_comment
 
     c = world.add_comment(BENCH_REPO, PR, login, body)
     user = {"login": login, "type": "User"}
@@ -238,7 +238,7 @@ def test_a_403_on_the_permission_call_means_no_permission_with_a_clear_reply(
 def test_a_secondary_limit_without_retry_after_delays_the_delivery_a_minute_and_loses_nothing(
     seeded: World, db_session: Session
 ) -> None:
-    from app.flows import ingest
+    from app.flows.ingest import deliveries as ingest
     from app.models import Delivery
 
     c = seeded.add_comment(BENCH_REPO, PR, "bob-maintainer", "/help")

@@ -593,7 +593,7 @@ def test_a_label_with_strange_characters_added_and_removed(replay: Any) -> None:
 def test_a_cancel_refused_for_want_of_admin_rights_is_a_clear_permission_error(replay: Any) -> None:
     # GitHub's real answer to a cancel by a token that may not: 403 with the rate limit far from
     # spent. Not a rate limit (no retry later), not a cancel (not suppressed like a 409).
-    from app.flows.sweepcancel import cancel_runs
+    from app.flows.sweeps.cancel import cancel_runs
 
     r, gw = replay("WorkflowRun.test_cancel.txt")
     repo, run_id = "PyGithub/PyGithub", 3911660493

@@ -226,8 +226,8 @@ def test_an_answer_that_is_not_json_is_a_registry_error() -> None:
 def test_refresh_tags_closes_the_http_client_it_made(
     db_session: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.flows.tags
-    from app.flows.tags import refresh_tags
+    import app.flows.tracking.tags
+    from app.flows.tracking.tags import refresh_tags
 
     made: list[DockerHubClient] = []
 
@@ -240,12 +240,12 @@ def test_refresh_tags_closes_the_http_client_it_made(
         made.append(client)
         return client
 
-    monkeypatch.setattr(app.flows.tags, "client_for", client_for)
+    monkeypatch.setattr(app.flows.tracking.tags, "client_for", client_for)
     state = refresh_tags(
         db_session,
         "vllm/x",
         pattern=r"nightly-(?P<sha>[0-9a-f]{40})",
-        trusted=app.flows.tags.TrustedRegistries(frozenset({"docker.io"})),
+        trusted=app.flows.tracking.tags.TrustedRegistries(frozenset({"docker.io"})),
     )
     assert not state.ok and made and made[0]._http.is_closed
     handed_in = httpx.Client(transport=httpx.MockTransport(handler))

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.core.delivery import IncomingDelivery
-from app.flows.ingest import process_delivery, store_delivery
+from app.flows.ingest.deliveries import process_delivery, store_delivery
 
 
 @pytest.fixture

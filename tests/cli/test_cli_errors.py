@@ -80,7 +80,7 @@ def test_read_only_commands_leave_no_data_dir_behind(tmp_path: Path) -> None:
 @pytest.fixture
 def deliveries(db_session: object, settings_env: pytest.MonkeyPatch) -> list[str]:
     import app.adapters.queue
-    from app.flows.ingest import store_delivery
+    from app.flows.ingest.deliveries import store_delivery
 
     settings_env.setattr(app.adapters.queue, "enqueue", lambda *a, **k: True)  # no broker in this test
     from app.core.delivery import IncomingDelivery

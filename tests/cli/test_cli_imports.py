@@ -58,8 +58,9 @@ def _results(folder: Path) -> Path:
 
 
 # `recipe dispatch` fills the SWEEPBOT_DISPATCH_* templates (read alone, not the settings) with the
-# dispatch planner, which is pure over them; still no ORM, broker, web framework or simulator.
-DISPATCH_NEEDS = {"app.flows", "app.flows.dispatchplan"}
+# dispatch planner, which is pure over them (its package's __init__ imports nothing); still no ORM,
+# broker, web framework or simulator.
+DISPATCH_NEEDS = {"app.flows", "app.flows.scheduler", "app.flows.scheduler.dispatch_plan"}
 
 # Every third-party package an offline call may load, and nothing more: typer (below 0.29: no
 # pydantic parameter layer) and its two small dependencies, PyYAML, orjson (the result files). Not

@@ -14,10 +14,10 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner, Result
 
 from app.core.sweepspec import point_order
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.repair import repair_jobs
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
 from sim.scenario import BENCH_REPO, RECIPE_BRANCH, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -215,7 +215,7 @@ def test_queue_shows_busy_free_queued_and_progress(
     slow_world: Any, db_session: Session, rung: list[Any]
 ) -> None:
 
-    from app.flows.botconfig import parse_bot_config
+    from app.core.bot_config import parse_bot_config
     from app.models.tracking import BotConfigRecord
 
     # the bot's own queue is what this shows: the repo dispatches (label mode would hand the full
@@ -254,7 +254,7 @@ def test_queue_shows_busy_free_queued_and_progress(
 
 
 def test_report_prints_the_comment_markdown(fast_world: Any, db_session: Session, rung: list[Any]) -> None:
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
     from app.models.sweeps import SweepJob
 
     assert _create("--conc", "32,64").exit_code == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.botconfig import BotConfig, BotConfigError, parse_bot_config
+from app.core.bot_config import BotConfig, BotConfigError, parse_bot_config
 
 GOOD = """\
 version: 1

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from app.core.dispatchjobs import matrix_jobs, plan_dispatch_jobs, with_dispatch_marks
-from app.core.emptymatrix import unexpanded_callers
 from app.core.recipes import expand_points, parse_master, plannable_keys
 from app.core.recipes.errors import RecipeError
 from app.core.recipes.evals import EvalMode, plan_with_evals
@@ -27,6 +26,7 @@ from app.core.sweepspec import (
     render_dispatch,
     row_concs,
 )
+from app.core.unexpanded_workflow import unexpanded_callers
 from app.settings import Settings
 from sim.getjobs import assign_evals, matrix_failures
 from sim.matrix_evals import EvalMode as SimMode
@@ -105,7 +105,7 @@ def test_the_keys_cover_every_kind() -> None:
 
 
 # runners.yaml's `hardware:`, which the generator sizes a DRAM-offload row's `total-cpu-dram-gb`
-# with (the sim reads the same file, `_Files`); the bot plans a sweep with it (app.flows.sweeprequest)
+# with (the sim reads the same file, `_Files`); the bot plans a sweep with it (app.flows.sweeps.request)
 HARDWARE = hardware_table(fixture_text("runners.yaml"))
 
 

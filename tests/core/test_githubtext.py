@@ -17,7 +17,7 @@ from app.core.githubtext import (
     link_fix_commit_message,
     recovery_pr_text,
 )
-from app.core.nightly_logic import IssueView, issue_title, render_issue
+from app.core.nightly_watch import IssueView, issue_title, render_issue
 from tests.core.test_nightly_logic import sample_view
 
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -1,4 +1,4 @@
-"""Matrix jobs GitHub failed unexpanded (app/core/matrixerrors.py) and their classification.
+"""Matrix jobs GitHub failed unexpanded (app/core/unexpanded_jobs.py) and their classification.
 
 The annotation forms are GitHub's as quoted in public threads: quarkusio/quarkus#46708 (an empty
 output, `fromJson('')`), github/docs#33721 and bittide/bittide-hardware#265 (other bad JSON),
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.emptymatrix import unexpanded_findings
-from app.core.matrixerrors import (
+from app.core.runmatch import classify_failure
+from app.core.unexpanded_jobs import (
     caller_of,
     covering,
     defect_of,
@@ -19,7 +19,7 @@ from app.core.matrixerrors import (
     predicted_defects,
     unexpanded_candidates,
 )
-from app.core.runmatch import classify_failure
+from app.core.unexpanded_workflow import unexpanded_findings
 from tests.conftest import FIXTURES
 
 E2E = ".github/workflows/e2e-tests.yml (Line: 636, Col: 25)"

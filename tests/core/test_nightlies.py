@@ -3,7 +3,7 @@ dependency is shown beside it, labelled, never as "chosen" (timeline, /api/watch
 
 from __future__ import annotations
 
-from app.core.nightlies import label_nightlies, tag_of
+from app.core.chosen_nightly import label_nightlies, tag_of
 from tests.browser.seed import IMAGE_REPO, KEY, NEW_IMAGE, SHAS
 
 NEWER = f"nightly-{SHAS[5]}"
@@ -22,7 +22,7 @@ def test_labels_before_and_after_a_bump() -> None:
 
 
 def test_the_status_comment_names_the_pinned_nightly_after_a_bump() -> None:
-    from app.flows.tracking import DepView, WatchView, render_status
+    from app.flows.tracking.watches import DepView, WatchView, render_status
 
     def view(pinned: str, chosen: str, bumped: bool, newest: str | None) -> WatchView:
         return WatchView(

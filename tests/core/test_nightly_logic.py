@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.nightly_logic import (
+from app.core.nightly_watch import (
     Finding,
     IssueView,
     Nightly,

@@ -156,7 +156,7 @@ def test_pending_link_is_fixed_in_place_and_only_that_line_changes() -> None:
 
 def test_a_bump_of_an_agentic_key_writes_scenario_type_as_the_repo_does() -> None:
     from app.core.recipes import NO_FLAGS, parse_master
-    from app.flows.bump import changelog_flags_for
+    from app.flows.tracking.bump import changelog_flags_for
 
     text = fixture_text("amd-master.head.yaml")
     real = yaml.safe_load(fixture_text("perf-changelog.head-tail.yaml"))

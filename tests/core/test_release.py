@@ -1,4 +1,4 @@
-"""The release plan (app.core.release.plan_release), table by table: every path of the decision."""
+"""The release plan (app.core.release_plan.plan_release), table by table: every path of the decision."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import structlog
 
-from app.core.release import (
+from app.core.release_plan import (
     CanaryHours,
     DispatchSlots,
     QueuedJob,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.flows.tracking import (
+from app.flows.tracking.watches import (
     DepRef,
     DepView,
     WatchView,

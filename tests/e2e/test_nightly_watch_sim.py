@@ -19,11 +19,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.sweepspec import SweepFilters
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.repair import repair_jobs
-from app.flows.sweeprequest import request_sweep
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
+from app.flows.sweeps.request import request_sweep
 from app.models.core import AuditEntry
 from app.models.nightly import CanaryState, NightlyCanary, NightlyRegression, RegressionState
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob
@@ -39,7 +39,7 @@ from sim.world import SimSettings
 def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     from app.adapters.github.gateway import gateway
     from app.db import session_factory
-    from app.flows.botconfig import read_bot_config
+    from app.flows.repo.bot_config import read_bot_config
     from app.settings import get_settings, reset_settings_cache
 
     with SimServer(settings=SimSettings(time_scale=0.001, seed=5)) as sim:
@@ -82,7 +82,7 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
 
 def _drive(bot: dict[str, Any], until: float = 60.0) -> None:
     """Tick, repair and collect until no job is open (the worker's and beat's part)."""
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
 
     factory: sessionmaker[Session] = bot["factory"]
     deadline = time.monotonic() + until
@@ -109,7 +109,7 @@ def _drive(bot: dict[str, Any], until: float = 60.0) -> None:
 
 
 def _watch(bot: dict[str, Any]) -> list[Any]:
-    from app.flows.nightlywatch import watch_nightlies
+    from app.flows.nightly.watch import watch_nightlies
 
     reports = watch_nightlies(bot["factory"], bot["gw"])
     assert all(r.error is None for r in reports), [r.error for r in reports]

@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 from app.core.approval import CLOCK_MARGIN
 from app.core.clock import utcnow
 from app.core.recipes import set_image
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.sweeps import ring
 from sim.scenario import BENCH_REPO, BOT, IMAGE, MASTER_PATH, OUTSIDER, RECIPE_BRANCH, VLLM_REPO, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -85,7 +85,7 @@ def _gw(session: Session) -> Any:
 def _pump(env: dict[str, Any]) -> None:
     """Every delivery the simulated GitHub rendered since the last pump, through the real ingest."""
     from app.core.delivery import IncomingDelivery
-    from app.flows.ingest import process_delivery, store_delivery
+    from app.flows.ingest.deliveries import process_delivery, store_delivery
 
     world, seen = env["world"], env["seen"]
     for d in list(world.deliveries):
@@ -98,7 +98,7 @@ def _pump(env: dict[str, Any]) -> None:
 
 
 def _poll(env: dict[str, Any], session: Session) -> None:
-    from app.flows.tracking import poll_watches
+    from app.flows.tracking.watches import poll_watches
 
     _pump(env)
     poll_watches(session, _gw(session), commit=True)
@@ -107,7 +107,7 @@ def _poll(env: dict[str, Any], session: Session) -> None:
 
 def _tick() -> None:
     from app.db import session_factory
-    from app.flows.tick import tick
+    from app.flows.scheduler.tick import tick
 
     tick(session_factory(), _gw)
 
@@ -333,8 +333,8 @@ def test_a_bump_never_writes_an_image_the_default_branch_does_not_pin(
     env: dict[str, Any], db_session: Session
 ) -> None:
     """Defence in depth at the write: even handed the attacker's image, the bump refuses."""
-    from app.flows.botconfig import bot_config
-    from app.flows.bump import bump_watch
+    from app.flows.repo.bot_config import bot_config
+    from app.flows.tracking.bump import bump_watch
     from app.models.tracking import Watch
 
     world = env["world"]

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.adapters.github.gateway import session_gateway
-from app.flows.resync import resync_repo
+from app.flows.ingest.resync import resync_repo
 from app.models.tracking import Dependency, DepState, Watch, WatchState
 from app.settings import reset_settings_cache
 from app.web.dashboard.data.overview import failures

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from app.db import session_scope
-from app.flows.ingest import reap, record_consumption
+from app.flows.ingest.deliveries import reap, record_consumption
 from app.models import Delivery
 from app.settings import reset_settings_cache
 from tests.helpers.signing import headers_for
@@ -158,7 +158,7 @@ def test_readyz_not_ready_while_work_waits_unconsumed_and_metrics_show_the_age(
 
 
 def test_a_doorbell_that_could_not_ring_is_reaped_at_once(client: TestClient, sent: list[Any]) -> None:
-    from app.flows.ingest import mark_not_enqueued
+    from app.flows.ingest.deliveries import mark_not_enqueued
 
     (delivery_id,) = _burst(client, sent, 1, prefix="n")
     _age([delivery_id], 25)

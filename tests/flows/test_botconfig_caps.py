@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.core.botconfig import CONFIG_PATH, BotConfig
-from app.flows.botconfig import read_bot_config
+from app.core.bot_config import CONFIG_PATH, BotConfig
+from app.flows.repo.bot_config import read_bot_config
 from app.models.tracking import BotConfigRecord
 
 BILLION_LAUGHS = "\n".join(

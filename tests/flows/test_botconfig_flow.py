@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.core.botconfig import BotConfig
-from app.flows.botconfig import read_bot_config
-from app.store.botconfigs import stored_config
+from app.core.bot_config import BotConfig
+from app.flows.repo.bot_config import read_bot_config
+from app.store.bot_configs import stored_config
 from tests.core.test_botconfig import ATOM_TABLE, GOOD
 
 
@@ -90,7 +90,7 @@ def _store_config(session: Session, text: str) -> None:
 
 
 def test_configured_reference_is_honoured_by_the_report(db_session: Session) -> None:
-    from app.flows.reports import load_report_data, render_report, render_report_data
+    from app.flows.results.reports import load_report_data, render_report, render_report_data
 
     sweep_id = _report_sweep(db_session)
     # Without configuration: the job points do not say which model ran, so no shipped table matches.

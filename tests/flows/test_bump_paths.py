@@ -93,7 +93,7 @@ def _gw(session: Session, **github_kwargs: Any) -> Any:
 
 
 def _open(session: Session, number: int, action: str = "opened", gw: Any = None) -> None:
-    from app.flows.tracking import handle_pull_request
+    from app.flows.tracking.watches import handle_pull_request
 
     gw = gw or _gw(session)
     handle_pull_request(session, gw, BENCH_REPO, action, gw.get_pull(BENCH_REPO, number), "carol-writer")
@@ -101,7 +101,7 @@ def _open(session: Session, number: int, action: str = "opened", gw: Any = None)
 
 
 def _poll(session: Session, gw: Any = None) -> dict[str, int]:
-    from app.flows.tracking import poll_watches
+    from app.flows.tracking.watches import poll_watches
 
     out = poll_watches(session, gw or _gw(session))
     session.commit()
@@ -186,7 +186,7 @@ def _until_47270_closed(scenario: SeedScenario, session: Session) -> None:
 
 def _drop_47270(session: Session, gw: Any = None) -> str:
     """A maintainer's `/depends-on drop vllm-project/vllm#47270`."""
-    from app.flows.tracking import DepRef, drop_dependencies
+    from app.flows.tracking.watches import DepRef, drop_dependencies
 
     return drop_dependencies(
         session, gw or _gw(session), repo=BENCH_REPO, pr_number=2104,
@@ -207,8 +207,8 @@ def _bumps(session: Session) -> list[Any]:
 def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.flows.bump import BUMP_PR_MARKER
-    from app.flows.tracking import DepRef, add_dependencies
+    from app.flows.tracking.bump import BUMP_PR_MARKER
+    from app.flows.tracking.watches import DepRef, add_dependencies
 
     scenario = _start(sim, settings_env)
     world = sim.world
@@ -313,8 +313,8 @@ def test_fork_pr_gets_one_bump_pr_updated_in_place_then_superseded(
 def test_mode_pr_and_a_human_push_on_the_bump_branch(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
-    from app.flows.bump import BUMP_BLOCKED_MARKER
-    from app.flows.tracking import DepRef, add_dependencies
+    from app.flows.tracking.bump import BUMP_BLOCKED_MARKER
+    from app.flows.tracking.watches import DepRef, add_dependencies
 
     # `bump.mode: pr`: the bot may not push to recipe branches, even same-repo ones.
     scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")
@@ -541,7 +541,7 @@ def test_a_bump_pr_whose_creation_failed_is_finished_on_retry_not_blocked(
     sim: SimServer, db_session: Session, settings_env: pytest.MonkeyPatch
 ) -> None:
     from app.core.routing import TransientError
-    from app.flows.bump import BUMP_BLOCKED_MARKER
+    from app.flows.tracking.bump import BUMP_BLOCKED_MARKER
     from sim.app import admin_action
 
     scenario = _start(sim, settings_env, "bump:\n  mode: pr\n")

@@ -13,12 +13,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.adapters.github.errors import Forbidden
 from app.core.recipes import expand_points, parse_master
 from app.core.sweepspec import SweepFilters
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.jobfinish import finish_job
-from app.flows.sweepcreate import create_sweep
-from app.flows.sweeprequest import request_sweep
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
+from app.flows.sweeps.create import create_sweep
+from app.flows.sweeps.job_finish import finish_job
+from app.flows.sweeps.request import request_sweep
 from app.models.core import AuditEntry
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob

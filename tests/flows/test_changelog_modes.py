@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.changelog_modes import added_entries, eval_mode_for_key, parse_entries, pr_eval_mode
+from app.core.changelog_mode import added_entries, eval_mode_for_key, parse_entries, pr_eval_mode
 from app.core.recipes import EntryFlags, append_changelog
 from app.core.recipes.evals import EvalMode
 from sim.scenario import BENCH_REPO, RECIPE_BRANCH, VLLM_REPO
@@ -94,7 +94,7 @@ def test_unreadable_changelogs_ask_for_nothing() -> None:
 
 def _bump_with_entry(story: dict[str, Any], db_session: Session, flags: EntryFlags) -> Any:
     """The seed story up to the bump, with the recipe PR's own changelog entry carrying ``flags``."""
-    from app.flows.tracking import DepRef, drop_dependencies
+    from app.flows.tracking.watches import DepRef, drop_dependencies
     from app.models.sweeps import Sweep
 
     world, scenario = story["world"], story["scenario"]

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.core.commands import GRAMMAR, help_text, is_bot, parse_commands
-from app.flows.commands import RUNNERS, CommandGateway, handle_comment
+from app.flows.commands.comments import RUNNERS, CommandGateway, handle_comment
 
 
 def one(body: str) -> Any:

@@ -1,5 +1,5 @@
 """Every comment command end to end against the simulator (in-process SimServer, SQLite), through
-``app.flows.commands.handle_comment`` and the registered ``issue_comment`` handler.
+``app.flows.commands.comments.handle_comment`` and the registered ``issue_comment`` handler.
 
 tests/flows/test_commands_sim.py covers ``/sweep`` (runs, one report, a second sweep edits it), refusal of
 an outsider, a malformed command, a quoted command and a redelivery. This file covers the rest:
@@ -17,12 +17,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.jobfinish import finish_job
-from app.flows.repair import repair_jobs
-from app.flows.sweepcancel import on_pull_request_synchronize
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
+from app.flows.sweeps.cancel import on_pull_request_synchronize
+from app.flows.sweeps.job_finish import finish_job
 from sim.scenario import BENCH_REPO, BOT, IMAGE, MASTER_PATH, OUTSIDER, RECIPE_BRANCH, VLLM_REPO, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings, iso
@@ -117,7 +117,7 @@ def _saw_head(session: Session, pr: int, sha: str, *, seconds_ago: float) -> Non
 
 
 def _comment(session: Session, world: Any, login: str, body: str, pr: int = PR) -> Any:
-    from app.flows.commands import handle_comment
+    from app.flows.commands.comments import handle_comment
 
     payload = _payload(world, login, body, pr)
     out = handle_comment(
@@ -162,8 +162,8 @@ def _job_states(session: Session, sweep_id: int | None = None) -> list[str]:
 def test_help_through_the_registered_handler(sim: dict[str, Any], db_session: Session) -> None:
     from app.core.commands import help_text
     from app.core.routing import Event, HandlerContext, HandlerSkipped
-    from app.flows.handlers import composed
-    from app.flows.ingest import delivery_gateways
+    from app.flows.ingest.deliveries import delivery_gateways
+    from app.flows.ingest.handlers import composed
 
     world = sim["world"]
     payload = _payload(world, OUTSIDER, "What can you do?\n/help")
@@ -281,7 +281,7 @@ def _open_fork_pr(world: Any) -> int:
 
 def test_fork_pr_waits_for_approval_and_a_new_push_voids_it(sim: dict[str, Any], db_session: Session) -> None:
     from app.core.routing import Event, HandlerContext
-    from app.flows.ingest import delivery_gateways
+    from app.flows.ingest.deliveries import delivery_gateways
     from app.models.sweeps import Sweep
 
     world = sim["world"]
@@ -448,7 +448,7 @@ def test_a_push_between_the_approve_comment_and_its_handling_is_not_approved(
 ) -> None:
     """The approval race: the maintainer reviewed head1 and wrote /sweep approve; the fork pushed
     head2 before the bot handled the comment. Binding to the head at handling time approved head2."""
-    from app.flows.commands import handle_comment
+    from app.flows.commands.comments import handle_comment
     from app.models.sweeps import Sweep
 
     world = sim["world"]

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.flows.runtracking import apply_workflow_run
-from app.flows.tick import tick
+from app.flows.scheduler.run_tracking import apply_workflow_run
+from app.flows.scheduler.tick import tick
 from sim.scenario import BENCH_REPO, BOT, OUTSIDER, SeedScenario
 from sim.server import SimServer
 from sim.world import SimSettings
@@ -47,7 +47,7 @@ def _gw(session: Session, caused_by: str = "sweepbot") -> Any:
 
 
 def _comment(session: Session, world: Any, login: str, body: str) -> Any:
-    from app.flows.commands import handle_comment
+    from app.flows.commands.comments import handle_comment
 
     c = world.add_comment(BENCH_REPO, PR, login, body)
     user = {"login": login, "type": "User"}
@@ -76,8 +76,8 @@ def _reports(world: Any) -> list[Any]:
 def _run_to_completion(session: Session, world: Any) -> None:
     """Tick the scheduler, let the sim's runners finish, fold the runs in, collect, flush the report."""
     from app.db import session_factory
-    from app.flows.collect import collect_job
-    from app.flows.reports import flush_reports
+    from app.flows.results.collect import collect_job
+    from app.flows.results.reports import flush_reports
     from app.models.sweeps import SweepJob
 
     tick(session_factory(), _gw)
@@ -151,7 +151,7 @@ def test_malformed_gets_the_fix_and_quoted_does_nothing(world: Any, db_session: 
     assert quoted.status == "ignored"
     assert len(world.repo(BENCH_REPO).comments) == before + 1  # only the user's own comment
     # A redelivery of the malformed command neither re-runs nor re-posts.
-    from app.flows.commands import handle_comment
+    from app.flows.commands.comments import handle_comment
 
     c = max(
         world.repo(BENCH_REPO).comments.values(), key=lambda c: c.id if c.body.startswith("/sweep") else -1

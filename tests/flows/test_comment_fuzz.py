@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from app.flows.commands import handle_comment
+from app.flows.commands.comments import handle_comment
 from tests.core.test_inert import assert_inert
 
 _md = MarkdownIt("commonmark")

@@ -20,8 +20,8 @@ from sqlalchemy import select
 from app.core.artifacts import result_stem
 from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
-from app.flows.sweeprequest import request_sweep
-from app.flows.tick import tick
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps.request import request_sweep
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState
 from sim.getjobs import assign_evals, matrix_failures

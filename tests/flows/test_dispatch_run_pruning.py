@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.clock import utcnow
 from app.core.sweepspec import SweepFilters
-from app.flows import ring
-from app.flows.repair import repair_jobs
-from app.flows.sweeprequest import request_sweep
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.sweeps import ring
+from app.flows.sweeps.request import request_sweep
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState, SweepJob
 from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRepair, FakeRequest

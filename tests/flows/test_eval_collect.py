@@ -19,11 +19,11 @@ from sqlalchemy.orm import Session
 from app.core.recipes import expand_points, parse_master
 from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.repair import repair_jobs
-from app.flows.sweeprequest import request_sweep
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
+from app.flows.sweeps.request import request_sweep
 from app.models.sweeps import JobState, Sweep, SweepJob
 from tests.flows.test_scheduler import deliver
 from tests.sweep_fakes import (

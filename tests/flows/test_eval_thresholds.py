@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session
 
 from app.core.routing import TransientError
 from app.core.thresholds import THRESHOLDS_PATH
-from app.flows.benchrepo import clear_capacity_cache, eval_thresholds_at
-from app.flows.sweeprequest import request_sweep
+from app.flows.repo.bench_repo import clear_capacity_cache, eval_thresholds_at
+from app.flows.sweeps.request import request_sweep
 from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRequest
 
 REAL = (Path(__file__).resolve().parents[1] / "fixtures/inferencex/evals/thresholds.yaml").read_text()

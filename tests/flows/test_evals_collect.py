@@ -54,7 +54,7 @@ def _mark(session: Session, job_id: int, **marks: Any) -> dict[str, Any]:
 
 
 def test_a_run_eval_job_stores_its_result_and_its_scores(db_session: Session) -> None:
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})
@@ -98,7 +98,7 @@ def test_a_run_eval_job_stores_its_result_and_its_scores(db_session: Session) ->
 def test_a_bad_eval_fails_the_job_and_nothing_is_half_stored(
     db_session: Session, eval_blob: bytes | None, reason: str
 ) -> None:
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": False})
@@ -116,7 +116,7 @@ def test_in_label_mode_a_run_without_an_eval_artifact_keeps_its_throughput_resul
     db_session: Session,
 ) -> None:
     """The repo's run-sweep.yml run picks its own eval points; the bot's marks are not a demand."""
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
     from app.models.sweeps import Sweep, SweepJob
 
     job_id = _job(db_session)
@@ -134,7 +134,7 @@ def test_in_label_mode_a_run_without_an_eval_artifact_keeps_its_throughput_resul
 
 
 def test_an_eval_only_job_needs_no_bmk_artifact(db_session: Session) -> None:
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
 
     job_id = _job(db_session)
     point = _mark(db_session, job_id, **{"run-eval": True, "eval-only": True})
@@ -161,8 +161,8 @@ def test_the_seed_case_end_to_end_in_the_sticky_report(
     db_session: Session, results: dict[str, Any], verdict: str, shown: str
 ) -> None:
     """vLLM GSM8K at limit 100 against ATOM's published 0.9363, from the artifact to the comment."""
-    from app.flows.collect import collect_job
-    from app.flows.reports import render_report
+    from app.flows.results.collect import collect_job
+    from app.flows.results.reports import render_report
     from app.models.sweeps import SweepJob
 
     job_id = _job(db_session)
@@ -192,7 +192,7 @@ def test_the_seed_case_end_to_end_in_the_sticky_report(
 
 def _collected_sweep(db_session: Session, results: dict[str, Any], **marks: Any) -> int:
     """One eval point collected from its artifacts (bmk_ and eval_); the id of its sweep."""
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
     from app.models.sweeps import SweepJob
 
     job_id = _job(db_session)
@@ -228,7 +228,7 @@ def test_the_report_gives_both_verdicts_reference_and_repo_threshold(
     from pathlib import Path
 
     from app.core.thresholds import parse_thresholds
-    from app.flows.reports import render_report
+    from app.flows.results.reports import render_report
     from app.models.sweeps import Sweep
 
     # strict-match above the threshold: the lowest gated score (flexible-extract) decides
@@ -250,7 +250,7 @@ def test_the_report_gives_both_verdicts_reference_and_repo_threshold(
 
 
 def test_without_the_repo_thresholds_the_report_says_so(db_session: Session) -> None:
-    from app.flows.reports import render_report
+    from app.flows.results.reports import render_report
     from app.models.sweeps import Sweep
 
     sweep_id = _collected_sweep(db_session, gsm8k_results(0.95))

@@ -23,13 +23,13 @@ from app.adapters.github.gateway import gateway
 from app.adapters.permissions import clear_cache
 from app.core.sweepspec import SweepFilters
 from app.db import session_factory
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.collect import collect_job
-from app.flows.repair import repair_jobs
-from app.flows.reports import render_report
-from app.flows.sweeprequest import request_sweep
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.results.collect import collect_job
+from app.flows.results.reports import render_report
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
+from app.flows.sweeps.request import request_sweep
 from app.models.results import EvalResult, Result
 from app.models.sweeps import JobState, SweepJob
 from app.settings import get_settings, reset_settings_cache

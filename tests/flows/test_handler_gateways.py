@@ -18,8 +18,15 @@ from sqlalchemy.orm import Session
 
 from app.adapters.github.gateway import GitHubGateway
 from app.core.routing import Event, HandlerContext
-from app.flows import commands, heads, mergereuse, runnerhook, runtracking, sweepcancel, tracking, trackports
-from app.flows.handlers import composed
+from app.flows.commands import comments as commands
+from app.flows.commands import heads
+from app.flows.ingest.handlers import composed
+from app.flows.results import merge_reuse as mergereuse
+from app.flows.scheduler import run_tracking as runtracking
+from app.flows.scheduler import runner_hook as runnerhook
+from app.flows.sweeps import cancel as sweepcancel
+from app.flows.tracking import ports as trackports
+from app.flows.tracking import watches as tracking
 
 SERVED_BY_THE_REAL_CONTEXT: list[Callable[[HandlerContext[Session, GitHubGateway]], None]] = [
     commands.on_issue_comment_created,

@@ -96,7 +96,7 @@ def test_nan_written_by_python_json_is_still_read() -> None:
 def test_collect_refuses_hostile_artifacts_and_stores_nothing(
     db_session: Session, blob: bytes, reason: str
 ) -> None:
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
     from app.models.results import Result
 
     job_id = _job(db_session)

@@ -138,7 +138,7 @@ def _lease_over(delivery_id: str) -> bool:
 
 
 def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
-    from app.flows.ingest import reap
+    from app.flows.ingest.deliveries import reap
 
     effects = stack.tmp / "effects.txt"
     body = json.dumps({"effects": str(effects), "sleep": 30}).encode()
@@ -166,7 +166,7 @@ def test_worker_killed_mid_task_still_completes_once(stack: Stack) -> None:
 
 
 def test_broker_unreachable_then_reaped(stack: Stack, settings_env: pytest.MonkeyPatch) -> None:
-    from app.flows.ingest import reap
+    from app.flows.ingest.deliveries import reap
     from app.settings import reset_settings_cache
 
     effects = stack.tmp / "effects.txt"

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.routing import Event, HandlerContext, HandlerSkipped
-from app.flows import mergereuse
+from app.flows.results import merge_reuse as mergereuse
 from app.models import AuditEntry
 
 REPO = "SemiAnalysisAI/InferenceX"

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.mergereuse import follow_main, refresh_reuse
-from app.flows.reports import render_report
-from app.flows.sweeprequest import request_sweep
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.results.merge_reuse import follow_main, refresh_reuse
+from app.flows.results.reports import render_report
+from app.flows.sweeps import ring
+from app.flows.sweeps.request import request_sweep
 from app.store.publications import problem_counts
 from app.web.dashboard.data.overview import failures
 from sim.scenario import SeedScenario
@@ -155,9 +155,9 @@ def test_without_authorization_main_sweeps_again_and_publishes_its_own_run(bot: 
 def test_opted_in_the_bot_opens_the_case_b_recovery_pr_and_main_then_reuses_the_source(
     bot: dict[str, Any],
 ) -> None:
-    from app.flows.botconfig import parse_bot_config
-    from app.flows.mergereuse import recovery_sweep
-    from app.flows.recoverypr import continue_recovery
+    from app.core.bot_config import parse_bot_config
+    from app.flows.results.merge_reuse import recovery_sweep
+    from app.flows.results.recovery_pr import continue_recovery
     from app.models.tracking import BotConfigRecord
 
     with bot["factory"]() as s:

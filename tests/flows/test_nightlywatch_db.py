@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from app.core.recipes import expand_points, parse_master
-from app.flows.canary_budget import canary_budget, week_start
-from app.flows.nightlywatch import _canaries, _series
-from app.flows.sweepcreate import create_sweep
+from app.flows.nightly.watch import _canaries, _series
+from app.flows.scheduler.canary_budget import canary_budget, week_start
+from app.flows.sweeps.create import create_sweep
 from app.models.nightly import CanaryState, NightlyCanary
 from app.models.results import Result
 from app.models.sweeps import CANARY_PRIORITY, CANARY_REASON, JobState, SweepJob

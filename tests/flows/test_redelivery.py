@@ -1,5 +1,5 @@
 """Deliveries GitHub failed to send are asked for again, exactly once each (app/core/redelivery.py,
-app/flows/recovery.py), against the simulator's hook-deliveries API."""
+app/flows/ingest/redelivery.py), against the simulator's hook-deliveries API."""
 
 from __future__ import annotations
 
@@ -134,8 +134,8 @@ def test_webhooks_dropped_while_the_bot_is_down_are_recovered_once_each(
     app_world: Any, db_session: Session
 ) -> None:
     from app.adapters.github.gateway import session_gateway
-    from app.flows import ingest
-    from app.flows.recovery import counts, recover_hook
+    from app.flows.ingest import deliveries as ingest
+    from app.flows.ingest.redelivery import counts, recover_hook
     from app.models import Delivery
     from app.models.redelivery import RedeliveryRequest
     from app.settings import get_settings
@@ -193,7 +193,7 @@ def test_webhooks_dropped_while_the_bot_is_down_are_recovered_once_each(
 
 def test_a_bounded_cycle_resumes_where_it_stopped(app_world: Any, db_session: Session) -> None:
     from app.adapters.github.gateway import session_gateway
-    from app.flows.recovery import recover_hook
+    from app.flows.ingest.redelivery import recover_hook
     from app.models.redelivery import RedeliveryScan
 
     sim, _port = app_world

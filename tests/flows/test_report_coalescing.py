@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db import session_factory
-from app.flows.reports import flush_reports
+from app.flows.results.reports import flush_reports
 from app.models.results import ReportState
 from app.models.sweeps import JobState, Sweep, SweepJob
 from app.store.reports import mark_report_dirty

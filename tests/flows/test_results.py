@@ -295,7 +295,8 @@ def _job(session: Session) -> int:
 
 def recorded(session: Session, job_id: int) -> tuple[str, str | None, str | None, str]:
     """What the database says after collection: the job's (state, reason, result_url) and its
-    sweep's state. Collection finishes jobs through the real ``finish_job`` (app.flows.jobfinish); only the
+    sweep's state. Collection finishes jobs through the real ``finish_job``
+    (app.flows.sweeps.job_finish); only the
     gateway is fake, so a collect that records a failure as a success fails these checks
     (``tests/mutation_collect.py`` applies such mutants and lists the tests that catch them)."""
     from app.models.sweeps import Sweep, SweepJob
@@ -338,7 +339,7 @@ def _raw(conc: int = 32, tpot: float = 17.21) -> bytes:
 
 
 def test_collect_stores_one_row_with_identity_and_provenance(db_session: Session) -> None:
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
     from app.store.results import find_reusable
 
     job_id = _job(db_session)
@@ -381,7 +382,7 @@ def test_collect_stores_one_row_with_identity_and_provenance(db_session: Session
     ids=["traversal", "zip-bomb", "missing-file", "bad-field", "wrong-conc"],
 )
 def test_collect_fails_the_job_cleanly(db_session: Session, blob: bytes, reason: str) -> None:
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
     from app.models.results import Result
 
     job_id = _job(db_session)
@@ -393,7 +394,7 @@ def test_collect_fails_the_job_cleanly(db_session: Session, blob: bytes, reason:
 
 
 def test_collect_fails_when_the_artifact_is_missing(db_session: Session) -> None:
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
 
     job_id = _job(db_session)
     out = collect_job(db_session, FakeArtifacts(b"", name="logs"), job_id)
@@ -462,7 +463,7 @@ def test_one_report_that_cannot_land_does_not_block_the_others(db_session: Sessi
 
     from app.adapters.github.errors import GitHubError
     from app.db import session_factory
-    from app.flows.reports import flush_reports
+    from app.flows.results.reports import flush_reports
     from app.models.results import ReportState
     from app.store.reports import mark_report_dirty
 
@@ -499,8 +500,8 @@ def test_one_report_that_cannot_land_does_not_block_the_others(db_session: Sessi
 def test_the_report_and_the_dashboard_show_the_same_gap(db_session: Session) -> None:
     """Both come from app.core.gap.gap_table: same concs, same figures, same verdicts."""
     from app.core.gap import fmt_pct
-    from app.flows.collect import collect_job
-    from app.flows.reports import load_report_data, render_report_data
+    from app.flows.results.collect import collect_job
+    from app.flows.results.reports import load_report_data, render_report_data
     from app.models.sweeps import SweepJob
     from app.web.dashboard.data.results import results_for_key
 
@@ -575,7 +576,7 @@ def test_collect_stores_one_row_per_conc_of_a_multinode_job(db_session: Session)
 
     from app.core.recipes import parse_master
     from app.core.recipes.expand import plan_dicts
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
     from app.models.results import Result
     from app.models.sweeps import SweepJob
     from tests.recipe_helpers import fixture_text

@@ -26,7 +26,7 @@ class SlowArtifacts(FakeArtifacts):
 @pytest.mark.services
 def test_concurrent_collects_store_one_result(pg_clean_url: str, settings_env: pytest.MonkeyPatch) -> None:
     from app.db import session_factory
-    from app.flows.collect import collect_job
+    from app.flows.results.collect import collect_job
     from app.models.results import Result
     from app.settings import reset_settings_cache
 

@@ -13,8 +13,8 @@ from app.adapters.github.gateway import session_gateway
 from app.cli import cli
 from app.core.watchstatus import STATUS_MARKER
 from app.db import session_factory
-from app.flows.resync import ADOPTED, adopt_once, resync_repo
-from app.flows.tick import tick
+from app.flows.ingest.resync import ADOPTED, adopt_once, resync_repo
+from app.flows.scheduler.tick import tick
 from app.models.core import AuditEntry
 from app.models.sweeps import Sweep, SweepJob
 from app.models.tracking import Dependency, Watch, WatchState

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db import session_factory
-from app.flows.retention import prune_history
+from app.flows.ingest.retention import prune_history
 from app.models import AuditEntry, Delivery
 from app.models.redelivery import RedeliveryRequest
 from app.settings import Settings

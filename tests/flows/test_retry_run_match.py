@@ -20,10 +20,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.routing import Event, HandlerContext, HandlerSkipped
 from app.core.runmatch import attempt_run_name, match_run, run_fits_dispatch, run_name_in_title
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.runtracking import on_workflow_job, on_workflow_run
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler.run_tracking import on_workflow_job, on_workflow_run
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
 from app.models.sweeps import JobState, SweepJob
 from tests.sweep_fakes import FakeGitHub, FakeRunTracking, FakeTick, request_8k1k
 

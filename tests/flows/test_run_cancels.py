@@ -20,10 +20,10 @@ from sqlalchemy import select
 from app.adapters.github.errors import Forbidden
 from app.core.routing import HandlerContext, TransientError
 from app.core.sweepspec import SweepFilters
-from app.flows import operator
-from app.flows.repair import repair_jobs
-from app.flows.sweepcancel import cancel_sweep
-from app.flows.tick import tick
+from app.flows.commands import operator
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps.cancel import cancel_sweep
 from app.models import AuditEntry
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState, SweepJob

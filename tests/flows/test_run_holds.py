@@ -13,9 +13,9 @@ from typing import Any
 
 from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
-from app.flows.jobfinish import finish_job
-from app.flows.repair import repair_jobs
-from app.flows.tick import tick
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps.job_finish import finish_job
 from app.models.sweeps import JobState, SweepJob
 from app.store.jobs import inflight_slots, requeue
 from tests.flows.test_scheduler import _jobs, _request, _wf_job, deliver, env

@@ -12,7 +12,7 @@ from typing import Any
 
 from app.core.routing import HandlerContext
 from app.core.sweepspec import SweepFilters
-from app.flows.tick import tick
+from app.flows.scheduler.tick import tick
 from app.models.sweeps import JobState, SweepJob
 from tests.flows.test_scheduler import _jobs, _request, _wf_job, deliver, env
 from tests.sweep_fakes import FakeGitHub, FakeRunTracking, FakeTick

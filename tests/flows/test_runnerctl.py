@@ -1,4 +1,5 @@
-"""The live controller (app/flows/runnerctl.py) against a fake runners API: facts from workflow_job
+"""The live controller (app/flows/scheduler/runner_control.py) against a fake runners API: facts
+from workflow_job
 deliveries, idempotent label writes, clean-up, leases verified before the job label, missed
 deliveries recovered, unprioritisable jobs reported once, the contract variable."""
 
@@ -7,7 +8,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.flows.runnerctl import ControllerConfig, MemoryFacts, apply_workflow_job, contract_on, reconcile
+from app.flows.scheduler.runner_control import (
+    ControllerConfig,
+    MemoryFacts,
+    apply_workflow_job,
+    contract_on,
+    reconcile,
+)
 
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
 REPO = "o/r"

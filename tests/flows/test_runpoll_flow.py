@@ -11,10 +11,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.budget import RateSnapshot
-from app.flows import ring, runpoll
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.repair import repair_jobs
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler import run_poll as runpoll
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
 from app.models.sweeps import JobState, SweepJob
 from tests.sweep_fakes import FakeGitHub, FakeRepair, FakeTick, request_8k1k
 
@@ -136,7 +137,7 @@ def test_dispatches_github_refused_with_a_5xx_do_not_use_up_the_jobs_retries(
     without counting as a try: after more such refusals than the retry budget, the job's first real
     run failing for an infrastructure reason is still retried."""
     from app.core.routing import TransientError
-    from app.flows.runtracking import retry_or_fail
+    from app.flows.scheduler.run_tracking import retry_or_fail
     from app.settings import get_settings
 
     settings = get_settings()

@@ -15,24 +15,25 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.recipes import expand_points, parse_master
 from app.core.routing import Event, HandlerContext, HandlerSkipped
 from app.core.sweepspec import SweepError, SweepFilters, group_fields, render_dispatch
-from app.flows import dispatch, ring
-from app.flows import tick as tick_flow
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.dispatch import TickResult
-from app.flows.forkapproval import approve_pr
-from app.flows.jobfinish import finish_job
-from app.flows.repair import repair_jobs
-from app.flows.runtracking import on_workflow_job, on_workflow_run
-from app.flows.sweepcancel import (
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler import dispatch
+from app.flows.scheduler import tick as tick_flow
+from app.flows.scheduler.dispatch import TickResult
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.run_tracking import on_workflow_job, on_workflow_run
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
+from app.flows.sweeps.cancel import (
     cancel_sweep,
     on_pull_request_synchronize,
     retry_job,
     retry_sweep,
     set_label_paused,
 )
-from app.flows.sweeprequest import SweepRequest, request_sweep
-from app.flows.sweepviews import sweep_summary
-from app.flows.tick import tick
+from app.flows.sweeps.fork_approval import approve_pr
+from app.flows.sweeps.job_finish import finish_job
+from app.flows.sweeps.request import SweepRequest, request_sweep
+from app.flows.sweeps.views import sweep_summary
 from app.models.dispatchruns import DispatchRun
 from app.models.sweeps import JobState, Sweep, SweepJob, SweepState
 from app.store import reuse, runnerlabels
@@ -528,7 +529,7 @@ def test_repair_adopts_runs_and_fails_timeouts(env: dict[str, Any]) -> None:
     tick(env["factory"], lambda s: FakeTick(gh))
     first = next(j for j in _jobs(env["factory"], req.sweep.id) if j.run_name)
     # a crash lost the recorded run id (the job's and the followed run's: one transaction writes
-    # both, app.flows.dispatch._record_run); the run itself is in progress
+    # both, app.flows.scheduler.dispatch._record_run); the run itself is in progress
     with env["factory"]() as s:
         job = s.get(SweepJob, first.id)
         assert job is not None
@@ -738,7 +739,7 @@ def test_a_throughput_result_alone_is_not_reused_for_an_eval_point(env: dict[str
 def test_with_the_label_contract_on_every_dispatch_goes_out_when_asked(env: dict[str, Any]) -> None:
     """PRIORITY_SCHEDULER_ENABLED=true: no dispatch-time hold (the controller places the jobs at
     GitHub); without it, the same sweep is held to the label's capacity."""
-    from app.flows.runnerctl import reset_contract_cache
+    from app.flows.scheduler.runner_control import reset_contract_cache
     from app.settings import reset_settings_cache
 
     env["mp"].setenv("SWEEPBOT_RUNNER_OVERCOMMIT", "0")

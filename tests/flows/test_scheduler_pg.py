@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import select
 
 from app.core.sweepspec import SweepFilters
-from app.flows import ring
-from app.flows.jobfinish import finish_job
-from app.flows.sweeprequest import request_sweep
-from app.flows.tick import tick
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
+from app.flows.sweeps.job_finish import finish_job
+from app.flows.sweeps.request import request_sweep
 from app.models.sweeps import JobState, SweepJob
 from app.store.jobs import inflight_slots
 from tests.sweep_fakes import KEY, REPO, FakeGitHub, FakeRequest, FakeTick, runs_complete

@@ -11,13 +11,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.sweepspec import SweepFilters
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.jobfinish import finish_job
-from app.flows.repair import repair_jobs
-from app.flows.sweepcancel import cancel_sweep
-from app.flows.sweeprequest import SweepRequest, request_sweep
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
+from app.flows.sweeps.cancel import cancel_sweep
+from app.flows.sweeps.job_finish import finish_job
+from app.flows.sweeps.request import SweepRequest, request_sweep
 from app.models.sweeps import JobState, SweepJob
 from app.store import reuse
 from sim.naming import point_identity

@@ -15,17 +15,10 @@ import pytest
 
 from app.adapters.github.gateway import GitHubGateway
 from app.adapters.permissions import PermissionGateway
-from app.flows import trackports
-from app.flows.benchrepo import RepoFiles
-from app.flows.botconfig import ConfigReader
-from app.flows.changelogmode import ChangelogGateway
-from app.flows.collect import ArtifactGateway
-from app.flows.commands import CommandGateway
-from app.flows.dispatch import DispatchGateway
-from app.flows.forkapproval import ApprovalGateway
-from app.flows.githubstatus import ConditionalGateway
-from app.flows.labelruns import LabelGateway
-from app.flows.nightly_canary import (
+from app.flows.commands.comments import CommandGateway
+from app.flows.commands.github_status import ConditionalGateway
+from app.flows.ingest.redelivery import DeliveryGateway, RedeliverGateway
+from app.flows.nightly.canary import (
     BranchDropper,
     BranchReader,
     CanaryBranchWriter,
@@ -34,16 +27,23 @@ from app.flows.nightly_canary import (
     LaunchGateway,
     ScriptReader,
 )
-from app.flows.nightly_issue import IssueGateway, NoteGateway, RangeGateway
-from app.flows.nightlywatch import NightlyGateway
-from app.flows.recovery import DeliveryGateway, RedeliverGateway
-from app.flows.repair import RepairGateway
-from app.flows.reports import CommentGateway
-from app.flows.runpoll import PollGateway, RunListing
-from app.flows.runtracking import TrackingGateway
-from app.flows.sweepcancel import CancelGateway
-from app.flows.sweeprequest import RequestGateway
-from app.flows.tick import TickGateway
+from app.flows.nightly.issue import IssueGateway, NoteGateway, RangeGateway
+from app.flows.nightly.watch import NightlyGateway
+from app.flows.repo.bench_repo import RepoFiles
+from app.flows.repo.bot_config import ConfigReader
+from app.flows.repo.changelog_mode import ChangelogGateway
+from app.flows.results.collect import ArtifactGateway
+from app.flows.results.reports import CommentGateway
+from app.flows.scheduler.dispatch import DispatchGateway
+from app.flows.scheduler.repair import RepairGateway
+from app.flows.scheduler.run_poll import PollGateway, RunListing
+from app.flows.scheduler.run_tracking import TrackingGateway
+from app.flows.scheduler.tick import TickGateway
+from app.flows.sweeps.cancel import CancelGateway
+from app.flows.sweeps.fork_approval import ApprovalGateway
+from app.flows.sweeps.label_runs import LabelGateway
+from app.flows.sweeps.request import RequestGateway
+from app.flows.tracking import ports as trackports
 
 
 def _the_real_gateway_is_each(

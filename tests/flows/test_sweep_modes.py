@@ -15,17 +15,18 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.botconfig import BotConfig, BotConfigError, parse_bot_config
+from app.core.bot_config import BotConfig, BotConfigError, parse_bot_config
 from app.core.routing import Event, HandlerContext, HandlerSkipped, TransientError
 from app.core.sweepspec import SweepFilters
-from app.flows import labelruns, ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.bump import commit_message
-from app.flows.repair import repair_jobs
-from app.flows.runtracking import on_workflow_run
-from app.flows.sweeprequest import request_sweep
-from app.flows.sweepviews import sweep_summary
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.run_tracking import on_workflow_run
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import label_runs as labelruns
+from app.flows.sweeps import ring
+from app.flows.sweeps.request import request_sweep
+from app.flows.sweeps.views import sweep_summary
+from app.flows.tracking.bump import commit_message
 from app.models.sweeps import JobState, Sweep, SweepJob
 from sim.runs import changelog_keys, sweep_run_wanted
 from tests.sweep_fakes import (

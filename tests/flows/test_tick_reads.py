@@ -1,6 +1,6 @@
 """The tick reads only the part of the queue its plan can reach, and plans exactly as over all of it.
 
-``app.flows.tick._planned`` reads each sweep's first dispatch groups (``queued_on_label(free=...)``)
+``app.flows.scheduler.tick._planned`` reads each sweep's first dispatch groups (``queued_on_label(free=...)``)
 and falls back to the whole queue when that part did not suffice; reuse is looked up for many
 points at once (``app.store.reuse.reusable_for_points``). Each is checked here against the plain
 version it replaces: the plan over the whole queue, and one lookup per point.
@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.core.release_policy import Overcommit
-from app.flows import tick
+from app.flows.scheduler import tick
 from app.models.results import EvalResult, Result
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob, SweepState
 from app.store import reuse

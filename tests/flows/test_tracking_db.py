@@ -29,8 +29,8 @@ def test_migration_0002_matches_the_tracking_models(sqlite_url: str) -> None:
 
 
 def test_handlers_and_tasks_are_registered() -> None:
-    import app.flows.tracking as tracking
-    from app.flows.handlers import composed
+    import app.flows.tracking.watches as tracking
+    from app.flows.ingest.handlers import composed
 
     router = composed()
 

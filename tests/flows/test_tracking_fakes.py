@@ -1,5 +1,5 @@
 """Tracking flows driven through fakes that implement only the gateway Protocol each flow declares
-(app/flows/trackports.py, app/flows/botconfig.py, app/flows/changelogmode.py): the status
+(app/flows/tracking/ports.py, app/flows/repo/bot_config.py, app/flows/repo/changelog_mode.py): the status
 comment's writes, the bot config read, and the changelog read behind a sweep's eval mode."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.adapters.github.errors import NotFound
-from app.core.botconfig import CONFIG_PATH
+from app.core.bot_config import CONFIG_PATH
 from app.core.deprefs import DepRef
 from app.core.sweepspec import SweepFilters
-from app.flows.botconfig import ConfigReader, read_bot_config
-from app.flows.changelogmode import ChangelogGateway, changelog_filters
-from app.flows.statuscomment import publish_status
-from app.flows.trackports import StatusGateway
+from app.flows.repo.bot_config import ConfigReader, read_bot_config
+from app.flows.repo.changelog_mode import ChangelogGateway, changelog_filters
+from app.flows.tracking.ports import StatusGateway
+from app.flows.tracking.status_comment import publish_status
 from app.models.tracking import BotConfigRecord, DepState, Watch, WatchState
 from app.store.watches import ensure_watch, sync_dependencies
 

@@ -7,9 +7,9 @@ from typing import Any, cast
 import pytest
 from sqlalchemy.orm import Session
 
-import app.flows.tracking as tracking
+import app.flows.tracking.watches as tracking
 from app.core.routing import HandlerSkipped
-from app.flows.trackports import TrackingGateway
+from app.flows.tracking.ports import TrackingGateway
 
 
 def _push(ref: str, files: list[list[str]]) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def _gw(session: Session) -> Any:
 
 
 def _open_pr(session: Session) -> None:
-    from app.flows.tracking import handle_pull_request
+    from app.flows.tracking.watches import handle_pull_request
 
     gw = _gw(session)
     handle_pull_request(session, gw, BENCH_REPO, "opened", gw.get_pull(BENCH_REPO, 2104), "carol-writer")
@@ -78,7 +78,7 @@ def _open_pr(session: Session) -> None:
 
 
 def _poll(session: Session) -> dict[str, int]:
-    from app.flows.tracking import poll_watches
+    from app.flows.tracking.watches import poll_watches
 
     out = poll_watches(session, _gw(session))
     session.commit()
@@ -97,7 +97,7 @@ def _branch_commits(world: Any) -> list[str]:
 
 
 def test_seed_story_bumps_once_after_the_drop(story: dict[str, Any], db_session: Session) -> None:
-    from app.flows.tracking import DepRef, drop_dependencies, handle_pull_request
+    from app.flows.tracking.watches import DepRef, drop_dependencies, handle_pull_request
     from app.models.tracking import Bump, Watch
 
     world, scenario = story["world"], story["scenario"]
@@ -230,6 +230,6 @@ def test_deleted_pinned_nightly_is_flagged(story: dict[str, Any], db_session: Se
     assert watch.pinned_missing_since is not None
     body = _status_comments(world)[0].body
     assert "deleted from the registry" in body and "nightly-4559c43a" in body
-    from app.flows.tracking import deps_status
+    from app.flows.tracking.watches import deps_status
 
     assert deps_status(db_session)[0]["pinned_deleted"] is True

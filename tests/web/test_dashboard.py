@@ -384,7 +384,7 @@ def test_tampered_session_cookie_is_ignored(dash: tuple[TestClient, Session, See
 def _rate_limit_row(session: Session, remaining: int) -> None:
     import json
 
-    from app.flows.githubstatus import RATE_LIMIT_KEY
+    from app.flows.commands.github_status import RATE_LIMIT_KEY
     from app.models import HttpCacheEntry
 
     core: dict[str, Any] = {"limit": 5000, "remaining": remaining, "reset": 1_900_000_000}
@@ -483,7 +483,7 @@ def test_cancel_queues_the_runs_to_stop_instead_of_calling_github(
     """The request changes the database only; the runs of its in-flight jobs go to a worker
     (``sweepbot.cancel_runs``), which cancels each through the gateway as the operator."""
     import app.adapters.queue
-    from app.flows.operator import stop_runs
+    from app.flows.commands.operator import stop_runs
     from workers.tasks_operator import cancel_runs
 
     client, session, s = dash

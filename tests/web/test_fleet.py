@@ -1,5 +1,6 @@
 """The fleet page: each runner, its labels, the job it holds and why; the queue in effective-priority
-order with the score's parts; from the state the controller's handler stores (app/flows/runnerhook.py),
+order with the score's parts; from the state the controller's handler stores
+(app/flows/scheduler/runner_hook.py),
 driven here by workflow_job deliveries against a fake runners API."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.flows.runnerhook import facts_from_json, facts_to_json, handle
+from app.flows.scheduler.runner_hook import facts_from_json, facts_to_json, handle
 from app.models.runnerctl import RunnerController
 from tests.flows.test_runnerctl import FakeRunners, hook
 from tests.web.test_dashboard import Seeded, dash  # noqa: F401  (the fixture)

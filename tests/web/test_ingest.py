@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.db import session_scope
-from app.flows.ingest import process_delivery, reap
+from app.flows.ingest.deliveries import process_delivery, reap
 from app.models import Delivery
 from app.settings import reset_settings_cache
 from tests.helpers.signing import fixture_payloads, headers_for
@@ -262,7 +262,7 @@ def test_an_attempt_that_outlived_its_lease_does_not_overwrite_the_newer_one(
     import threading
     from datetime import timedelta
 
-    from app.flows import ingest
+    from app.flows.ingest import deliveries as ingest
 
     settings_env.setenv("SWEEPBOT_DELIVERY_LEASE_SECONDS", "60")
     reset_settings_cache()
@@ -294,7 +294,7 @@ def test_an_older_attempt_finishing_first_leaves_the_newer_attempts_claim_alone(
     import threading
     from datetime import timedelta
 
-    from app.flows import ingest
+    from app.flows.ingest import deliveries as ingest
 
     settings_env.setenv("SWEEPBOT_DELIVERY_LEASE_SECONDS", "60")
     reset_settings_cache()

@@ -19,7 +19,7 @@ from sqlalchemy import String, select
 
 from app.core.delivery import ACTION_MAX, REPO_MAX, IncomingDelivery
 from app.db import session_scope
-from app.flows.ingest import RowsRefused, Stored, stored_outcomes
+from app.flows.ingest.deliveries import RowsRefused, Stored, stored_outcomes
 from app.models import Delivery
 from app.settings import reset_settings_cache
 from app.web import groupcommit, webhooks

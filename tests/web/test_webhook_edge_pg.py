@@ -17,7 +17,7 @@ from sqlalchemy import select, text
 
 from app.core.delivery import IncomingDelivery
 from app.db import session_scope
-from app.flows.ingest import delivery_rows
+from app.flows.ingest.deliveries import delivery_rows
 from app.models import Delivery
 from app.settings import reset_settings_cache
 from app.web import groupcommit, webhooks

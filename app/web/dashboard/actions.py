@@ -1,4 +1,5 @@
-"""Operator actions: each calls one flow function (``app.flows.operator``, ``app.flows.ingest.replay``),
+"""Operator actions: each calls one flow function (``app.flows.commands.operator``,
+``app.flows.ingest.deliveries.replay``),
 then audits who asked and how it ended. Nothing here calls GitHub: what an action leaves to do there
 (stopping the runs of cancelled jobs, a watch's check) is queued for a worker after the commit.
 """
@@ -18,8 +19,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy.orm import Session
 
 from app.adapters import queue
-from app.flows import operator as op
-from app.flows.ingest import replay
+from app.flows.commands import operator as op
+from app.flows.ingest.deliveries import replay
 from app.store.audit import record
 from app.web.dashboard import schemas as S
 from app.web.dashboard.auth import Identity, session_of

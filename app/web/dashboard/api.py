@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 
-from app.flows.nightlywatch import series_view, watched_keys
+from app.flows.nightly.watch import series_view, watched_keys
 from app.web.dashboard import schemas as S
 from app.web.dashboard.auth import current_settings, identity_of, session_of
 from app.web.dashboard.data import overview, records, results, sweeps, watches

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from app.core.nightly_logic import METRICS
+from app.core.nightly_watch import METRICS
 
 # Okabe-Ito colours (distinguishable with the common colour-vision deficiencies), each paired
 # with a marker and a dash pattern so colour is never the only cue.

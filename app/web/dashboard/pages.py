@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from app.flows.nightlywatch import series_view, watched_keys
-from app.flows.recovery import counts as recovery_counts
+from app.flows.ingest.redelivery import counts as recovery_counts
+from app.flows.nightly.watch import series_view, watched_keys
 from app.web.dashboard.auth import current_settings
 from app.web.dashboard.charts import nightly_charts, results_charts
 from app.web.dashboard.data import fleet, overview, records, results, sweeps, watches

@@ -2,7 +2,8 @@
 and sign-in (``pages``, ``api``, ``actions``, ``signin``).
 
 Routes are thin: data comes from ``app.web.dashboard.data`` (read side, the same core functions
-the report uses) and actions call flow functions (``app.flows.operator``, ``app.flows.ingest``),
+the report uses) and actions call flow functions (``app.flows.commands.operator``,
+``app.flows.ingest.deliveries``),
 then write an audit entry naming the operator.
 """
 

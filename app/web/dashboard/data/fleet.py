@@ -1,6 +1,6 @@
 """The fleet page's data: per repository the priority controller places jobs for, each runner, its
 labels, the job it holds and why; the queue in effective-priority order with the score's parts
-(the view the controller stored with its last plan, app/flows/runnerhook.py)."""
+(the view the controller stored with its last plan, app/flows/scheduler/runner_hook.py)."""
 
 from __future__ import annotations
 

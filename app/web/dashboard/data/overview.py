@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session
 
 from app.adapters import queue
 from app.core import budget
-from app.flows.githubstatus import RATE_LIMIT_KEY
-from app.flows.ingest import health as ingest_health
-from app.flows.runpoll import load_budget
+from app.flows.commands.github_status import RATE_LIMIT_KEY
+from app.flows.ingest.deliveries import health as ingest_health
+from app.flows.scheduler.run_poll import load_budget
 from app.models import Delivery, DeliveryStatus, HttpCacheEntry
 from app.models.results import ReportState
 from app.models.sweeps import JobState, RunnerLabel, SweepJob
@@ -38,7 +38,8 @@ _health_lock = threading.Lock()
 
 
 def health(settings: Settings) -> dict[str, Any]:
-    """``app.flows.ingest.health`` cached for a few seconds: it pings the broker, which a busy overview
+    """``app.flows.ingest.deliveries.health`` cached for a few seconds: it pings the broker, which
+    a busy overview
     page (live refresh, several viewers) should not do on every request."""
     key = settings.database_url + "|" + settings.broker_url
     with _health_lock:

@@ -18,7 +18,7 @@ from app.core.references import Reference, ReferenceError
 from app.core.seqlen import seq_name
 from app.models.results import NO_SHAPE, EvalResult, ReportState, Result, ResultPoint
 from app.models.sweeps import CANARY_REASON, Sweep
-from app.store.botconfigs import stored_config
+from app.store.bot_configs import stored_config
 from app.store.references import choose_reference
 from app.store.resultpoints import shape_of
 from app.web.dashboard import schemas as S

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
-from app.core.nightlies import NightlyLabels, label_nightlies
+from app.core.chosen_nightly import NightlyLabels, label_nightlies
 from app.core.readiness import BUMP_HAPPENED, DepView, explain_readiness
 from app.models.tracking import Bump, Dependency, ImageTag, Watch, WatchState
 from app.settings import Settings

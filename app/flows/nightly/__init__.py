@@ -1,0 +1,1 @@
+"""The nightly regression watch: canaries of new nightlies, change points, bisection, issues."""

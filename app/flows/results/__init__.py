@@ -1,0 +1,2 @@
+"""Results: collecting a job's artifacts, the sticky report, reuse at merge and publication
+(the recovery PR)."""
