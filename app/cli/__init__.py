@@ -18,7 +18,7 @@ from typer.core import TyperArgument, TyperOption
 
 from app.cli.errors import (
     EXIT_USAGE,
-    database_error,
+    database_failure,
     resolve_prefix,
     settings_error,
     short_ids,
@@ -577,30 +577,12 @@ def _service_main(command: str | None) -> None:
     try:
         build_command()(prog_name="sweepbot")
     except Exception as exc:
-        line = _database_failure(exc, url)
+        line = database_failure(exc, url)
         if line is None:
             raise
         # Unreachable server, wrong credentials, no schema yet: one line and the fix, no traceback.
         err.print(line, markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(EXIT_USAGE) from exc
-
-
-def _database_failure(exc: Exception, url: str) -> str | None:
-    """The one line for a database error (None: not one). SQLAlchemy is only asked when loaded."""
-    if "sqlalchemy" not in sys.modules:
-        return None
-    from sqlalchemy.exc import (  # lazy: already loaded by the command that failed
-        ArgumentError,
-        DBAPIError,
-        NoSuchModuleError,
-        OperationalError,
-    )
-
-    if isinstance(exc, OperationalError | DBAPIError):
-        return database_error(exc, url)
-    if isinstance(exc, ArgumentError | NoSuchModuleError):
-        return url_error(exc, url)
-    return None
 
 
 __all__ = ["cli", "main"]

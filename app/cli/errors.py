@@ -5,6 +5,7 @@ exception (or the facts) and returns the line to print; the CLI prints it and ex
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 EXIT_USAGE = 2
@@ -69,6 +70,24 @@ def url_error(exc: Exception, url: str) -> str:
         f"({first_line(str(exc))}): e.g. postgresql+psycopg://user:password@host:5432/sweepbot or "
         "sqlite:////absolute/path/sweepbot.sqlite3"
     )
+
+
+def database_failure(exc: Exception, url: str) -> str | None:
+    """The one line for a database error (None: not one). SQLAlchemy is only asked when loaded."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from sqlalchemy.exc import (  # lazy: already loaded by the command that failed
+        ArgumentError,
+        DBAPIError,
+        NoSuchModuleError,
+        OperationalError,
+    )
+
+    if isinstance(exc, OperationalError | DBAPIError):
+        return database_error(exc, url)
+    if isinstance(exc, ArgumentError | NoSuchModuleError):
+        return url_error(exc, url)
+    return None
 
 
 def resolve_prefix(prefix: str, candidates: Sequence[str], what: str, listing: str) -> str:
