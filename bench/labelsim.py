@@ -102,6 +102,12 @@ def _policy() -> dict[str, Any]:
     return dict(yaml.safe_load((DATA / "configs" / "ci-priority.yaml").read_text()))
 
 
+@cache
+def _want(labels: tuple[str, ...]) -> frozenset[str]:
+    """A job's ``runs-on`` as GitHub matches it (fixed once queued; read once, not on every scan)."""
+    return frozenset(label_set(list(labels)))
+
+
 FRAMEWORKS = ["vllm", "sglang", "atom", "dynamo-vllm"]
 MODELS = ["minimaxm3", "dsr1", "gptoss", "kimik3", "qwen3.5"]
 
@@ -263,7 +269,7 @@ class World:
         # GitHub's rule (sim.world_runners.labels_match), the sets computed once; ``queued`` is in
         # queueing order (jobs are queued as time goes on)
         for job in list(self.queued.values()):
-            want = label_set(job.labels)
+            want = _want(tuple(job.labels))
             runner = next((r for r in idle if r.job is None and want <= have[r.id]), None)
             if runner is not None:
                 self.start(job, runner)

@@ -30,7 +30,7 @@ import structlog
 
 from app.adapters.github.errors import GitHubError, NotFound
 from app.core import schedlabels as sl
-from app.core.schedplan import Assignment, Notice, Plan, Policy, SnapJob, SnapRunner, Snapshot, plan
+from app.core.schedplan import Assignment, Notice, Plan, Policy, SnapJob, SnapRunner, Snapshot, needs_plan, plan
 
 log = structlog.get_logger(__name__)
 
@@ -198,6 +198,7 @@ class ReconcileResult:
     notices: list[Notice] = field(default_factory=list)  # reported for the first time
     writes: int = 0
     reads: int = 0
+    planned: bool = False  # False: ``needs_plan`` said a plan would do nothing, none was made
 
 
 def _refresh(
@@ -303,14 +304,16 @@ def reconcile(facts: MemoryFacts, gw: RunnerGateway, cfg: ControllerConfig, now:
     """One round: refresh what is stale, plan, apply (clean-ups, leases, single jobs)."""
     out = ReconcileResult(plan=Plan((), (), (), ()))
     _refresh(facts, gw, cfg, now, out)
-    if not any(r.idle for r in facts.runners.values()):
-        return out  # nothing to place or clean: every runner is busy or offline
+    snap = facts.snapshot(now)
+    if not needs_plan(snap, facts.reported):
+        return out  # nothing to place or clean: no idle runner is free for a queued job or stale
+    out.planned = True
     policy = replace(
         cfg.policy,
         usage_hours=facts.usage_hours(now),
         avoid={**cfg.policy.avoid, **{k: frozenset(v) for k, v in facts.avoid.items()}},
     )
-    out.plan = result = plan(facts.snapshot(now), policy)
+    out.plan = result = plan(snap, policy)
     fx = _Effects(facts, gw, cfg.repo, out)
     for c in result.cleanups:
         fx.remove(c.runner_id, c.remove_labels)
