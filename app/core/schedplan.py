@@ -176,6 +176,7 @@ class _Round:
     held: list[tuple[int, int, str]] = field(default_factory=list)
     keep: set[int] = field(default_factory=set)  # idle runners of a running lease: untouched
     prio: dict[int, Priority] = field(default_factory=dict)
+    base: dict[int, Priority] = field(default_factory=dict)  # job -> its priority without fair share
     _base: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def fits(self, needs: frozenset[str], runner: SnapRunner) -> bool:
@@ -347,7 +348,7 @@ def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]
     why_waiting: dict[int, str] = {}
     group_why: dict[tuple[frozenset[str], int | None], str] = {}
     hold_after = r.policy.lease_hold_minutes
-    base: dict[int, Priority] = {}
+    base = r.base
     groups: dict[tuple[frozenset[str], int | None], list[_Queued]] = {}
     for q in waiting:
         base[q.job.id] = r.priority(q, competing, 0.0)
@@ -431,7 +432,12 @@ def _fill(r: _Round, jobs: list[_Queued], competing: int) -> None:
         if q.job.id not in r.prio:
             if q.job.pr not in fair:
                 fair[q.job.pr] = r.fair(q.job.pr, competing)
-            r.prio[q.job.id] = r.priority(q, competing, fair[q.job.pr])
+            b = r.base.get(q.job.id)
+            r.prio[q.job.id] = (
+                r.priority(q, competing, fair[q.job.pr])
+                if b is None
+                else Priority(b.score, b.aging, fair[q.job.pr], b.canary, b.skip)
+            )
 
 
 def _cleanups(r: _Round) -> list[Cleanup]:
