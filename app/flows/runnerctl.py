@@ -30,7 +30,17 @@ import structlog
 
 from app.adapters.github.errors import GitHubError, NotFound
 from app.core import schedlabels as sl
-from app.core.schedplan import Assignment, Notice, Plan, Policy, SnapJob, SnapRunner, Snapshot, needs_plan, plan
+from app.core.schedplan import (
+    Assignment,
+    Notice,
+    Plan,
+    Policy,
+    SnapJob,
+    SnapRunner,
+    Snapshot,
+    needs_plan,
+    plan,
+)
 
 log = structlog.get_logger(__name__)
 

@@ -56,7 +56,7 @@ class Recorder:
         runner = self._runner(runner_id)
         if runner.busy_job is not None:
             self.removed_from_busy.append((runner.name, name))
-        return self.inner.remove_runner_label(repo, runner_id, name)  # type: ignore[no-any-return]
+        return self.inner.remove_runner_label(repo, runner_id, name)
 
 
 @pytest.fixture
@@ -122,7 +122,9 @@ def test_gpu_jobs_run_only_where_the_bot_labelled_them(bot: dict[str, Any]) -> N
         time.sleep(0.02)
     added = [a for r in recorders for a in r.added]
     with sim.world.lock:
-        gpu = [j for j in sim.world.jobs.values() if j.labels and any(x.startswith("ci-job-") for x in j.labels)]
+        gpu = [
+            j for j in sim.world.jobs.values() if j.labels and any(x.startswith("ci-job-") for x in j.labels)
+        ]
         runners = {r.name: r for r in sim.world.all_runners()}
         # labels naming a job or a lease; ``ci-attempt-<n>`` / ``nodes:<n>`` alone admit no job and
         # stay for the next one (app/core/schedlabels.py, app/core/schedplan.py ``_cleanups``)
