@@ -512,7 +512,9 @@ def needs_plan(snapshot: Snapshot, reported: frozenset[int] | set[int] = frozens
             queued.append(c)
         elif c.nodes > 1:
             running_leases.add(sl.lease_label(c.token, c.attempt))
-    singles = {c.job_label for c in queued if c.nodes == 1}
+    # a single-node job's full scheduling labels (a re-run keeps its token, so its ci-job- label is the
+    # first attempt's: a runner still carrying ci-attempt-1 for it awaits nothing)
+    singles = {c.job_label: c.scheduling() for c in queued if c.nodes == 1}
     leases = {sl.lease_label(c.token, c.attempt): c for c in queued if c.nodes > 1}
     members: Counter[str] = Counter()
     for runner in idle:
@@ -522,12 +524,13 @@ def needs_plan(snapshot: Snapshot, reported: frozenset[int] | set[int] = frozens
     needs = {c.needs for c in queued}
     for runner in idle:
         ident = {x for x in _sched(runner) if sl.is_identifying(x)}
-        if ident & singles or ident & running_leases:
+        have = _sched(runner)
+        if any(singles[x] <= have for x in ident if x in singles) or ident & running_leases:
             continue
         published = [
             x
             for x in ident
-            if x in leases and members[x] >= leases[x].nodes and leases[x].job_label in _lease_heads(idle, x)
+            if x in leases and members[x] >= leases[x].nodes and _published(idle, x, leases[x])
         ]
         if published:
             continue
@@ -539,6 +542,6 @@ def needs_plan(snapshot: Snapshot, reported: frozenset[int] | set[int] = frozens
     return False
 
 
-def _lease_heads(idle: list[SnapRunner], lease: str) -> frozenset[str]:
-    """The job labels the idle runners of one lease carry (its head's, once published)."""
-    return frozenset(x for r in idle if lease in _sched(r) for x in _sched(r) if x.startswith(sl.JOB_PREFIX))
+def _published(idle: list[SnapRunner], lease: str, c: ContractLabels) -> bool:
+    """Some idle runner of the lease (its head) carries all of the job's scheduling labels."""
+    return any(lease in _sched(r) and c.scheduling() <= _sched(r) for r in idle)

@@ -431,3 +431,12 @@ def test_a_plan_is_needed_only_while_an_idle_runner_is_free_or_stale() -> None:
     assert needs_plan(parse_snapshot(unprioritisable)) and not needs_plan(
         parse_snapshot(unprioritisable), reported={3}
     ), "an unreported job without labels needs its notice, once"
+
+
+def test_a_rerun_needs_a_plan_though_its_runner_carries_its_token() -> None:
+    # attempt 2 keeps the token, so its ci-job- label is attempt 1's; the runner lacks ci-attempt-2
+    first = job(1)
+    rerun = job(1, attempt=2)
+    labelled = runner(1, "mi355x", *[x for x in first["labels"] if x.startswith("ci-")])
+    assert not needs_plan(parse_snapshot(snap([first], [labelled])))
+    assert needs_plan(parse_snapshot(snap([rerun], [labelled]))), "GitHub would never hand it over"
