@@ -98,6 +98,7 @@ class MemoryFacts:
     started: dict[int, tuple[int, datetime]] = field(default_factory=dict)  # job -> (runner, at)
     runners: dict[int, SnapRunner] = field(default_factory=dict)
     listed_at: datetime | None = None
+    queued_listed_at: datetime | None = None  # the fallback listing of queued jobs, on its own clock
     labelled_at: dict[int, tuple[int, datetime]] = field(default_factory=dict)  # runner -> (job, at)
     usage: dict[int, tuple[float, datetime]] = field(default_factory=dict)  # PR -> (hours, at)
     avoid: dict[str, set[str]] = field(default_factory=dict)
@@ -218,6 +219,12 @@ def _refresh(
         rid for rid, (_, at) in facts.labelled_at.items() if (now - at).total_seconds() > cfg.assign_timeout_s
     ]
     old = facts.listed_at is None or (now - facts.listed_at).total_seconds() > cfg.runner_refresh_s
+    # the fallback listing keeps its own clock: the late-assignment listings of runners (every
+    # assign_timeout_s while a job is labelled and not taken) must not starve it
+    missed = (
+        facts.queued_listed_at is None
+        or (now - facts.queued_listed_at).total_seconds() > cfg.runner_refresh_s
+    )
     if facts.stale or old or late:
         facts.set_runners(gw.list_runners(cfg.repo), now)
         out.reads += 1
@@ -228,7 +235,8 @@ def _refresh(
                 facts.in_progress(job_id, rid, now)  # it started; its delivery was lost
             elif runner is not None:  # not taken: its labels come off, the next plan places it anew
                 _Effects(facts, gw, cfg.repo, out).release(rid)
-    if old:
+    if missed:
+        facts.queued_listed_at = now
         _missed_queued(facts, gw, cfg.repo, now, out)
 
 
@@ -239,6 +247,12 @@ def _missed_queued(
     if listed is None:
         return
     out.reads += 1 + len({j.get("run_id") for j in listed})
+    # a job we think queued that GitHub no longer lists started or was cancelled, its delivery lost:
+    # it goes (else it is labelled for a runner again and again, and GitHub never hands it over)
+    ids = {int(j["id"]) for j in listed}
+    for job_id, job in list(facts.jobs.items()):
+        if job.status == "queued" and job_id not in ids:
+            del facts.jobs[job_id]
     for j in listed:
         if int(j["id"]) not in facts.jobs:
             at = j.get("created_at")
