@@ -169,3 +169,24 @@ def test_the_contract_variable() -> None:
     assert contract_on(gw, REPO)
     gw.variables["PRIORITY_SCHEDULER_ENABLED"] = "false"
     assert not contract_on(gw, REPO)
+
+
+def test_a_job_github_no_longer_lists_goes_and_late_listings_do_not_starve_the_fallback() -> None:
+    class Listing(FakeRunners):
+        listed: list[dict[str, Any]] = []
+
+        def queued_jobs(self, repo: str) -> list[dict[str, Any]] | None:
+            return list(self.listed)
+
+    gw = Listing((1, "a", ["self-hosted", "mi355x"]))
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO, assign_timeout_s=60, runner_refresh_s=900)
+    apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)  # cancelled later, delivery lost
+    reconcile(facts, gw, cfg, T0)
+    other = ["self-hosted", "mi355x", f"ci-job-1.000-{'3' * 32}", "ci-attempt-1"]
+    gw.listed = [{"id": 12, "run_id": 8, "labels": other, "created_at": T0.isoformat()}]  # queued: lost
+    # job 11 labelled and never taken: the runners are listed again every minute (late), and still
+    # the fallback listing comes every runner_refresh_s
+    for minute in range(1, 17):
+        reconcile(facts, gw, cfg, T0 + timedelta(minutes=minute))
+    assert 11 not in facts.jobs, "GitHub no longer lists it: it goes"
+    assert 12 in facts.jobs and any(f"ci-job-1.000-{'3' * 32}" in x for x in gw.r[1]["labels"])
