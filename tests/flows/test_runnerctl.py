@@ -173,7 +173,7 @@ def test_the_contract_variable() -> None:
 
 def test_a_job_github_no_longer_lists_goes_and_late_listings_do_not_starve_the_fallback() -> None:
     class Listing(FakeRunners):
-        listed: list[dict[str, Any]] = []
+        listed: list[dict[str, Any]]
 
         def queued_jobs(self, repo: str) -> list[dict[str, Any]] | None:
             return list(self.listed)
@@ -181,7 +181,9 @@ def test_a_job_github_no_longer_lists_goes_and_late_listings_do_not_starve_the_f
     gw = Listing((1, "a", ["self-hosted", "mi355x"]))
     facts, cfg = MemoryFacts(), ControllerConfig(REPO, assign_timeout_s=60, runner_refresh_s=900)
     apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)  # cancelled later, delivery lost
+    gw.listed = [{"id": 11, "run_id": 7, "labels": JOB, "created_at": T0.isoformat()}]
     reconcile(facts, gw, cfg, T0)
+    assert any(TOKEN in x for x in gw.r[1]["labels"]), "job 11 labelled for the runner"
     other = ["self-hosted", "mi355x", f"ci-job-1.000-{'3' * 32}", "ci-attempt-1"]
     gw.listed = [{"id": 12, "run_id": 8, "labels": other, "created_at": T0.isoformat()}]  # queued: lost
     # job 11 labelled and never taken: the runners are listed again every minute (late), and still
