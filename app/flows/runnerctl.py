@@ -320,6 +320,7 @@ def _lease(fx: _Effects, rows: list[Assignment], now: datetime) -> None:
         fx.facts.labelled_at[head.runner_id] = (head.job_id, now)
         return
     log.info("sched.lease_released", lease=lease, job=head.job_id, why="not every runner verified")
+    fx.facts.stale = True  # the facts thought those runners idle: list them before the next plan
     for a in rows:
         fx.release(a.runner_id)
 

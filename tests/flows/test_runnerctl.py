@@ -126,6 +126,11 @@ def test_a_lease_that_does_not_verify_is_released_without_the_job_label() -> Non
     reconcile(facts, gw, cfg, T0)
     assert not any(c[0] == "add" and any(x.startswith("ci-job-") for x in c[2]) for c in gw.writes())
     assert all(not any(x.startswith("ci-lease-") for x in r["labels"]) for r in gw.r.values())
+    gw.r[2]["busy"] = True
+    lists = sum(1 for c in gw.calls if c[0] == "list")
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=1))
+    assert sum(1 for c in gw.calls if c[0] == "list") == lists + 1, "the runners are listed again"
+    assert sum(1 for c in gw.calls if c[0] == "get") == 2, "not the same failing lease again"
 
 
 def test_a_missed_in_progress_is_found_by_listing_after_the_timeout() -> None:
