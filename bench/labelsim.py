@@ -103,6 +103,12 @@ def _policy() -> dict[str, Any]:
     return dict(yaml.safe_load((DATA / "configs" / "ci-priority.yaml").read_text()))
 
 
+@cache
+def _want(labels: tuple[str, ...]) -> frozenset[str]:
+    """A job's ``runs-on`` as GitHub matches it (fixed once queued; read once, not on every scan)."""
+    return frozenset(label_set(list(labels)))
+
+
 FRAMEWORKS = ["vllm", "sglang", "atom", "dynamo-vllm"]
 MODELS = ["minimaxm3", "dsr1", "gptoss", "kimik3", "qwen3.5"]
 
@@ -263,11 +269,21 @@ class World:
         have = {r.id: label_set(r.labels()) for r in idle}
         # GitHub's rule (sim.world_runners.labels_match), the sets computed once; ``queued`` is in
         # queueing order (jobs are queued as time goes on)
+        # (runners only get taken during a scan, so a label set no idle runner matched stays unmatched)
+        unmatched: set[frozenset[str]] = set()
         for job in list(self.queued.values()):
-            want = label_set(job.labels)
+            if job.id not in self.queued:
+                continue
+            want = _want(tuple(job.labels))
+            if want in unmatched:
+                continue
             runner = next((r for r in idle if r.job is None and want <= have[r.id]), None)
-            if runner is not None:
-                self.start(job, runner)
+            if runner is None:
+                unmatched.add(want)
+                if all(r.job is not None for r in idle):
+                    return
+                continue
+            self.start(job, runner)
 
     def start(self, job: BJob, runner: BRunner) -> None:
         job.status, job.start, job.runner = "in_progress", self.t, runner.id

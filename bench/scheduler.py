@@ -45,7 +45,7 @@ class Figures:
     ratio: float
     p95_high_first_wait_min: float
     p95_vs_fifo: float
-    jain_contended: float
+    jain_contended: float | None
     contended_windows: int
     longest_wait_h: float
     calls_per_job: float
@@ -83,8 +83,10 @@ def lower_bound(w: World, prs: list[dict[str, object]]) -> float:
     return bound
 
 
-def jain(w: World, window: float = 3600.0) -> tuple[float, int]:
-    """Mean Jain index of runner-time across the PRs backlogged through each contended hour."""
+def jain(w: World, window: float = 3600.0) -> tuple[float | None, int]:
+    """Mean Jain index of runner-time across the PRs backlogged through each contended hour (an
+    hour in which at least two PRs each had a job queued from its start to its end), and how many
+    such hours; None when there was none (no contention to be fair about: no figure, not 1.0)."""
     end = max((j.end or 0.0) for j in w.jobs.values())
     scores = []
     t = 0.0
@@ -100,7 +102,7 @@ def jain(w: World, window: float = 3600.0) -> tuple[float, int]:
             if sum(xs) > 0:
                 scores.append(sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)))
         t = hi
-    return (sum(scores) / len(scores) if scores else 1.0), len(scores)
+    return (sum(scores) / len(scores) if scores else None), len(scores)
 
 
 def figures(strategy: str, cfg: Config, fifo_p95: float | None) -> Figures:
@@ -128,7 +130,7 @@ def figures(strategy: str, cfg: Config, fifo_p95: float | None) -> Figures:
         ratio=round(makespan / bound, 3),
         p95_high_first_wait_min=round(p95 / 60, 1),
         p95_vs_fifo=round(p95 / fifo_p95, 3) if fifo_p95 else 1.0,
-        jain_contended=round(fair, 3),
+        jain_contended=round(fair, 3) if fair is not None else None,
         contended_windows=windows,
         longest_wait_h=round(max(waits) / 3600, 2),
         calls_per_job=round(sum(w.calls.values()) / cfg.jobs, 3),
@@ -156,7 +158,8 @@ ROWS = (
 def table(rows: list[Figures]) -> str:
     lines = [f"{'figure':40s}" + "".join(f"{f.strategy:>14s}" for f in rows)]
     for key, label in ROWS:
-        lines.append(f"{label:40s}" + "".join(f"{getattr(f, key)!s:>14s}" for f in rows))
+        cells = ("n/a" if getattr(f, key) is None else str(getattr(f, key)) for f in rows)
+        lines.append(f"{label:40s}" + "".join(f"{c:>14s}" for c in cells))
     lines += [f"calls of {f.strategy}: {json.dumps(f.calls)}" for f in rows if f.calls]
     return "\n".join(lines)
 

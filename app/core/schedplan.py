@@ -21,6 +21,7 @@ Busy and offline runners, and running jobs, are never touched.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -175,6 +176,7 @@ class _Round:
     held: list[tuple[int, int, str]] = field(default_factory=list)
     keep: set[int] = field(default_factory=set)  # idle runners of a running lease: untouched
     prio: dict[int, Priority] = field(default_factory=dict)
+    base: dict[int, Priority] = field(default_factory=dict)  # job -> its priority without fair share
     _base: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def fits(self, needs: frozenset[str], runner: SnapRunner) -> bool:
@@ -317,16 +319,15 @@ def _pool(r: _Round, q: _Queued, fits: list[SnapRunner]) -> list[SnapRunner]:
     return []
 
 
-def _choose(r: _Round, fits: list[SnapRunner], waiting: list[_Queued]) -> SnapRunner:
+def _choose(r: _Round, fits: list[SnapRunner], demand: Counter[frozenset[str]]) -> SnapRunner:
     """The compatible runner the fewest other waiting jobs could use (keep versatile ones free)."""
     if len(fits) == 1:
         return fits[0]
-    needs = Counter(w.c.needs for w in waiting)
 
-    def demand(runner: SnapRunner) -> int:
-        return sum(n for k, n in needs.items() if r.fits(k, runner))
+    def users(runner: SnapRunner) -> int:
+        return sum(n for k, n in demand.items() if n > 0 and r.fits(k, runner))
 
-    return min(fits, key=lambda x: (demand(x), x.name, x.id))
+    return min(fits, key=lambda x: (users(x), x.name, x.id))
 
 
 def _why(p: Priority, rank: int, fits: int) -> str:
@@ -337,27 +338,53 @@ def _why(p: Priority, rank: int, fits: int) -> str:
 
 
 def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]:
-    """Place the best-placeable job, recompute priorities (fair share moved), until none fits."""
+    """Place the best-placeable job, recompute priorities (fair share moved), until none fits.
+
+    The part of a job's priority that does not depend on the fair share (score, aging, canary,
+    skip-queue) is fixed for one plan, so the waiting jobs are grouped by (needs, PR) and each group
+    sorted once; a placement round ranks only the groups' heads (a heap over at most needs x PRs
+    entries, each group's next job pushed when its head cannot be placed), so a round's work is in
+    the number of groups and of jobs it looks at, not in the length of the queue."""
     why_waiting: dict[int, str] = {}
+    group_why: dict[tuple[frozenset[str], int | None], str] = {}
     hold_after = r.policy.lease_hold_minutes
-    while waiting and r.free:
+    base = r.base
+    groups: dict[tuple[frozenset[str], int | None], list[_Queued]] = {}
+    for q in waiting:
+        base[q.job.id] = r.priority(q, competing, 0.0)
+        groups.setdefault((q.c.needs, q.job.pr), []).append(q)
+    for g in groups.values():
+        g.sort(key=lambda q: (-base[q.job.id].total, q.job.created_at, q.job.id))
+    demand = Counter(q.c.needs for q in waiting)
+
+    def ranked(q: _Queued, fair: float) -> Priority:
+        b = base[q.job.id]
+        return Priority(b.score, b.aging, fair, b.canary, b.skip)
+
+    while groups and r.free:
         # only the jobs some free runner could take compete (the rest wait whatever their rank)
-        usable = {k for k in {q.c.needs for q in waiting} if any(r.fits(k, x) for x in r.free.values())}
-        for q in waiting:
-            if q.c.needs not in usable:
-                why_waiting.setdefault(q.job.id, "no compatible idle runner")
-        contenders = [q for q in waiting if q.c.needs in usable]
-        fair = {pr: r.fair(pr, competing) for pr in {q.job.pr for q in contenders}}
-        for q in contenders:
-            r.prio[q.job.id] = r.priority(q, competing, fair[q.job.pr])
-        contenders.sort(key=lambda q: (-r.prio[q.job.id].total, q.job.created_at, q.job.id))
+        usable = {k for k in {key[0] for key in groups} if any(r.fits(k, x) for x in r.free.values())}
+        fair = {pr: r.fair(pr, competing) for pr in {key[1] for key in groups if key[0] in usable}}
+        heap: list[tuple[float, datetime, int, tuple[frozenset[str], int | None], int]] = []
+        for key, g in groups.items():
+            if key[0] not in usable:
+                group_why.setdefault(key, "no compatible idle runner")
+                continue
+            head = g[0]
+            heap.append((-ranked(head, fair[key[1]]).total, head.job.created_at, head.job.id, key, 0))
+        heapq.heapify(heap)
         chosen = None
         cache: Fits = {}
-        for rank, q in enumerate(contenders, 1):
+        rank = 0
+        while heap:
+            _, _, _, key, i = heapq.heappop(heap)
+            q = groups[key][i]
+            rank += 1
+            r.prio[q.job.id] = ranked(q, fair[key[1]])
             fits, reason = _allowed(r, q, cache)
             group = _pool(r, q, fits) if q.c.nodes > 1 else fits
             if group:
-                chosen = (rank, q, fits, group)
+                chosen = (rank, key, i, q, fits, group)
                 break
             why_waiting[q.job.id] = reason or f"no cluster pool with {q.c.nodes} free compatible runners"
             waited = (r.snap.now - q.job.created_at).total_seconds() / 60
@@ -373,19 +400,28 @@ def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]
                         )
                     )
                 cache.clear()
+            if i + 1 < len(groups[key]):
+                nxt = groups[key][i + 1]
+                heapq.heappush(
+                    heap, (-ranked(nxt, fair[key[1]]).total, nxt.job.created_at, nxt.job.id, key, i + 1)
+                )
         if chosen is None:
             break
-        rank, q, fits, group = chosen
-        waiting = [w for w in waiting if w is not q]
+        rank, key, i, q, fits, group = chosen
+        del groups[key][i]
+        if not groups[key]:
+            del groups[key]
+        demand[q.c.needs] -= 1
         why = _why(r.prio[q.job.id], rank, len(fits))
         if q.c.nodes > 1:
             _place(r, q, group, q.lease, f"{why}; lease of {q.c.nodes} runners")
         else:
-            _place(r, q, [_choose(r, fits, waiting)], None, why)
+            _place(r, q, [_choose(r, fits, demand)], None, why)
         why_waiting.pop(q.job.id, None)
-    _fill(r, waiting, competing)
-    for q in waiting:
-        why_waiting.setdefault(q.job.id, "no free runner left")
+    for key, g in groups.items():
+        for q in g:
+            if q.job.id not in why_waiting:
+                why_waiting[q.job.id] = group_why.get(key, "no free runner left")
     return why_waiting
 
 
@@ -396,7 +432,12 @@ def _fill(r: _Round, jobs: list[_Queued], competing: int) -> None:
         if q.job.id not in r.prio:
             if q.job.pr not in fair:
                 fair[q.job.pr] = r.fair(q.job.pr, competing)
-            r.prio[q.job.id] = r.priority(q, competing, fair[q.job.pr])
+            b = r.base.get(q.job.id)
+            r.prio[q.job.id] = (
+                r.priority(q, competing, fair[q.job.pr])
+                if b is None
+                else Priority(b.score, b.aging, fair[q.job.pr], b.canary, b.skip)
+            )
 
 
 def _cleanups(r: _Round) -> list[Cleanup]:
@@ -446,3 +487,61 @@ def plan(snapshot: Snapshot, policy: Policy) -> Plan:
     ]
     entries.sort(key=lambda e: (-e.priority.total, e.job_id))
     return Plan(tuple(r.assignments), tuple(_cleanups(r)), tuple(notices), tuple(entries), tuple(r.held))
+
+
+def needs_plan(snapshot: Snapshot, reported: frozenset[int] | set[int] = frozenset()) -> bool:
+    """Whether a plan over this snapshot could do anything: an idle runner that is free (not waiting
+    for GitHub to hand it the queued job it is labelled for, nor in a lease that is whole and
+    published or belongs to a running job) and either carries scheduling labels naming a job or a
+    lease (stale: a clean-up) or fits some queued contract job. When none is, ``plan`` would place
+    nothing and clean nothing, so a controller need not plan on every delivery (the periodic tick
+    still does, for aging and lease holds). A queued job not yet ``reported`` as unprioritisable
+    also needs one (for its notice)."""
+    idle = [x for x in snapshot.runners if x.idle]
+    if not idle:
+        return False
+    queued: list[ContractLabels] = []
+    running_leases: set[str] = set()
+    for job in snapshot.jobs:
+        c = sl.read_contract(job.labels)
+        if isinstance(c, sl.Unprioritisable):
+            if job.status == "queued" and job.id not in reported:
+                return True
+            continue
+        if job.status == "queued":
+            queued.append(c)
+        elif c.nodes > 1:
+            running_leases.add(sl.lease_label(c.token, c.attempt))
+    # a single-node job's full scheduling labels (a re-run keeps its token, so its ci-job- label is the
+    # first attempt's: a runner still carrying ci-attempt-1 for it awaits nothing)
+    singles = {c.job_label: c.scheduling() for c in queued if c.nodes == 1}
+    leases = {sl.lease_label(c.token, c.attempt): c for c in queued if c.nodes > 1}
+    members: Counter[str] = Counter()
+    for runner in idle:
+        for x in _sched(runner):
+            if x in leases:
+                members[x] += 1
+    needs = {c.needs for c in queued}
+    for runner in idle:
+        ident = {x for x in _sched(runner) if sl.is_identifying(x)}
+        have = _sched(runner)
+        if any(singles[x] <= have for x in ident if x in singles) or ident & running_leases:
+            continue
+        published = [
+            x
+            for x in ident
+            if x in leases and members[x] >= leases[x].nodes and _published(idle, x, leases[x])
+        ]
+        if published:
+            continue
+        if ident:
+            return True  # stale labels, or a lease not whole: a clean-up or a re-placement
+        base = sl.base_labels(runner.labels)
+        if any(n <= base for n in needs):
+            return True
+    return False
+
+
+def _published(idle: list[SnapRunner], lease: str, c: ContractLabels) -> bool:
+    """Some idle runner of the lease (its head) carries all of the job's scheduling labels."""
+    return any(lease in _sched(r) and c.scheduling() <= _sched(r) for r in idle)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from app.cli.sched import sched_app
-from app.core.schedplan import Policy, plan
+from app.core.schedplan import Policy, needs_plan, plan
 from app.core.schedsnapshot import SnapshotError, parse_snapshot
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -393,3 +393,50 @@ def test_fair_share_favours_the_pr_that_used_less(tmp_path: Path) -> None:
     )
     assert assignments(run_cli(tmp_path, data))[1]["job_id"] == 2
     assert assignments(run_cli(tmp_path, data, "--fair-share-weight", "0"))[1]["job_id"] == 1
+
+
+# ------------------------------------------------------------------ when a plan is needed at all
+
+
+def applied(data: dict[str, Any], answer: list[dict[str, Any]]) -> dict[str, Any]:
+    """The snapshot after the controller wrote a plan's labels (adds, then clean-ups)."""
+    runners = {r["id"]: {**r, "labels": list(r["labels"])} for r in data["runners"]}
+    for row in answer:
+        r = runners[row["runner_id"]]
+        r["labels"] += [x for x in row.get("add_labels", []) if x not in r["labels"]]
+        r["labels"] = [x for x in r["labels"] if x not in row.get("remove_labels", [])]
+    return {**data, "runners": list(runners.values())}
+
+
+@given(snapshots())
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_skipped_plan_is_one_that_would_have_done_nothing(data: dict[str, Any]) -> None:
+    first = plan(parse_snapshot(data), Policy()).as_json()
+    for d in (data, applied(data, first)):
+        s = parse_snapshot(d)
+        if not needs_plan(s):
+            again = plan(s, Policy())
+            assert not any(a.add_labels for a in again.assignments), "a skipped plan would have placed a job"
+            assert not again.cleanups, "a skipped plan would have cleaned a runner"
+
+
+def test_a_plan_is_needed_only_while_an_idle_runner_is_free_or_stale() -> None:
+    data = snap([job(1), job(2)], [runner(1, "mi355x"), runner(2, "b200-nv", busy=True)])
+    assert needs_plan(parse_snapshot(data)), "an idle runner fits a queued job"
+    after = applied(data, plan(parse_snapshot(data), Policy()).as_json())
+    assert not needs_plan(parse_snapshot(after)), "the idle runner awaits the job it is labelled for"
+    cancelled = {**after, "jobs": [job(2)]}  # job 1 gone: its label on the idle runner is stale
+    assert needs_plan(parse_snapshot(cancelled))
+    unprioritisable = snap([job(3, labels=["self-hosted", "mi355x"])], [runner(1, "b200-nv")])
+    assert needs_plan(parse_snapshot(unprioritisable)) and not needs_plan(
+        parse_snapshot(unprioritisable), reported={3}
+    ), "an unreported job without labels needs its notice, once"
+
+
+def test_a_rerun_needs_a_plan_though_its_runner_carries_its_token() -> None:
+    # attempt 2 keeps the token, so its ci-job- label is attempt 1's; the runner lacks ci-attempt-2
+    first = job(1)
+    rerun = job(1, attempt=2)
+    labelled = runner(1, "mi355x", *[x for x in first["labels"] if x.startswith("ci-")])
+    assert not needs_plan(parse_snapshot(snap([first], [labelled])))
+    assert needs_plan(parse_snapshot(snap([rerun], [labelled]))), "GitHub would never hand it over"

@@ -133,6 +133,11 @@ def test_a_lease_that_does_not_verify_is_released_without_the_job_label() -> Non
     reconcile(facts, gw, cfg, T0)
     assert not any(c[0] == "add" and any(x.startswith("ci-job-") for x in c[2]) for c in gw.writes())
     assert all(not any(x.startswith("ci-lease-") for x in r["labels"]) for r in gw.r.values())
+    gw.r[2]["busy"] = True
+    lists = sum(1 for c in gw.calls if c[0] == "list")
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=1))
+    assert sum(1 for c in gw.calls if c[0] == "list") == lists + 1, "the runners are listed again"
+    assert sum(1 for c in gw.calls if c[0] == "get") == 2, "not the same failing lease again"
 
 
 def test_a_missed_in_progress_is_found_by_listing_after_the_timeout() -> None:
@@ -176,3 +181,26 @@ def test_the_contract_variable() -> None:
     assert contract_on(gw, REPO)
     gw.variables["PRIORITY_SCHEDULER_ENABLED"] = "false"
     assert not contract_on(gw, REPO)
+
+
+def test_a_job_github_no_longer_lists_goes_and_late_listings_do_not_starve_the_fallback() -> None:
+    class Listing(FakeRunners):
+        listed: list[dict[str, Any]]
+
+        def queued_jobs(self, repo: str) -> list[dict[str, Any]] | None:
+            return list(self.listed)
+
+    gw = Listing((1, "a", ["self-hosted", "mi355x"]))
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO, assign_timeout_s=60, runner_refresh_s=900)
+    apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)  # cancelled later, delivery lost
+    gw.listed = [{"id": 11, "run_id": 7, "labels": JOB, "created_at": T0.isoformat()}]
+    reconcile(facts, gw, cfg, T0)
+    assert any(TOKEN in x for x in gw.r[1]["labels"]), "job 11 labelled for the runner"
+    other = ["self-hosted", "mi355x", f"ci-job-1.000-{'3' * 32}", "ci-attempt-1"]
+    gw.listed = [{"id": 12, "run_id": 8, "labels": other, "created_at": T0.isoformat()}]  # queued: lost
+    # job 11 labelled and never taken: the runners are listed again every minute (late), and still
+    # the fallback listing comes every runner_refresh_s
+    for minute in range(1, 17):
+        reconcile(facts, gw, cfg, T0 + timedelta(minutes=minute))
+    assert 11 not in facts.jobs, "GitHub no longer lists it: it goes"
+    assert 12 in facts.jobs and any(f"ci-job-1.000-{'3' * 32}" in x for x in gw.r[1]["labels"])

@@ -30,7 +30,17 @@ import structlog
 
 from app.adapters.github.errors import GitHubError, NotFound
 from app.core import schedlabels as sl
-from app.core.schedplan import Assignment, Notice, Plan, Policy, SnapJob, SnapRunner, Snapshot, plan
+from app.core.schedplan import (
+    Assignment,
+    Notice,
+    Plan,
+    Policy,
+    SnapJob,
+    SnapRunner,
+    Snapshot,
+    needs_plan,
+    plan,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +98,7 @@ class MemoryFacts:
     started: dict[int, tuple[int, datetime]] = field(default_factory=dict)  # job -> (runner, at)
     runners: dict[int, SnapRunner] = field(default_factory=dict)
     listed_at: datetime | None = None
+    queued_listed_at: datetime | None = None  # the fallback listing of queued jobs, on its own clock
     labelled_at: dict[int, tuple[int, datetime]] = field(default_factory=dict)  # runner -> (job, at)
     usage: dict[int, tuple[float, datetime]] = field(default_factory=dict)  # PR -> (hours, at)
     avoid: dict[str, set[str]] = field(default_factory=dict)
@@ -198,6 +209,7 @@ class ReconcileResult:
     notices: list[Notice] = field(default_factory=list)  # reported for the first time
     writes: int = 0
     reads: int = 0
+    planned: bool = False  # False: ``needs_plan`` said a plan would do nothing, none was made
 
 
 def _refresh(
@@ -207,6 +219,12 @@ def _refresh(
         rid for rid, (_, at) in facts.labelled_at.items() if (now - at).total_seconds() > cfg.assign_timeout_s
     ]
     old = facts.listed_at is None or (now - facts.listed_at).total_seconds() > cfg.runner_refresh_s
+    # the fallback listing keeps its own clock: the late-assignment listings of runners (every
+    # assign_timeout_s while a job is labelled and not taken) must not starve it
+    missed = (
+        facts.queued_listed_at is None
+        or (now - facts.queued_listed_at).total_seconds() > cfg.runner_refresh_s
+    )
     if facts.stale or old or late:
         facts.set_runners(gw.list_runners(cfg.repo), now)
         out.reads += 1
@@ -217,7 +235,8 @@ def _refresh(
                 facts.in_progress(job_id, rid, now)  # it started; its delivery was lost
             elif runner is not None:  # not taken: its labels come off, the next plan places it anew
                 _Effects(facts, gw, cfg.repo, out).release(rid)
-    if old:
+    if missed:
+        facts.queued_listed_at = now
         _missed_queued(facts, gw, cfg.repo, now, out)
 
 
@@ -228,6 +247,12 @@ def _missed_queued(
     if listed is None:
         return
     out.reads += 1 + len({j.get("run_id") for j in listed})
+    # a job we think queued that GitHub no longer lists started or was cancelled, its delivery lost:
+    # it goes (else it is labelled for a runner again and again, and GitHub never hands it over)
+    ids = {int(j["id"]) for j in listed}
+    for job_id, job in list(facts.jobs.items()):
+        if job.status == "queued" and job_id not in ids:
+            del facts.jobs[job_id]
     for j in listed:
         if int(j["id"]) not in facts.jobs:
             at = j.get("created_at")
@@ -295,6 +320,7 @@ def _lease(fx: _Effects, rows: list[Assignment], now: datetime) -> None:
         fx.facts.labelled_at[head.runner_id] = (head.job_id, now)
         return
     log.info("sched.lease_released", lease=lease, job=head.job_id, why="not every runner verified")
+    fx.facts.stale = True  # the facts thought those runners idle: list them before the next plan
     for a in rows:
         fx.release(a.runner_id)
 
@@ -303,14 +329,16 @@ def reconcile(facts: MemoryFacts, gw: RunnerGateway, cfg: ControllerConfig, now:
     """One round: refresh what is stale, plan, apply (clean-ups, leases, single jobs)."""
     out = ReconcileResult(plan=Plan((), (), (), ()))
     _refresh(facts, gw, cfg, now, out)
-    if not any(r.idle for r in facts.runners.values()):
-        return out  # nothing to place or clean: every runner is busy or offline
+    snap = facts.snapshot(now)
+    if not needs_plan(snap, facts.reported):
+        return out  # nothing to place or clean: no idle runner is free for a queued job or stale
+    out.planned = True
     policy = replace(
         cfg.policy,
         usage_hours=facts.usage_hours(now),
         avoid={**cfg.policy.avoid, **{k: frozenset(v) for k, v in facts.avoid.items()}},
     )
-    out.plan = result = plan(facts.snapshot(now), policy)
+    out.plan = result = plan(snap, policy)
     fx = _Effects(facts, gw, cfg.repo, out)
     for c in result.cleanups:
         fx.remove(c.runner_id, c.remove_labels)

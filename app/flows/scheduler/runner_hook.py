@@ -125,7 +125,10 @@ def handle(
     run_id = int((payload.get("workflow_job") or {}).get("run_id") or 0)
     apply_workflow_job(facts, payload, now, _pr_of_run(session, run_id) if run_id else None)
     result = reconcile(facts, gw, ControllerConfig(repo), now)
+    # no plan made (nothing idle could change): the fleet's runners as now, the last queue shown
     view = plan_view(facts, result.plan)
+    if not result.planned and row is not None and isinstance(row.view, dict):
+        view["queue"] = row.view.get("queue", [])
     if row is None:
         session.add(RunnerController(repo=repo, facts=facts_to_json(facts), view=view, updated_at=now))
     else:
