@@ -1,6 +1,6 @@
 """The priority controller against the simulated GitHub with PRIORITY_SCHEDULER_ENABLED=true: the
 real templates' ``runs-on`` asks for ``ci-job-<score>-<token>`` labels, so no runner takes a GPU
-job until the bot (``app.flows.runnerhook.handle``, fed the sim's ``workflow_job`` deliveries) adds
+job until the bot (``app.flows.scheduler.runner_hook.handle``, fed the sim's ``workflow_job`` deliveries) adds
 that job's labels to an idle runner through the sim's runners API."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.schedlabels import is_identifying
 from app.core.sweepspec import SweepFilters
-from app.flows import ring
-from app.flows.benchrepo import clear_capacity_cache
-from app.flows.jobfinish import finish_job
-from app.flows.repair import repair_jobs
-from app.flows.runnerctl import contract_on, reset_contract_cache
-from app.flows.runnerhook import handle
-from app.flows.sweeprequest import request_sweep
-from app.flows.tick import tick
+from app.flows.repo.bench_repo import clear_capacity_cache
+from app.flows.scheduler.repair import repair_jobs
+from app.flows.scheduler.runner_control import contract_on, reset_contract_cache
+from app.flows.scheduler.runner_hook import handle
+from app.flows.scheduler.tick import tick
+from app.flows.sweeps import ring
+from app.flows.sweeps.job_finish import finish_job
+from app.flows.sweeps.request import request_sweep
 from app.models.sweeps import JobState, SweepJob
 from sim.scenario import SeedScenario
 from sim.server import SimServer
