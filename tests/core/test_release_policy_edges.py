@@ -82,6 +82,15 @@ def lv(capacity: int, in_flight: int, **kw: object) -> LabelView:
         ),
         (Candidate(2), lv(4, 0, overcommit=AUTO), Decision(True, "2 slot(s) free on mi355x")),
         (
+            Candidate(1),
+            lv(1, 1, overcommit=AUTO),
+            Decision(
+                False,
+                "1 slot(s) needed, none free on mi355x "
+                "(auto overcommit: a group goes out once one of its jobs can start)",
+            ),
+        ),
+        (
             Candidate(6),
             lv(4, 0, overcommit=AUTO),
             Decision(
@@ -97,6 +106,7 @@ def lv(capacity: int, in_flight: int, **kw: object) -> LabelView:
             Decision(False, "3 slot(s) needed, 2 free on mi355x"),
         ),
         (Candidate(1, canary=True), lv(4, 5), Decision(False, "1 slot(s) needed, 0 free on mi355x")),
+        (Candidate(4, canary=True), lv(4, 1), Decision(False, "4 slot(s) needed, 3 free on mi355x")),
         (Candidate(8, canary=True), lv(4, 0), Decision(True, "idle runner on mi355x: canary released")),
         (
             Candidate(1, canary=True),
@@ -160,5 +170,8 @@ def test_preemption_takes_the_newest_canaries_until_the_waiting_work_fits_and_lo
     assert pick_preemptions(lv(2, 2, real_waiting_slots=9), runs) == ["new-b", "new-a"]
     assert pick_preemptions(lv(4, 3, real_waiting_slots=2), runs) == ["new-b"]
     assert pick_preemptions(lv(4, 5, real_waiting_slots=1), runs) == ["new-b"]  # overfull: nothing free
-    assert pick_preemptions(lv(4, 2, real_waiting_slots=2), runs) == []  # fits already
-    assert pick_preemptions(lv(4, 4, real_waiting_slots=2), []) == []
+    with capture_logs() as quiet:  # nothing to preempt: nothing picked, nothing logged
+        assert pick_preemptions(lv(4, 2, real_waiting_slots=2), runs) == []  # fits exactly
+        assert pick_preemptions(lv(4, 1, real_waiting_slots=2), runs) == []  # more than fits
+        assert pick_preemptions(lv(4, 4, real_waiting_slots=2), []) == []  # no canary runs
+    assert quiet == []
