@@ -76,7 +76,9 @@ MODULES: dict[str, Target] = {
         "app/core/gap.py",
         ("tests/core/test_gap.py", "tests/core/test_gap_identity.py", "tests/core/test_evals.py"),
     ),
-    "accuracy": Target("app/core/accuracy.py", ("tests/core/test_evals.py",)),
+    "accuracy": Target(
+        "app/core/accuracy.py", ("tests/core/test_accuracy_rules.py", "tests/core/test_evals.py")
+    ),
     "release_policy": Target(
         "app/core/release_policy.py",
         ("tests/core/test_release_policy.py", "tests/core/test_release_policy_edges.py"),
