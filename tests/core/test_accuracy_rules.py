@@ -4,6 +4,7 @@ summary lines."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -52,9 +53,7 @@ def score(task: str = "gsm8k", filt: str = "strict-match", value: float = 0.9, *
         ((0.99, 0.02, 100, 0.90), {}, (NOT_WORSE, 0.02)),  # above: not worse
     ],
 )
-def test_accuracy_verdict(
-    args: tuple[Any, ...], kw: dict[str, float], want: tuple[str, float | None]
-) -> None:
+def test_accuracy_verdict(args: tuple[Any, ...], kw: dict[str, Any], want: tuple[str, float | None]) -> None:
     verdict, allowed = accuracy_verdict(*args, **kw)
     assert verdict == want[0]
     assert allowed == (pytest.approx(want[1]) if want[1] is not None else None)
@@ -76,10 +75,22 @@ def test_compare_matches_task_and_filter_spellings_and_fills_every_column() -> N
         refs,
         tolerance=0.02,
     )
-    assert rows[0] == AccuracyRow(
-        "gsm8k", "flexible-extract", "exact_match", 64, 0.94, 0.01, 1319, 100.0, 0.95, 0.005,
-        pytest.approx(0.01), pytest.approx(0.02), NOT_WORSE,
-    )  # fmt: skip
+    assert rows[0].shortfall == pytest.approx(0.01) and rows[0].allowed == pytest.approx(0.02)
+    assert replace(rows[0], shortfall=0.01, allowed=0.02) == AccuracyRow(
+        "gsm8k",
+        "flexible-extract",
+        "exact_match",
+        64,
+        0.94,
+        0.01,
+        1319,
+        100.0,
+        0.95,
+        0.005,
+        0.01,
+        0.02,
+        NOT_WORSE,
+    )
     assert (rows[1].task, rows[1].conc, rows[1].reference, rows[1].reference_stderr) == (
         "Gsm8k",
         None,
