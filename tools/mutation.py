@@ -83,7 +83,10 @@ MODULES: dict[str, Target] = {
         "app/core/release_policy.py",
         ("tests/core/test_release_policy.py", "tests/core/test_release_policy_edges.py"),
     ),
-    "readiness": Target("app/core/readiness.py", ("tests/core/test_tracking_readiness.py",)),
+    "readiness": Target(
+        "app/core/readiness.py",
+        ("tests/core/test_readiness_rules.py", "tests/core/test_tracking_readiness.py"),
+    ),
     "bumpplan": Target(
         "app/core/bumpplan.py",
         ("tests/core/test_bump_plan.py", "tests/core/test_bump_recipes.py", "tests/core/test_githubtext.py"),
