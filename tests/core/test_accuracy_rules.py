@@ -202,3 +202,35 @@ def test_latency_summary_and_the_overall_line() -> None:
     assert overall_verdict_line([], [_row("gpqa", NO_REFERENCE)]) == (
         "latency: no verdict yet; accuracy: no reference accuracy"
     )
+
+
+def test_a_shortfall_exactly_at_the_allowance_is_not_worse() -> None:
+    # stderr 0: the allowance is the 1e-12 float slack alone, and a shortfall of exactly that counts
+    assert accuracy_verdict(0.0, 0.0, 10, 1e-12) == (NOT_WORSE, 0.0)
+    assert accuracy_verdict(0.0, 0.0, 10, 3e-12) == (WORSE, 0.0)
+
+
+def test_unknown_filters_match_only_their_own_reference() -> None:
+    refs = [
+        RefAccuracy("gsm8k", "mine", 0.5),
+        RefAccuracy("gsm8k", "theirs", 0.6),
+        RefAccuracy("gsm8k", "ss", 0.7),
+    ]
+    rows = compare_accuracy([score(filt="Mine"), score(filt="THEIRS"), score(filt="ß")], refs)
+    assert [r.reference for r in rows] == [0.5, 0.6, None]  # "ß" is not "ss" (whatever upper() says)
+
+
+def test_the_reference_stderr_widens_the_allowance() -> None:
+    refs = [RefAccuracy("gsm8k", "strict-match", 0.90, stderr=0.04)]
+    (row,) = compare_accuracy([score(value=0.855, stderr=0.03)], refs)
+    assert row.allowed == pytest.approx(0.05) and row.verdict == NOT_WORSE
+
+
+def test_a_tiny_difference_shows_as_zero_points() -> None:
+    rows = [_row("gsm8k", NOT_WORSE, shortfall=-0.00004)]
+    assert render_accuracy_table(rows).splitlines()[2].endswith("| 0.00 pts | not worse |")
+
+
+def test_a_very_wide_interval_is_given_in_points() -> None:
+    (note,) = accuracy_notes([_row("gsm8k", NOT_WORSE, stderr=0.05, n=30)])
+    assert note.startswith("gsm8k (n=30) has a wide interval: ±9.8 points at 95%.")
