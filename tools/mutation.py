@@ -97,7 +97,12 @@ MODULES: dict[str, Target] = {
     ),
     "commands": Target(
         "app/core/commands.py",
-        ("tests/core/test_inert.py", "tests/core/test_seqlen.py", "tests/flows/test_commands.py"),
+        (
+            "tests/core/test_command_errors.py",
+            "tests/core/test_inert.py",
+            "tests/core/test_seqlen.py",
+            "tests/flows/test_commands.py",
+        ),
     ),
     "roles": Target("app/core/roles.py", ("tests/core/test_roles.py", "tests/core/test_github_rules.py")),
     "budget": Target("app/core/budget.py", ("tests/core/test_budget.py", "tests/core/test_budget_edges.py")),
