@@ -89,7 +89,12 @@ MODULES: dict[str, Target] = {
     ),
     "bumpplan": Target(
         "app/core/bumpplan.py",
-        ("tests/core/test_bump_plan.py", "tests/core/test_bump_recipes.py", "tests/core/test_githubtext.py"),
+        (
+            "tests/core/test_bump_plan.py",
+            "tests/core/test_bump_texts.py",
+            "tests/core/test_bump_recipes.py",
+            "tests/core/test_githubtext.py",
+        ),
     ),
     "changepoint": Target(
         "app/core/changepoint.py",
