@@ -4,14 +4,16 @@ For each module of ``MODULES`` it copies the tree into a scratch folder (mutmut 
 beside the code, and the work tree stays untouched), points mutmut at that one module and the tests
 that exercise it, runs every mutant, and prints the kill rate per module. A survivor is either
 killed by a new test or written down in ``tools/mutation_equivalents.txt`` as equivalent (the mutant
-behaves exactly like the original), with why; the rate counts non-equivalent mutants only.
+behaves exactly like the original), with why; the rate counts non-equivalent mutants only, and a
+mutant no selected test reaches ("no tests") or that times out counts as not killed.
 
     .venv/bin/python tools/mutation.py                 # every module
     .venv/bin/python tools/mutation.py approval gap    # some of them (names as in MODULES)
     .venv/bin/python tools/mutation.py --json out.json # also the survivors, for a report
 
-Equivalents are keyed by module, function and the mutated line's text (``mutmut show``), not by
-mutmut's numbering, so they survive unrelated edits of the module.
+Equivalents are keyed by module, function and the mutated line's text (the first line ``mutmut
+show`` marks ``+``), not by mutmut's numbering, so they survive unrelated edits of the module.
+Run it under ``nice -n 10`` (``make mutation`` does) and never two at once: it is CPU-bound.
 """
 
 from __future__ import annotations
