@@ -262,3 +262,25 @@ def test_the_help_text() -> None:
 )
 def test_is_bot(user: Any, bot: bool) -> None:
     assert is_bot(user, "mybot") is bot
+
+
+def test_a_slash_word_only_somewhat_like_a_command_is_someone_elses() -> None:
+    # "swap" is 0.67 like "sweep": below the 0.75 a typo needs, so not answered as a typo
+    assert parse_commands("/swap the files") == []
+    (typo,) = parse_commands("/swep")
+    assert typo.error == "unknown command `/swep`: did you mean `/sweep`? Reply `/help` for the list."
+
+
+def test_commands_keep_their_line_as_written_and_its_number() -> None:
+    cmds = parse_commands("hello\n/usr/bin/env python\n/Sweep   now\n  /sweep status  ")
+    assert [(c.line, c.line_no, c.sub) for c in cmds] == [
+        ("/Sweep   now", 3, None),
+        ("/sweep status", 4, "status"),
+    ]
+
+
+def test_a_reference_with_trailing_junk_is_refused() -> None:
+    assert err("/depends-on a/b#1X") == (
+        "`a/b#1X` is not a pull request reference; write owner/repo#N or the PR URL, e.g. "
+        "`/depends-on vllm-project/vllm#47269` (usage: `/depends-on <owner/repo>#<N> ...`)"
+    )
