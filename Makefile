@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 mutation: $(STAMP)  ## mutmut over the core decisions, kill rate per module (minutes a module; not in CI)
-	$(BIN)/python tools/mutation.py
+	nice -n 10 $(BIN)/python tools/mutation.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py

@@ -231,3 +231,40 @@ def test_agentic_keys_get_scenario_type_in_the_entry() -> None:
     flags = changelog_flags_for(nvidia, agentic[0])
     assert "agentic-coding" in flags.scenario_type
     assert changelog_flags_for(MASTER, SEED_KEY).scenario_type == ()
+
+
+WHY = {
+    "the pin changes": "the pin changes: one commit with the config line and the changelog entry",
+    "own bump commit": "the head is sweepbot's own bump commit whose record was lost",
+    "not sweepbot's": "the head is not sweepbot's commit",
+    "already pins": "the config already pins the image at the head",
+    "not found": "the key's master config was not found at the head",
+    "cannot be edited": "the pin cannot be edited",
+    "perf-changelog cannot take": "the perf-changelog cannot take the entry",
+    "same head": "the earlier refusal was at this same head",
+}
+
+
+@pytest.mark.parametrize(("name", "facts", "kind", "why"), TABLE, ids=[row[0] for row in TABLE])
+def test_each_paths_log_line_in_full(name: str, facts: BumpFacts, kind: str, why: str) -> None:
+    _, logs = _plan(facts)
+    assert logs == [
+        {
+            "event": "bump_plan",
+            "log_level": "info",
+            "plan": kind,
+            "repo": "SemiAnalysisAI/InferenceX",
+            "key": SEED_KEY,
+            "image": facts.image,
+            "branch": facts.branch,
+            "start": facts.start_sha[:12],
+            "why": WHY[why],
+        }
+    ]
+
+
+def test_a_human_push_refusal_names_the_seven_digit_head() -> None:
+    facts = replace(ON_BUMP_BRANCH, start_sha="0123456789abcdef" + "0" * 24, last_own_sha=PARENT,
+                    head=HeadCommit(HEAD, "Tweak the recipe", PARENT))  # fmt: skip
+    plan, _ = _plan(facts)
+    assert isinstance(plan, RefuseHumanPush) and "(its head is now `0123456`)" in plan.reason
