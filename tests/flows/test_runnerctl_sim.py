@@ -76,7 +76,13 @@ def bot(db_session: Session, settings_env: pytest.MonkeyPatch) -> Iterator[dict[
         clear_capacity_cache()
         reset_contract_cache()
         settings_env.setattr(ring, "enqueue", lambda task, *args: None)
-        yield {"sim": sim, "factory": session_factory(), "gw": lambda s: gateway(get_settings(), s)}
+        try:
+            yield {"sim": sim, "factory": session_factory(), "gw": lambda s: gateway(get_settings(), s)}
+        finally:
+            # process-wide caches: the contract seen on for this repo would leave every later
+            # tick of the worker unheld (tests/flows/test_scheduler.py then over-dispatches)
+            reset_contract_cache()
+            clear_capacity_cache()
 
 
 @pytest.mark.timeout(120)
