@@ -337,6 +337,20 @@ def _why(p: Priority, rank: int, fits: int) -> str:
     )
 
 
+def _hold_for_lease(r: _Round, q: _Queued, fits: list[SnapRunner]) -> bool:
+    """A multi-node job that has waited past the policy's hold keeps the compatible free runners
+    it found (they leave ``r.free``) so its lease can gather; whether any was held."""
+    hold_after = r.policy.lease_hold_minutes
+    waited = (r.snap.now - q.job.created_at).total_seconds() / 60
+    if q.c.nodes <= 1 or not fits or hold_after is None or waited < hold_after:
+        return False
+    for runner in list(fits):
+        r.free.pop(runner.id, None)
+        why = f"held for the lease of job {q.job.id} (needs {q.c.nodes}, waited {waited:.0f} min)"
+        r.held.append((runner.id, q.job.id, why))
+    return True
+
+
 def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]:
     """Place the best-placeable job, recompute priorities (fair share moved), until none fits.
 
@@ -347,7 +361,6 @@ def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]
     the number of groups and of jobs it looks at, not in the length of the queue."""
     why_waiting: dict[int, str] = {}
     group_why: dict[tuple[frozenset[str], int | None], str] = {}
-    hold_after = r.policy.lease_hold_minutes
     base = r.base
     groups: dict[tuple[frozenset[str], int | None], list[_Queued]] = {}
     for q in waiting:
@@ -387,18 +400,7 @@ def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]
                 chosen = (rank, key, i, q, fits, group)
                 break
             why_waiting[q.job.id] = reason or f"no cluster pool with {q.c.nodes} free compatible runners"
-            waited = (r.snap.now - q.job.created_at).total_seconds() / 60
-            if q.c.nodes > 1 and fits and hold_after is not None and waited >= hold_after:
-                for runner in list(fits):
-                    r.free.pop(runner.id, None)
-                    r.held.append(
-                        (
-                            runner.id,
-                            q.job.id,
-                            f"held for the lease of job {q.job.id} "
-                            f"(needs {q.c.nodes}, waited {waited:.0f} min)",
-                        )
-                    )
+            if _hold_for_lease(r, q, fits):
                 cache.clear()
             if i + 1 < len(groups[key]):
                 nxt = groups[key][i + 1]
