@@ -70,9 +70,8 @@ class TickGateway(RepoFiles, DispatchGateway, CancelGateway, VariableGateway, Pr
 
 
 # With the contract on (PRIORITY_SCHEDULER_ENABLED), the bot's dispatches go out when asked and
-# queue at GitHub like every other job: the priority controller
-# (app/flows/scheduler/runner_control.py) decides
-# which runner takes which job and when. The dispatch-time hold stays for repos without it.
+# queue at GitHub like every other job: the priority controller (app/flows/scheduler/runner_control.py)
+# decides which runner takes which job and when. The dispatch-time hold stays for repos without it.
 UNHELD = 1_000_000
 
 
