@@ -25,8 +25,8 @@ from app.core.recipes import (
     set_image,
 )
 from app.core.recipes.evals import eval_mode_from_flags, plan_all_keys, plan_with_evals
+from app.core.recipes.runners import hardware_table
 from app.core.recipes.topology import point_summary
-from app.core.recipes.yamlutil import load_yaml
 from app.core.unexpanded_workflow import unexpanded_callers
 from app.core.workflows import WorkflowFileError, dispatch_problems, dispatch_title, parse_workflow
 
@@ -109,16 +109,15 @@ def _runners_hardware(file: Path, runners: Path | None) -> dict | None:
     for path in candidates:
         if path is not None and path.is_file():
             try:
-                data = load_yaml(_read(path), str(path))
+                hardware = hardware_table(_read(path), str(path))
             except RecipeError as exc:
                 _fail(str(exc))
-            hardware = data.get("hardware") if isinstance(data, dict) else None
-            if runners is not None and not isinstance(hardware, dict):
+            if runners is not None and hardware is None:
                 _fail(
                     f"{path} has no `hardware:` mapping "
                     "(runner label -> available-cpu-dram-mib, gpus-per-node)"
                 )
-            return hardware if isinstance(hardware, dict) else None
+            return hardware
     if runners is not None:
         _fail(f"cannot read {runners}: no such file")
     return None

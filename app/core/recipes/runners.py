@@ -22,11 +22,11 @@ def runner_capacity(runners_yaml_text: str) -> dict[str, int]:
     return out
 
 
-def hardware_table(runners_yaml_text: str) -> dict[str, dict[str, object]] | None:
+def hardware_table(runners_yaml_text: str, what: str = "runners.yaml") -> dict[str, dict[str, object]] | None:
     """runners.yaml's `hardware:` mapping (runner label -> its facts: `available-cpu-dram-mib`,
     `gpus-per-node`), which the repo's generator sizes a DRAM-offload row's `total-cpu-dram-gb`
-    with; None when the file has none (InvalidYamlError when it is not YAML)."""
-    data = load_yaml(runners_yaml_text, "runners.yaml")
+    with; None when the file has none (InvalidYamlError, naming ``what``, when it is not YAML)."""
+    data = load_yaml(runners_yaml_text, what)
     table = data.get("hardware") if isinstance(data, dict) else None
     if not isinstance(table, dict):
         return None
