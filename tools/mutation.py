@@ -93,6 +93,7 @@ MODULES: dict[str, Target] = {
         "app/core/bumpplan.py",
         (
             "tests/core/test_bump_plan.py",
+            "tests/core/test_bump_plan_edges.py",
             "tests/core/test_bump_texts.py",
             "tests/core/test_bump_recipes.py",
             "tests/core/test_githubtext.py",
