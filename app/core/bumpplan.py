@@ -289,7 +289,9 @@ def recipe_edits(facts: BumpFacts) -> tuple[dict[str, str], str | None]:
 def plan_bump(facts: BumpFacts) -> BumpPlan:
     """The one bump decision: every path returns a plan and logs why."""
     if facts.refusal is not None and refusal_holds(facts):
-        return _said(Blocked(facts.refusal.reason, record=False), facts, "the earlier refusal was at this same head")
+        return _said(
+            Blocked(facts.refusal.reason, record=False), facts, "the earlier refusal was at this same head"
+        )
     if must_inspect_head(facts):
         if head_is_own_bump(facts) and facts.head is not None:
             parent = facts.head.parent or ""

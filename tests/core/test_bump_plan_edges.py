@@ -45,7 +45,9 @@ def test_a_config_with_text_but_no_path_is_not_found_and_needs_no_changelog() ->
     assert set_image(MASTER, SEED_KEY, BUMPED_IMAGE) != MASTER
     assert not needs_changelog(pathless)
     assert plan_bump(pathless) == Blocked(f"config key {SEED_KEY} not found")
-    assert plan_bump(replace(BASE, config=ConfigAt("", MASTER))) == Blocked(f"config key {SEED_KEY} not found")
+    assert plan_bump(replace(BASE, config=ConfigAt("", MASTER))) == Blocked(
+        f"config key {SEED_KEY} not found"
+    )
     assert not needs_changelog(replace(BASE, config=None))
     assert not needs_changelog(replace(BASE, config=ConfigAt(".github/configs/amd-master.yaml", None)))
 
