@@ -72,11 +72,21 @@ MODULES: dict[str, Target] = {
     ),
     "artifacts": Target(
         "app/core/artifacts.py",
-        ("tests/core/test_artifacts.py", "tests/core/test_evals.py", "tests/core/test_family_matching.py"),
+        (
+            "tests/core/test_artifacts.py",
+            "tests/core/test_artifact_selection.py",
+            "tests/core/test_evals.py",
+            "tests/core/test_family_matching.py",
+        ),
     ),
     "gap": Target(
         "app/core/gap.py",
-        ("tests/core/test_gap.py", "tests/core/test_gap_identity.py", "tests/core/test_evals.py"),
+        (
+            "tests/core/test_gap.py",
+            "tests/core/test_gap_identity.py",
+            "tests/core/test_gap_edges.py",
+            "tests/core/test_evals.py",
+        ),
     ),
     "accuracy": Target(
         "app/core/accuracy.py", ("tests/core/test_accuracy_rules.py", "tests/core/test_evals.py")
