@@ -28,13 +28,20 @@ def slow_effect(ctx: HandlerContext) -> None:
 
 @router.register("sweepbot_flaky")
 def flaky_effect(ctx: HandlerContext) -> None:
-    """Fails transiently ``payload.failures`` times (GitHub 5xx, say), then has its effect once."""
+    """Fails transiently ``payload.failures`` times (GitHub 5xx, say), then has its effect once.
+    ``retry_after``, ``exponential``, ``rate_limited``: the hint the error carries (default: a
+    plain 5xx, retry at once)."""
     payload = ctx.event.payload
     counter = Path(payload["effects"] + ".tries")
     tries = int(counter.read_text()) if counter.exists() else 0
     counter.write_text(str(tries + 1))
     if tries < int(payload["failures"]):
-        raise TransientError("GitHub answered 502", retry_after=0)
+        raise TransientError(
+            "GitHub answered 502",
+            retry_after=float(payload.get("retry_after", 0)),
+            exponential=bool(payload.get("exponential", False)),
+            rate_limited=bool(payload.get("rate_limited", False)),
+        )
     with open(payload["effects"], "a") as fh:
         fh.write(ctx.event.delivery_id + "\n")
 

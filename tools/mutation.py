@@ -131,7 +131,9 @@ MODULES: dict[str, Target] = {
         "app/flows/ingest/deliveries.py", ("tests/web/test_ingest.py",), functions=("_settle", "_retry_later")
     ),
     "dispatch_guard": Target(
-        "app/store/jobs.py", ("tests/flows/test_retry_run_match.py",), functions=("requeue",)
+        "app/store/jobs.py",
+        ("tests/flows/test_retry_run_match.py", "tests/flows/test_requeue_refund.py"),
+        functions=("requeue",),
     ),
 }
 

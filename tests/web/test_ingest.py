@@ -322,3 +322,127 @@ def test_an_older_attempt_finishing_first_leaves_the_newer_attempts_claim_alone(
     with session_scope() as s:
         row = s.get(Delivery, "gates-1")
         assert row is not None and row.status == "done" and row.attempts == 2
+
+
+def _failures(kind: str = "transient") -> float:
+    from prometheus_client import REGISTRY
+
+    value = REGISTRY.get_sample_value(
+        "sweepbot_task_failures_total", {"task": "process_delivery", "kind": kind}
+    )
+    return value or 0.0
+
+
+def test_a_retry_waits_its_backoff_and_is_enqueued_for_then(
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch, extra_handlers: None
+) -> None:
+    """GitHub's hint (10 s, doubling) sets when the retry is due and when its message fires; the
+    retry is counted as a transient task failure and logged; only the final attempt finishes it."""
+    from datetime import UTC, datetime, timedelta
+
+    from structlog.testing import capture_logs
+
+    from app.adapters import queue
+    from app.core.clock import aware
+    from app.flows.ingest import deliveries as ingest
+
+    frozen = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    settings_env.setattr(ingest, "now", lambda: frozen)
+    sent: list[tuple[tuple[object, ...], dict[str, object]]] = []
+
+    def enqueue(*args: object, **kw: object) -> bool:
+        sent.append((args, kw))
+        return True
+
+    settings_env.setattr(queue, "enqueue", enqueue)
+    body = json.dumps(
+        {"effects": str(tmp_path / "hint.txt"), "failures": 2, "retry_after": 10, "exponential": True}
+    ).encode()
+    _post(client, "sweepbot_flaky", body, delivery_id="hint-1")
+    sent.clear()  # the ingest's own enqueue
+    for attempt, wait in ((1, 10.0), (2, 20.0)):
+        failures = _failures()
+        with capture_logs() as logs:
+            assert process_delivery("hint-1") == "retry"
+        assert _failures() == failures + 1
+        assert sent == [(("sweepbot.process_delivery", "hint-1"), {"countdown": wait})]
+        retries = [e for e in logs if e["event"] == "delivery_retry"]
+        assert [(e["error"], e["wait_seconds"]) for e in retries] == [("GitHub answered 502", wait)]
+        with session_scope() as s:
+            row = s.get_one(Delivery, "hint-1")
+            assert (row.status, row.attempts, row.error) == ("retry", attempt, "GitHub answered 502")
+            due = frozen + timedelta(seconds=wait)
+            assert (aware(row.next_attempt_at), aware(row.enqueued_at)) == (due, due)
+            assert (row.finished_at, row.lease_until) == (None, None)  # a retry is not finished
+            row.next_attempt_at = None  # skip the backoff
+        sent.clear()
+    assert process_delivery("hint-1") == "done"
+    with session_scope() as s:
+        row = s.get_one(Delivery, "hint-1")
+        assert (row.status, aware(row.finished_at), row.lease_until) == ("done", frozen, None)
+
+
+def test_a_rate_limit_at_the_last_attempt_is_still_retried(
+    client: TestClient, tmp_path: Path, settings_env: pytest.MonkeyPatch, extra_handlers: None
+) -> None:
+    settings_env.setenv("SWEEPBOT_DELIVERY_MAX_ATTEMPTS", "1")
+    reset_settings_cache()
+    body = json.dumps({"effects": str(tmp_path / "rl.txt"), "failures": 1, "rate_limited": True}).encode()
+    _post(client, "sweepbot_flaky", body, delivery_id="rl-1")
+    assert process_delivery("rl-1") == "retry"
+    with session_scope() as s:
+        s.get_one(Delivery, "rl-1").next_attempt_at = None
+    assert process_delivery("rl-1") == "done"
+
+
+def _processing(client: TestClient, delivery_id: str, attempts: int, status: str = "processing") -> None:
+    _post(client, "push", b'{"ref": "refs/heads/main"}', delivery_id=delivery_id)
+    with session_scope() as s:
+        row = s.get_one(Delivery, delivery_id)
+        row.status, row.attempts = status, attempts
+
+
+def test_a_settle_writes_only_the_attempt_that_holds_its_own_delivery(client: TestClient) -> None:
+    from app.db import session_factory
+    from app.flows.ingest.deliveries import _settle
+
+    _processing(client, "mine", 1)
+    _processing(client, "other", 1)  # another delivery at the same attempt
+    _processing(client, "ended", 1, status="done")  # the same attempt, already settled
+    with session_factory()() as s:
+        assert _settle(s, "mine", 2, status="failed", error="late") is False  # attempts moved on
+        assert _settle(s, "ended", 1, status="failed", error="late") is False
+        assert _settle(s, "mine", 1, status="done", error=None) is True
+        s.commit()
+    with session_scope() as s:
+        got = {
+            d: (s.get_one(Delivery, d).status, s.get_one(Delivery, d).error)
+            for d in ("mine", "other", "ended")
+        }
+    assert got == {"mine": ("done", None), "other": ("processing", None), "ended": ("done", None)}
+
+
+def test_a_retry_of_an_attempt_that_lost_its_delivery_is_superseded_and_not_enqueued(
+    client: TestClient, settings_env: pytest.MonkeyPatch
+) -> None:
+    from app.adapters import queue
+    from app.core.routing import TransientError
+    from app.db import session_factory
+    from app.flows.ingest.deliveries import _retry_later
+
+    sent: list[tuple[object, ...]] = []
+
+    def enqueue(*args: object, **kw: object) -> bool:
+        sent.append(args)
+        return True
+
+    _processing(client, "moved-on", 2)
+    settings_env.setattr(queue, "enqueue", enqueue)
+    assert (
+        _retry_later(session_factory(), "moved-on", 1, TransientError("502", retry_after=5), 5)
+        == "superseded"
+    )
+    assert sent == []
+    with session_scope() as s:
+        row = s.get_one(Delivery, "moved-on")
+        assert (row.status, row.attempts, row.next_attempt_at) == ("processing", 2, None)
