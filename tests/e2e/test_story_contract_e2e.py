@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 __all__ = ["story_env"]  # the fixture, shared with the plain stories
 
 REPO = "SemiAnalysisAI/InferenceX"
+LABEL, ONLINE = "mi355x", 3  # the seed key's runner label; runners of it left online
 
 
 @dataclass
@@ -34,13 +35,17 @@ class ContractWatch:
     """Wraps the sim world's label writes and dispatches to record them with the fleet's state."""
 
     labelled: list[tuple[str, list[str]]] = field(default_factory=list)  # (runner name, labels added)
-    queued_at_dispatch: list[int] = field(default_factory=list)  # GPU jobs waiting at GitHub, per dispatch
+    # per bot dispatch, just before it: (GPU jobs in flight, online runners) of the story's label
+    at_dispatch: list[tuple[int, int]] = field(default_factory=list)
     runners: set[str] = field(default_factory=set)
     world: Any = None
 
     def install(self, world: Any) -> None:
         self.world = world
         world.set_variable(REPO, "PRIORITY_SCHEDULER_ENABLED", "true")
+        with world.lock:  # a small fleet: the sweep's jobs outnumber the runners that can take them
+            for runner in [r for r in world.all_runners() if r.label == LABEL][ONLINE:]:
+                runner.status = "offline"
         add, dispatch = world.add_runner_labels, world.dispatch
 
         def add_runner_labels(runner_id: int, names: list[str]) -> Any:
@@ -50,13 +55,14 @@ class ContractWatch:
             return runner
 
         def recorded_dispatch(full_name: str, *args: Any, **kwargs: Any) -> Any:
-            run = dispatch(full_name, *args, **kwargs)
             if full_name == REPO:
                 with world.lock:
-                    self.queued_at_dispatch.append(
-                        sum(1 for j in world.jobs.values() if j.status == "queued" and _job_label(j.labels))
-                    )
-            return run
+                    busy = [
+                        j for j in world.jobs.values() if j.status != "completed" and _job_label(j.labels)
+                    ]
+                    online = [r for r in world.all_runners() if r.label == LABEL and r.status == "online"]
+                    self.at_dispatch.append((len(busy), len(online)))
+            return dispatch(full_name, *args, **kwargs)
 
         world.add_runner_labels, world.dispatch = add_runner_labels, recorded_dispatch
         with world.lock:
@@ -89,11 +95,16 @@ def test_the_story_with_the_priority_scheduler_contract_on(
         timeout=120,
         contract=watch.install,
         inside=lambda running, sim: pages.append(_fleet_page(running, sim, watch)),
-        extra_env={"SWEEPBOT_RUNNER_CONTROLLER_REPOS": REPO},
+        extra_env={
+            "SWEEPBOT_RUNNER_CONTROLLER_REPOS": REPO,
+            "SWEEPBOT_RUNNER_OVERCOMMIT": "0",
+            # the hold's capacity, as an operator declares it: the runners left online
+            "SWEEPBOT_RUNNER_CAPACITY": f"{LABEL}={ONLINE}",
+        },
     )
     elapsed = time.monotonic() - started
     _assert_story(report, "dispatch")  # report posted with its tables, a result for every job
-    print(f"contract story: {elapsed:.1f} s")  # noqa: T201 - the run time, for the record
+    print(f"contract story: {elapsed:.1f} s; at dispatch {watch.at_dispatch}")  # noqa: T201 - the run time, for the record
 
     world = watch.world
     with world.lock:
@@ -111,7 +122,9 @@ def test_the_story_with_the_priority_scheduler_contract_on(
     for job in gpu:
         label = _job_label(job["labels"])
         assert (job["runner_name"], label) in pairs, f"job {job['id']} ran on {job['runner_name']} unlabelled"
-    # with the contract on the bot's dispatches go out when asked: GPU jobs already waited at GitHub
-    assert watch.queued_at_dispatch and max(watch.queued_at_dispatch) > 0, watch.queued_at_dispatch
+    # with the contract on the bot's dispatches go out when asked, not held for a free runner: one
+    # went out while the label's in-flight jobs already took every online runner (with the hold and
+    # SWEEPBOT_RUNNER_OVERCOMMIT=0 none would, app/core/release_policy.py)
+    assert any(busy >= online for busy, online in watch.at_dispatch), watch.at_dispatch
     assert not leftover, f"scheduling labels left on runners: {leftover}"
     assert pages and all(name in pages[0] for name in watch.runners), "the fleet page lacks runners"
