@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,7 +73,12 @@ def _run(
     crawl_dashboard: bool = False,
     key: str = SEED_KEY,
     timeout: float = 240,
+    contract: Callable[[Any], None] | None = None,
+    inside: Callable[[Any, Any], None] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> StoryReport:
+    """``contract`` runs on the sim's world right after the scenario loads (the variable on, the
+    recorders installed); ``inside`` runs with the stack still up (running, sim) after the story."""
     from app.db import session_factory
     from app.settings import Settings, reset_settings_cache
     from devstack.launcher import SIM_CADENCE, stack
@@ -86,6 +92,7 @@ def _run(
         "SWEEPBOT_QUEUE_NAME": f"e2e-{uuid.uuid4().hex[:8]}",
         "SWEEPBOT_DELIVERY_LEASE_SECONDS": "5",
         "SWEEPBOT_LOG_LEVEL": "INFO",
+        **(extra_env or {}),
     }
     statuses: dict[str, str] = {}
     with SimServer(settings=SimSettings(time_scale=0.001, seed=11)) as sim:
@@ -102,6 +109,8 @@ def _run(
                 world.add_labels(repo, pr, ["full-sweep-enabled"], "alice-admin")
                 world.faults.dispatch_ignore_run_details = True  # no run id: find runs by title
                 world.faults.runner_lost_next = 1  # the first job's runner dies mid-job
+            if contract is not None:
+                contract(world)
 
         with stack(port=free_port(), sim=sim, settings=settings, extra_env=extra) as running:
 
@@ -130,6 +139,8 @@ def _run(
             assert not running.dead(), f"processes died: {running.dead()} (logs in {running.log_dir})"
             if crawl_dashboard:
                 _crawl_the_dashboard(running.dashboard_url, sim.url)
+            if inside is not None:
+                inside(running, sim)
     if chaos:
         with sim.world.lock:
             duplicated = [d for d in sim.world.deliveries if d.duplicate_of]
