@@ -215,11 +215,30 @@ def _functions(work: Path, module: str) -> dict[str, list[str]]:
     subprocess (a second each) per survivor."""
     path = work / "mutants" / module
     source = path.read_text()
+    # split once: ast.get_source_segment splits the whole file again per call, and a mutated file
+    # holds a function per mutant (runmatch: 1347 of them in 41k lines, minutes of re-splitting)
+    lines = [ln.encode() for ln in _LINE.findall(source)]
     found: dict[str, list[str]] = {}
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
-            found[node.name] = (ast.get_source_segment(source, node) or "").splitlines()
+            found[node.name] = _segment(lines, node).splitlines()
     return found
+
+
+# A source line with its end, as ast splits them (\r\n, \r or \n; not the form feed str.splitlines
+# also takes), so that the line numbers and byte offsets of the ast nodes index into it.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def _segment(lines: list[bytes], node: ast.stmt) -> str:
+    """``ast.get_source_segment(source, node)`` from the file's lines split once (offsets are in
+    UTF-8 bytes, as ast gives them)."""
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    start, end = node.col_offset, node.end_col_offset
+    if first == last:
+        return lines[first][start:end].decode()
+    body = [lines[first][start:], *lines[first + 1 : last], lines[last][:end]]
+    return b"".join(body).decode()
 
 
 def _mutated_line(functions: dict[str, list[str]], mutant: str) -> tuple[str, str]:
