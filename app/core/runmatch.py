@@ -191,7 +191,7 @@ def _created(run: Mapping[str, Any]) -> datetime:
     """A run's ``created_at``; a run without one counts as new (kept)."""
     text = str(run.get("created_at") or "")
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        value = datetime.fromisoformat(text)  # reads a trailing "Z" as UTC (Python >= 3.11)
     except ValueError:
         return datetime.max.replace(tzinfo=UTC)
     return value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -346,7 +346,7 @@ def _row_worker(worker: Mapping[str, Any], *, counted: bool) -> Worker:
         int(worker.get("dcp-size") or 1),
         int(worker.get("pcp-size") or 1),
         int(worker.get("ep") or 1),
-        bool(worker.get("dp-attn", False)),
+        bool(worker.get("dp-attn")),
     )
 
 
@@ -383,7 +383,7 @@ def point_job_name(row: Mapping[str, Any], *, eval_job: bool = False) -> JobName
         "eval": "eval-only" if eval_job else "",
     }
     if "prefill" in row:
-        disagg = bool(row.get("disagg", False))
+        disagg = bool(row.get("disagg"))
         prefill = _row_worker(row["prefill"], counted=disagg)
         concs = row["conc"] if isinstance(row["conc"], list) else [row["conc"]]
         return JobName(
@@ -406,7 +406,7 @@ def point_job_name(row: Mapping[str, Any], *, eval_job: bool = False) -> JobName
         dcp=int(row.get("dcp-size", 1)),
         pcp=int(row.get("pcp-size", 1)),
         ep=int(row.get("ep", 1)),
-        dpa=bool(row.get("dp-attn", False)),
+        dpa=bool(row.get("dp-attn")),
         conc=int(row.get("conc", 0)),
     )
 
@@ -447,7 +447,7 @@ def job_matches_point(job: JobName, point: Mapping[str, Any], *, eval_job: bool 
         and job.dcp == int(point.get("dcp-size", 1))
         and job.pcp == int(point.get("pcp-size", 1))
         and job.ep == int(point.get("ep", 1))
-        and job.dpa == bool(point.get("dp-attn", False))
+        and job.dpa == bool(point.get("dp-attn"))
         and job.conc == int(point.get("conc", 0))
     )
 
@@ -462,7 +462,7 @@ def _worker_is(got: Worker | None, want: Any, *, counted: bool) -> bool:
         and got.dcp == int(want.get("dcp-size") or 1)
         and got.pcp == int(want.get("pcp-size") or 1)
         and got.ep == int(want.get("ep") or 1)
-        and got.dpa == bool(want.get("dp-attn", False))
+        and got.dpa == bool(want.get("dp-attn"))
     )
 
 
@@ -471,7 +471,7 @@ def _workers_match(job: JobName, point: Mapping[str, Any]) -> bool:
     and the same conc list."""
     concs = point.get("conc")
     want = tuple(int(c) for c in concs) if isinstance(concs, list | tuple) else (int(concs or 0),)
-    disagg = bool(point.get("disagg", False))
+    disagg = bool(point.get("disagg"))
     if job.concs != want or (job.decode is not None) != disagg:
         return False
     if not _worker_is(job.prefill, point.get("prefill"), counted=disagg):
@@ -484,7 +484,7 @@ def _seq_of(point: Mapping[str, Any]) -> str:
     carries tp, conc and offload words instead)."""
     if point.get("isl") is not None and point.get("osl") is not None:
         return seq_name(int(point["isl"]), int(point["osl"]))
-    tail = str(point.get("exp-name") or "").rsplit("_", 1)[-1]  # `<prefix>_<seq>` (older plan dicts)
+    tail = str(point.get("exp-name") or "").rpartition("_")[2]  # `<prefix>_<seq>` (older plan dicts)
     return tail if re.fullmatch(r"\d+k\d+k", tail) else ""
 
 
@@ -558,7 +558,7 @@ def classify_failure(
 ) -> Failure:
     """Infrastructure or the benchmark's failure, from the failed job's check-run annotations."""
     messages = [
-        str(a.get("message") or "")
+        str(a["message"])  # the filter below keeps only annotations with a message
         for a in annotations
         if str(a.get("annotation_level") or "failure") in ("failure", "warning") and a.get("message")
     ]

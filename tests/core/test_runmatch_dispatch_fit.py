@@ -3,7 +3,7 @@ is bound to it and it was created no earlier than the claim less ``CLOCK_SLACK``
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -48,4 +48,14 @@ def test_no_claim_time_judges_by_bound_alone() -> None:
     assert run_fits_dispatch(old, claimed_at=None, bound={8}) is None
     assert run_fits_dispatch({"created_at": None}, claimed_at=CLAIM, bound={0}) == (
         "run 0 is bound to an earlier dispatch"
+    )
+
+
+def test_an_aware_claim_keeps_its_zone() -> None:
+    """A claim in another zone is the same instant: it is not re-read as UTC."""
+    berlin = CLAIM.astimezone(timezone(timedelta(hours=2)))
+    assert run_fits_dispatch(_run(CLAIM), claimed_at=berlin) is None
+    early = _run(CLAIM - CLOCK_SLACK - timedelta(seconds=1))
+    assert run_fits_dispatch(early, claimed_at=berlin) == (
+        "run 7 was created at 07:07:38, before the dispatch (09:08:09)"
     )
