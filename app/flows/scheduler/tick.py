@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.clock import aware, utcnow
 from app.core.release_plan import CanaryHours, QueuedJob, Release, SweepQueue, plan_release_prefix
-from app.core.release_policy import AUTO, CanaryRun, LabelView, Overcommit, pick_preemptions
+from app.core.release_policy import AUTO, CanaryRun, LabelView, Overcommit, fits_nothing, pick_preemptions
 from app.core.routing import TransientError
 from app.core.runmatch import attempt_run_name
 from app.flows.repo.bench_repo import RepoFiles, label_capacity
@@ -47,6 +47,7 @@ from app.store.jobs import (
     job_points,
     jobs_by_id,
     labels_with_work,
+    narrowest_queued,
     next_attempt,
     queued_on_label,
     real_waiting_slots,
@@ -185,10 +186,12 @@ def _plan(
     in_flight: int,
     overcommit: Overcommit = 0,
     known: dict[int, Any] | None = None,
+    narrowest: int | None = None,
 ) -> tuple[list[Release], dict[int, Any], bool]:
     """Plan the label's releases, looking up reuse for each job the plan reaches (``plan_release``);
-    ``known``: lookups made already (the tick plans again over a longer read). The third value:
-    the plan went past the last sweep read (``plan_release_prefix``)."""
+    ``known``: lookups made already (the tick plans again over a longer read); ``narrowest``: the
+    narrowest job queued on the label (None: of ``queue``, the whole queue). The third value: the
+    plan went past the last sweep read (``plan_release_prefix``)."""
     rows, sweeps = queue.rows, queue.sweeps
     by_id = {row.job_id: row for row in rows}
     hours = {s.repo: _canary_hours(session, s.repo) for s in sweeps.values() if s.reason == CANARY_REASON}
@@ -203,7 +206,13 @@ def _plan(
     queues = {sid: _queue(sweeps[sid], queued, known) for sid, queued in per_sweep.items()}
     while True:
         plan, past_last = plan_release_prefix(
-            list(queues.values()), capacity, in_flight, label=label, canary_hours=hours, overcommit=overcommit
+            list(queues.values()),
+            capacity,
+            in_flight,
+            label=label,
+            canary_hours=hours,
+            overcommit=overcommit,
+            narrowest=narrowest,
         )
         if not plan or plan[-1].action != "check":
             return plan, known, past_last
@@ -253,8 +262,18 @@ def _planned(
     the ``"auto"`` overcommit, while one slot is free) and it is held at the first that does not,
     so those groups decide it, unless stored results answer a run of its heads
     (``_reached_unread``). A canary read with anything unread (its turn counts the real work queued
-    behind every sweep) makes the tick read the whole queue."""
+    behind every sweep) makes the tick read the whole queue.
+
+    The plan ends once nothing queued fits the room left (``fits_nothing``, by the narrowest job
+    queued on the label: one index row); when that holds from the start (a full label), no sweep is
+    read at all."""
     view = LabelView(label, capacity, in_flight, overcommit=overcommit)
+    nothing = QueuedOnLabel([], {}, {})
+    if fits_nothing(view, 1):  # no free slot: not even the narrowest is asked for
+        return nothing, [], {}
+    narrowest = narrowest_queued(session, label)
+    if narrowest is None or fits_nothing(view, narrowest):
+        return nothing, [], {}
     known: dict[int, Any] = {}
     ids: list[int] = []
     for page in (FIRST_SWEEPS + max(0, view.room), None):  # None: every sweep
@@ -274,7 +293,9 @@ def _planned(
             queue.unread or not every_sweep
         ):
             break
-        plan, known, past_last = _plan(session, label, queue, capacity, in_flight, overcommit, known)
+        plan, known, past_last = _plan(
+            session, label, queue, capacity, in_flight, overcommit, known, narrowest
+        )
         if past_last and not every_sweep:
             continue
         if not _reached_unread(plan, queue):
@@ -282,7 +303,7 @@ def _planned(
         log.info("tick_reads_whole_queue", label=label, why="the plan reached jobs of a sweep not read")
         break
     queue = queued_on_label(session, label)
-    plan, known, _ = _plan(session, label, queue, capacity, in_flight, overcommit, known)
+    plan, known, _ = _plan(session, label, queue, capacity, in_flight, overcommit, known, narrowest)
     return queue, plan, known
 
 
