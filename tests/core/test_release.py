@@ -574,7 +574,7 @@ def test_the_plan_is_main_s_plan_up_to_where_nothing_queued_fits_the_room_left(
                 assert all(step.action in ("reuse", "hold") for step in tail), where
                 tails["any"] += bool(tail)
                 tails["reuse"] += any(step.action == "reuse" for step in tail)
-    assert tails["any"] > 300 and tails["reuse"] > 100  # the rule bites, often
+    assert tails["any"] > 600 and tails["reuse"] > 350  # the rule bites, often (733 and 440 of 2,560)
 
 
 def _ticks(queues: list[SweepQueue], overcommit: Any, seed: int) -> tuple[list[int], int]:
