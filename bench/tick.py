@@ -153,7 +153,13 @@ def baseline_claim_label(session: Any, gw: Any, label: str, repo: str, result: A
     if _preempt_canaries(session, label, capacity, in_flight, result):
         in_flight = inflight_slots(session, label)
     rows = _baseline_queued(session, label)
-    plan, _known = _baseline_plan(session, label, rows, capacity, in_flight)
+    from app.core import release_plan
+
+    rule, release_plan._nothing_fits = release_plan._nothing_fits, main_rule  # main's stop, too
+    try:
+        plan, _known = _baseline_plan(session, label, rows, capacity, in_flight)
+    finally:
+        release_plan._nothing_fits = rule
     by_id = {job.id: (job, sweep) for job, sweep in rows}
     claimed = []
     token = uuid.uuid4().hex

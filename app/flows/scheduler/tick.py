@@ -243,9 +243,9 @@ def _reached_unread(plan: list[Release], queue: QueuedOnLabel) -> bool:
 
 # Sweeps read at first (in serving order): this many, and as many more as free slots (a plan serves
 # a sweep a turn and each release takes a slot). When the plan goes past them (held heads, reused
-# or finished sweeps) every sweep is read: then the plan reaches most of them (with slots left that
-# no head fits, it holds every sweep in turn), and a second, larger page cost more than it saved
-# (docs/benchmarks.md, "Tick").
+# or finished sweeps) every sweep is read: then the plan reaches most of them (with room left that
+# a narrow job queued somewhere fits, it holds every sweep in turn until it reaches one), and a
+# second, larger page cost more than it saved (docs/benchmarks.md, "Tick").
 FIRST_SWEEPS = 8
 
 
@@ -256,8 +256,9 @@ def _planned(
     reach; or over the whole queue when those did not suffice.
 
     Sweeps are read in serving order (``sweeps_in_serving_order``), a page of them, and the plan
-    over them kept when it ends among them (no room left: ``plan_release_prefix``), so a tick's cost
-    follows what it can release, not the number of sweeps queued; past those, every sweep is read.
+    over them kept when it ends among them (nothing queued fits the room left:
+    ``plan_release_prefix``), so a tick's cost follows what it can release, not the number of
+    sweeps queued; past those, every sweep is read.
     Of each sweep, its groups go out in order while they fit (one wider than the label alone; with
     the ``"auto"`` overcommit, while one slot is free) and it is held at the first that does not,
     so those groups decide it, unless stored results answer a run of its heads
