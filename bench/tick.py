@@ -22,7 +22,9 @@ By number of sweeps (issue 29), at fixed reachable work: ``--sweeps 50,500,5000`
 two concs each (2 dispatches of 4 runners, 8 jobs), as many finished ones, the same 9 runners (a
 tick releases three dispatches, or two with ``--overcommit 0``). ``main`` is main's reader before
 the sweeps were read a page at a time (every sweep's first groups read, every sweep's head looked
-up, the plan over all of them), copied here; ``paged`` is this code. Both must plan the same.
+up, the plan over all of them, ending only once a release left no room: main's rule), copied here;
+``paged`` is this code (a page of sweeps, the plan ending once nothing queued fits the room left).
+Both must plan the same dispatches.
 
     .venv/bin/python bench/tick.py --sizes '' --sweeps 50,500,5000 --repeat 5 [--overcommit 0]
 """
@@ -151,7 +153,13 @@ def baseline_claim_label(session: Any, gw: Any, label: str, repo: str, result: A
     if _preempt_canaries(session, label, capacity, in_flight, result):
         in_flight = inflight_slots(session, label)
     rows = _baseline_queued(session, label)
-    plan, _known = _baseline_plan(session, label, rows, capacity, in_flight)
+    from app.core import release_plan
+
+    rule, release_plan._nothing_fits = release_plan._nothing_fits, main_rule  # main's stop, too
+    try:
+        plan, _known = _baseline_plan(session, label, rows, capacity, in_flight)
+    finally:
+        release_plan._nothing_fits = rule
     by_id = {job.id: (job, sweep) for job, sweep in rows}
     claimed = []
     token = uuid.uuid4().hex
@@ -218,6 +226,14 @@ def main_planned(session: Any, label: str, capacity: int, in_flight: int, overco
     return queue, *_main_plan(session, label, queue, capacity, in_flight, overcommit)
 
 
+def main_rule(state: Any, narrowest: int) -> str | None:
+    """app.core.release_plan._nothing_fits of main before issue 29's rule: the plan ended only once
+    a release left no room (it went on holding every sweep while no queued job fitted the room)."""
+    if state.out and state.out[-1].action == "dispatch" and state.view().room <= 0:
+        return "no free slot left"
+    return None
+
+
 def main_newest_reusable(session: Any, keys: Any, *, evals: bool = False) -> dict[Any, Any]:
     """app.store.results.newest_reusable of main: the row-value IN alone (SQLite scans every result)."""
     from sqlalchemy import select, tuple_
@@ -242,17 +258,19 @@ def main_newest_reusable(session: Any, keys: Any, *, evals: bool = False) -> dic
 
 def main_claim_label(session: Any, gw: Any, label: str, repo: str, result: Any) -> list[Any]:
     """This code's app.flows.scheduler.tick._claim_label with main's reader (``main_planned``) and reuse
-    lookup (``main_newest_reusable``); the claims are the same code. (The sweeps' serving index of
-    migration 0025 is there for both: main's queries do not use it.)"""
+    lookup (``main_newest_reusable``) and plan rule (``main_rule``); the claims are the same code.
+    (The sweeps' serving index of migration 0025 is there for both: main's queries do not use it.)"""
+    from app.core import release_plan
     from app.flows.scheduler import tick
     from app.store import reuse
 
-    paged, lookup = tick._planned, reuse.newest_reusable
+    paged, lookup, rule = tick._planned, reuse.newest_reusable, release_plan._nothing_fits
     tick._planned, reuse.newest_reusable = main_planned, main_newest_reusable
+    release_plan._nothing_fits = main_rule
     try:
         return tick._claim_label(session, gw, label, repo, result)
     finally:
-        tick._planned, reuse.newest_reusable = paged, lookup
+        tick._planned, reuse.newest_reusable, release_plan._nothing_fits = paged, lookup, rule
 
 
 # ------------------------------------------------------------------ the database

@@ -5,8 +5,13 @@ per round, the sweep served least recently first, as the caller orders ``queues`
 sweep, its point order (``app.core.sweepspec.point_order``). A queue's head that a stored result
 already answers is reused instead of run. Whether one dispatch may go is
 ``app.core.release_policy.release_decision`` (free slots and the overcommit, canaries only on idle
-runners and within their budget). The plan stops once the label has no room left: no free runner
-with the ``"auto"`` overcommit, none counting the N jobs that may wait on GitHub with an integer.
+runners and within their budget). The plan stops once no queued dispatch of the label fits the
+room left (``app.core.release_policy.fits_nothing``: none is narrower than the label's narrowest
+queued job, of every sweep, ``narrowest``): no free runner with the ``"auto"`` overcommit, less room
+than that width with an integer one (counting the N jobs that may wait on GitHub). Whatever the
+plan would do past that point is no dispatch: it would reuse the heads stored results answer and
+hold the rest, sweep after sweep. Those sweeps are left to the tick that reaches them, so a tick's
+plan reaches only as many sweeps as it can release to, not every one (docs/benchmarks.md, "Tick").
 
 Reuse needs a database lookup, which a pure function cannot make: the plan asks for it instead. When
 it reaches a head job whose ``reusable`` is ``None`` it ends with one ``check`` release naming that
@@ -22,7 +27,7 @@ from typing import Literal
 
 import structlog
 
-from app.core.release_policy import Candidate, LabelView, Overcommit, release_decision
+from app.core.release_policy import Candidate, LabelView, Overcommit, fits_nothing, release_decision
 
 log = structlog.get_logger(__name__)
 
@@ -147,12 +152,19 @@ def plan_release(
     canary_hours: Mapping[str, CanaryHours] | None = None,
     overcommit: Overcommit = 0,
 ) -> list[Release]:
-    """The releases for one label now (see the module docstring); ``queues`` in serving order;
-    ``capacity``: the label's runners; ``overcommit``: ``SWEEPBOT_RUNNER_OVERCOMMIT``."""
+    """The releases for one label now (see the module docstring); ``queues`` in serving order, the
+    label's whole queue; ``capacity``: the label's runners; ``overcommit``: ``SWEEPBOT_RUNNER_OVERCOMMIT``."""
     releases, _ = plan_release_prefix(
         queues, capacity, in_flight, label=label, canary_hours=canary_hours, overcommit=overcommit
     )
     return releases
+
+
+def narrowest_queued(queues: Sequence[SweepQueue]) -> int:
+    """Slots of the narrowest job queued in ``queues`` (at least 1): no dispatch group is narrower
+    (a group is as wide as its widest job). ``app.store.jobs.narrowest_queued`` reads the same of
+    the database, without reading every sweep."""
+    return min((max(1, j.slots) for q in queues for j in q.jobs), default=1)
 
 
 def plan_release_prefix(
@@ -163,16 +175,20 @@ def plan_release_prefix(
     label: str = "",
     canary_hours: Mapping[str, CanaryHours] | None = None,
     overcommit: Overcommit = 0,
+    narrowest: int | None = None,
 ) -> tuple[list[Release], bool]:
     """``plan_release`` over the first sweeps of the serving order, and whether that is not enough.
 
-    The second value is True when the plan went round past the last of ``queues``: over a longer
-    list with these first, it would next serve a sweep not given (the next of the last priority
-    class in the first round, or of a later class), so the caller must give more. When False the
-    plan ended (no room left, or a reuse ``check``) before that and is the plan over any such
-    longer list: the sweeps after these change nothing (the tick reads the queue so, sweep by
+    ``narrowest``: the slots of the narrowest job queued on the label, of every sweep, given or not
+    (``narrowest_queued`` of the whole queue; None: ``queues`` are the whole queue). The second
+    value is True when the plan went round past the last of ``queues``: over a longer list with
+    these first, it would next serve a sweep not given (the next of the last priority class in the
+    first round, or of a later class), so the caller must give more. When False the plan ended
+    (nothing queued fits the room left, or a reuse ``check``) before that and is the plan over any
+    such longer list: the sweeps after these change nothing (the tick reads the queue so, sweep by
     sweep in serving order; canaries apart, whose turn counts the real work queued behind every
     sweep)."""
+    narrowest = narrowest_queued(queues) if narrowest is None else narrowest
     state = _State(
         queues={q.sweep_id: list(q.jobs) for q in queues},
         sweeps={q.sweep_id: q for q in queues},
@@ -183,6 +199,8 @@ def plan_release_prefix(
     )
     classes = sorted({q.priority for q in queues})
     past_last = False  # the first round of the last class went past its last sweep
+    if (why := _nothing_fits(state, narrowest)) is not None:
+        return _done(state, label, why), False  # a full label: no sweep is reached
     for prio in classes:
         order = [q.sweep_id for q in queues if q.priority == prio]
         progress = True
@@ -199,10 +217,21 @@ def plan_release_prefix(
                     progress = True
                 if step in ("done", "held") or (step == "released" and not state.queues[sid]):
                     order.remove(sid)
-                if step == "released" and state.view().room <= 0:
-                    return _done(state, label, "no free slot left"), past_last
+                if step == "released" and (why := _nothing_fits(state, narrowest)) is not None:
+                    return _done(state, label, why), past_last
             past_last = past_last or prio == classes[-1]
     return _done(state, label, "nothing more queued that may go"), True
+
+
+def _nothing_fits(state: _State, narrowest: int) -> str | None:
+    """Why the plan ends here, when no queued dispatch fits the room left (``fits_nothing``): the
+    rest of the round, and any after it, would only reuse and hold. None: the plan goes on."""
+    view = state.view()
+    if not fits_nothing(view, narrowest):
+        return None
+    if view.room <= 0:
+        return "no free slot left"
+    return f"{view.room} slot(s) left, the narrowest dispatch queued needs {narrowest}"
 
 
 def _serve(state: _State, sid: int, label: str) -> str:

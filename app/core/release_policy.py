@@ -141,6 +141,17 @@ def _released(cost: int, label: LabelView, why: str) -> Decision:
     )
 
 
+def fits_nothing(label: LabelView, narrowest: int) -> bool:
+    """Can no queued dispatch go on ``label`` now, none being narrower than ``narrowest`` slots?
+    Never while the label is idle (it takes any one, even one wider than the label); with
+    ``"auto"`` once no runner is free (a group of any width goes out while one is); otherwise once
+    the room left is under ``narrowest``. A canary then cannot go either: it needs free runners,
+    never more than the room."""
+    if label.in_flight <= 0:
+        return False
+    return label.room < (1 if label.overcommit == AUTO else max(1, narrowest))
+
+
 @dataclass(frozen=True)
 class CanaryRun:
     run_name: str

@@ -143,7 +143,8 @@ class SweepJob(Base):
 
     __table_args__ = (
         Index("ix_sweep_jobs_sweep_position", "sweep_id", "position"),
-        Index("ix_sweep_jobs_label_state", "runner_label", "state"),
+        # by slots too: the narrowest job queued on a label is its first row (store.jobs.narrowest_queued)
+        Index("ix_sweep_jobs_label_state_slots", "runner_label", "state", "slots"),
         Index("ix_sweep_jobs_run_id", "run_id"),
         Index("ix_sweep_jobs_run_name", "run_name"),
     )

@@ -165,12 +165,31 @@ def sweeps_in_serving_order(session: Session, label: str, *, offset: int, limit:
     return [int(i) for i in session.scalars(stmt)]
 
 
+def narrowest_queued(session: Session, label: str) -> int | None:
+    """Slots of the narrowest job queued on ``label`` of an active sweep (at least 1; None: none
+    queued): what ``app.core.release_plan.narrowest_queued`` says of the whole queue, read without
+    reading every sweep. The first row of ``ix_sweep_jobs_label_state_slots`` in slots order whose
+    sweep is active (most are: a closed sweep's queued jobs are cancelled with it)."""
+    slots = session.scalar(
+        select(SweepJob.slots)
+        .join(Sweep, Sweep.id == SweepJob.sweep_id)
+        .where(
+            SweepJob.runner_label == label,
+            SweepJob.state == JobState.QUEUED,
+            Sweep.state == SweepState.ACTIVE,
+        )
+        .order_by(SweepJob.slots)
+        .limit(1)
+    )
+    return None if slots is None else max(1, int(slots))
+
+
 def _queued_on(label: str, sweeps: Collection[int] | None) -> tuple[Any, ...]:
     """The queued jobs on ``label`` (of ``sweeps`` only, when given)."""
     if sweeps is None:
         return (SweepJob.runner_label == label, SweepJob.state == JobState.QUEUED)
     # A page of sweeps: found by sweep (ix_sweep_jobs_sweep_position), not by scanning the label's
-    # whole queue (ix_sweep_jobs_label_state), which SQLite's planner prefers for its two equalities
+    # whole queue (ix_sweep_jobs_label_state_slots), which SQLite's planner prefers for its two equalities
     # unless they cannot use it: `label || ''` and `state || ''` compare the same, unindexed.
     return (
         Sweep.id.in_(sorted(sweeps)),

@@ -177,7 +177,10 @@ def test_a_canary_never_joins_real_work_waiting_on_github(env: dict[str, Any], o
     canary = _canary(env["factory"], gh, "nightly-" + "1" * 40)
     res = tick(env["factory"], lambda s: FakeTick(gh))
     assert res.dispatched_runs == 0 and _states(env["factory"], canary) == [JobState.QUEUED] * 2
-    assert any("slot(s) needed, 0 free on mi355x" in h for h in res.held), res.held
+    if overcommit == "auto":  # no runner free: nothing could go, the plan reaches no sweep
+        assert res.held == []
+    else:  # room for 3 waiting on GitHub, the canary is reached and says why it waits
+        assert any("slot(s) needed, 0 free on mi355x" in h for h in res.held), res.held
     with env["factory"]() as s:
         for job in s.scalars(select(SweepJob).where(SweepJob.sweep_id == real)):
             finish_job(s, job.id, JobState.SUCCEEDED)

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
+from app.core import release_plan
 from app.core.release_policy import Overcommit
 from app.flows.scheduler import tick
 from app.models.results import EvalResult, Result
 from app.models.sweeps import CANARY_REASON, JobState, Sweep, SweepJob, SweepState
 from app.store import reuse
-from app.store.jobs import queued_on_label, sweeps_in_serving_order
+from app.store.jobs import narrowest_queued, queued_on_label, sweeps_in_serving_order
 from app.store.results import find_reusable, find_reusable_eval
 
 LABEL = "mi355x"
@@ -101,6 +102,30 @@ def _eval(s: Session, sweep: Sweep, name: str) -> None:
 def _whole(s: Session, capacity: int, in_flight: int, overcommit: Overcommit = 0) -> list[Any]:
     plan, _, _ = tick._plan(s, LABEL, queued_on_label(s, LABEL), capacity, in_flight, overcommit)
     return plan
+
+
+def _main_rule(state: Any, narrowest: int) -> str | None:
+    """main's stop before issue 29's: only once a release left no room (it went on serving every
+    sweep while no queued job fitted the room left, reusing and holding)."""
+    if state.out and state.out[-1].action == "dispatch" and state.view().room <= 0:
+        return "no free slot left"
+    return None
+
+
+def _main_whole(
+    s: Session, mp: pytest.MonkeyPatch, capacity: int, in_flight: int, overcommit: Overcommit
+) -> list[Any]:
+    with mp.context() as m:
+        m.setattr(release_plan, "_nothing_fits", _main_rule)
+        return _whole(s, capacity, in_flight, overcommit)
+
+
+def _same_dispatches_as_main(plan: list[Any], main: list[Any], where: Any) -> bool:
+    """``plan`` is main's whole-queue plan up to where nothing queued fits the room left; past that
+    main only reused and held (reuses left to the tick that reaches those sweeps). Whether it cut."""
+    assert main[: len(plan)] == plan, where
+    assert all(step.action in ("reuse", "hold") for step in main[len(plan) :]), where
+    return len(main) > len(plan)
 
 
 def _random_queue(s: Session, rng: random.Random, canary: bool) -> None:
@@ -252,16 +277,22 @@ def test_the_plan_over_the_sweeps_read_is_the_plan_over_all_of_them(
     served = list(dict.fromkeys(row.sweep_id for row in whole.rows))
     assert sweeps_in_serving_order(db_session, LABEL, offset=0, limit=100) == served
     assert sweeps_in_serving_order(db_session, LABEL, offset=2, limit=3) == served[2:5]
+    # the narrowest job queued, read by one index row, is the whole queue's
+    queues = [
+        tick._queue(whole.sweeps[sid], [r for r in whole.rows if r.sweep_id == sid], {}) for sid in served
+    ]
+    assert narrowest_queued(db_session, LABEL) == (release_plan.narrowest_queued(queues) if queues else None)
+    cut = 0
     for overcommit in (0, 2, "auto"):
-        for capacity, in_flight in ((9, 0), (9, 5), (4, 4), (3, 0), (1, 0), (9, 8), (2, 3)):
+        for capacity, in_flight in ((9, 0), (9, 5), (4, 4), (3, 0), (1, 0), (9, 8), (2, 3), (9, 7)):
+            where = (seed, overcommit, capacity, in_flight)
             queue, plan, _ = tick._planned(db_session, LABEL, capacity, in_flight, overcommit)
-            assert plan == _whole(db_session, capacity, in_flight, overcommit), (
-                seed,
-                overcommit,
-                capacity,
-                in_flight,
-            )
+            assert plan == _whole(db_session, capacity, in_flight, overcommit), where
             assert len(queue.sweeps) <= with_work
+            cut += _same_dispatches_as_main(
+                plan, _main_whole(db_session, monkeypatch, capacity, in_flight, overcommit), where
+            )
+    assert cut or with_work < 3, seed  # the rule bites on most queues
 
 
 def test_the_tick_reads_only_the_sweeps_its_plan_reaches(db_session: Session) -> None:
@@ -277,8 +308,58 @@ def test_the_tick_reads_only_the_sweeps_its_plan_reaches(db_session: Session) ->
     assert plan == _whole(db_session, 9, 0, "auto")
     assert len(queue.sweeps) == tick.FIRST_SWEEPS + 9 < 40
     assert len(known) == len(queue.sweeps)  # a reuse lookup per sweep read, not per sweep queued
-    # with no overcommit the plan holds every sweep after the two it releases (one slot stays
-    # free): it reaches them all, and reads them all after the first page
+    # with no overcommit two go out and the one slot left fits no queued job (all are 4 wide): the
+    # plan ends there too, in the first page (main's went on to hold the 38 others, reading all)
+    queue, plan, known = tick._planned(db_session, LABEL, 9, 0, 0)
+    assert [s.action for s in plan] == ["dispatch"] * 2
+    assert plan == _whole(db_session, 9, 0, 0)
+    assert len(queue.sweeps) == len(known) == tick.FIRST_SWEEPS + 9
+    # a full label: nothing fits, no sweep is read nor looked up
+    for overcommit in (0, 3, "auto"):
+        queue, plan, known = tick._planned(db_session, LABEL, 9, 9 + (overcommit == 3) * 3, overcommit)
+        assert (plan, queue.rows, known) == ([], [], {})
+
+
+def test_a_narrow_job_anywhere_in_the_queue_keeps_the_plan_going(db_session: Session) -> None:
+    # The same 40 sweeps, the last served of them with a 1-runner group besides: the slot the two
+    # dispatches leave fits it, so the plan goes on to it (a backfill), past every page.
+    sweeps = []
+    for n in range(40):
+        sweeps.append(_sweep(db_session, n, last_release=n))
+        for k in range(4):
+            _job(db_session, sweeps[-1], k, "conc=8", 4)
+    _job(db_session, sweeps[-1], 4, "conc=1", 1)
+    db_session.flush()
+    assert narrowest_queued(db_session, LABEL) == 1
     queue, plan, _ = tick._planned(db_session, LABEL, 9, 0, 0)
-    assert [s.action for s in plan] == ["dispatch"] * 2 + ["hold"] * 38
+    assert [s.action for s in plan] == ["dispatch"] * 2 + ["hold"] * 37 + ["dispatch"]
+    assert plan[-1].backfill and plan[-1].sweep_id == sweeps[-1].id
     assert len(queue.sweeps) == 40 and plan == _whole(db_session, 9, 0, 0)
+
+
+def test_a_reuse_the_plan_does_not_reach_waits_for_the_tick_that_reaches_it(db_session: Session) -> None:
+    # Two 4-runner sweeps served first, then one whose head a stored result answers: on 9 runners
+    # with no overcommit the two go out and the slot left fits nothing, so the third is not reached
+    # (main's plan reused its head in this tick). It stays queued, and the next tick with room
+    # reaches it: reused then, once, and its next job goes.
+    first = [_sweep(db_session, n, last_release=0) for n in range(2)]
+    for sweep in first:
+        for k in range(4):
+            _job(db_session, sweep, k, "conc=8", 4)
+    third = _sweep(db_session, 9, last_release=1)
+    _job(db_session, third, 0, "conc=8", 4)
+    _job(db_session, third, 1, "conc=4", 4)
+    _result(db_session, third, "p0")
+    db_session.flush()
+    _, plan, _ = tick._planned(db_session, LABEL, 9, 0, 0)
+    assert [(s.action, s.sweep_id) for s in plan] == [("dispatch", first[0].id), ("dispatch", first[1].id)]
+    for step in plan:  # the tick's claims: those jobs leave the queue, their sweeps were served
+        for job in db_session.query(SweepJob).filter(SweepJob.id.in_(step.job_ids)):
+            job.state = JobState.DISPATCHED
+        db_session.get(Sweep, step.sweep_id).last_release = 2  # type: ignore[union-attr]
+    db_session.flush()
+    _, plan, _ = tick._planned(db_session, LABEL, 9, 8, 0)  # one runner free: nothing fits yet
+    assert plan == []
+    _, plan, known = tick._planned(db_session, LABEL, 9, 4, 0)  # one run finished
+    assert [(s.action, s.sweep_id) for s in plan] == [("reuse", third.id), ("dispatch", third.id)]
+    assert known[plan[0].job_ids[0]] is not None

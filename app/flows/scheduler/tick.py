@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.clock import aware, utcnow
 from app.core.release_plan import CanaryHours, QueuedJob, Release, SweepQueue, plan_release_prefix
-from app.core.release_policy import AUTO, CanaryRun, LabelView, Overcommit, pick_preemptions
+from app.core.release_policy import AUTO, CanaryRun, LabelView, Overcommit, fits_nothing, pick_preemptions
 from app.core.routing import TransientError
 from app.core.runmatch import attempt_run_name
 from app.flows.repo.bench_repo import RepoFiles, label_capacity
@@ -47,6 +47,7 @@ from app.store.jobs import (
     job_points,
     jobs_by_id,
     labels_with_work,
+    narrowest_queued,
     next_attempt,
     queued_on_label,
     real_waiting_slots,
@@ -185,10 +186,12 @@ def _plan(
     in_flight: int,
     overcommit: Overcommit = 0,
     known: dict[int, Any] | None = None,
+    narrowest: int | None = None,
 ) -> tuple[list[Release], dict[int, Any], bool]:
     """Plan the label's releases, looking up reuse for each job the plan reaches (``plan_release``);
-    ``known``: lookups made already (the tick plans again over a longer read). The third value:
-    the plan went past the last sweep read (``plan_release_prefix``)."""
+    ``known``: lookups made already (the tick plans again over a longer read); ``narrowest``: the
+    narrowest job queued on the label (None: of ``queue``, the whole queue). The third value: the
+    plan went past the last sweep read (``plan_release_prefix``)."""
     rows, sweeps = queue.rows, queue.sweeps
     by_id = {row.job_id: row for row in rows}
     hours = {s.repo: _canary_hours(session, s.repo) for s in sweeps.values() if s.reason == CANARY_REASON}
@@ -203,7 +206,13 @@ def _plan(
     queues = {sid: _queue(sweeps[sid], queued, known) for sid, queued in per_sweep.items()}
     while True:
         plan, past_last = plan_release_prefix(
-            list(queues.values()), capacity, in_flight, label=label, canary_hours=hours, overcommit=overcommit
+            list(queues.values()),
+            capacity,
+            in_flight,
+            label=label,
+            canary_hours=hours,
+            overcommit=overcommit,
+            narrowest=narrowest,
         )
         if not plan or plan[-1].action != "check":
             return plan, known, past_last
@@ -234,9 +243,9 @@ def _reached_unread(plan: list[Release], queue: QueuedOnLabel) -> bool:
 
 # Sweeps read at first (in serving order): this many, and as many more as free slots (a plan serves
 # a sweep a turn and each release takes a slot). When the plan goes past them (held heads, reused
-# or finished sweeps) every sweep is read: then the plan reaches most of them (with slots left that
-# no head fits, it holds every sweep in turn), and a second, larger page cost more than it saved
-# (docs/benchmarks.md, "Tick").
+# or finished sweeps) every sweep is read: then the plan reaches most of them (with room left that
+# a narrow job queued somewhere fits, it holds every sweep in turn until it reaches one), and a
+# second, larger page cost more than it saved (docs/benchmarks.md, "Tick").
 FIRST_SWEEPS = 8
 
 
@@ -247,14 +256,25 @@ def _planned(
     reach; or over the whole queue when those did not suffice.
 
     Sweeps are read in serving order (``sweeps_in_serving_order``), a page of them, and the plan
-    over them kept when it ends among them (no room left: ``plan_release_prefix``), so a tick's cost
-    follows what it can release, not the number of sweeps queued; past those, every sweep is read.
+    over them kept when it ends among them (nothing queued fits the room left:
+    ``plan_release_prefix``), so a tick's cost follows what it can release, not the number of
+    sweeps queued; past those, every sweep is read.
     Of each sweep, its groups go out in order while they fit (one wider than the label alone; with
     the ``"auto"`` overcommit, while one slot is free) and it is held at the first that does not,
     so those groups decide it, unless stored results answer a run of its heads
     (``_reached_unread``). A canary read with anything unread (its turn counts the real work queued
-    behind every sweep) makes the tick read the whole queue."""
+    behind every sweep) makes the tick read the whole queue.
+
+    The plan ends once nothing queued fits the room left (``fits_nothing``, by the narrowest job
+    queued on the label: one index row); when that holds from the start (a full label), no sweep is
+    read at all."""
     view = LabelView(label, capacity, in_flight, overcommit=overcommit)
+    nothing = QueuedOnLabel([], {}, {})
+    if fits_nothing(view, 1):  # no free slot: not even the narrowest is asked for
+        return nothing, [], {}
+    narrowest = narrowest_queued(session, label)
+    if narrowest is None or fits_nothing(view, narrowest):
+        return nothing, [], {}
     known: dict[int, Any] = {}
     ids: list[int] = []
     for page in (FIRST_SWEEPS + max(0, view.room), None):  # None: every sweep
@@ -274,7 +294,9 @@ def _planned(
             queue.unread or not every_sweep
         ):
             break
-        plan, known, past_last = _plan(session, label, queue, capacity, in_flight, overcommit, known)
+        plan, known, past_last = _plan(
+            session, label, queue, capacity, in_flight, overcommit, known, narrowest
+        )
         if past_last and not every_sweep:
             continue
         if not _reached_unread(plan, queue):
@@ -282,7 +304,7 @@ def _planned(
         log.info("tick_reads_whole_queue", label=label, why="the plan reached jobs of a sweep not read")
         break
     queue = queued_on_label(session, label)
-    plan, known, _ = _plan(session, label, queue, capacity, in_flight, overcommit, known)
+    plan, known, _ = _plan(session, label, queue, capacity, in_flight, overcommit, known, narrowest)
     return queue, plan, known
 
 
