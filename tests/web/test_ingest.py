@@ -364,6 +364,7 @@ def test_a_retry_waits_its_backoff_and_is_enqueued_for_then(
 
     def retries_sent() -> list[tuple[tuple[object, ...], dict[str, object]]]:
         return [m for m in sent if m[0][0] == "sweepbot.process_delivery"]
+
     for attempt, wait in ((1, 10.0), (2, 20.0)):
         failures = _failures()
         with capture_logs() as logs:
