@@ -204,3 +204,32 @@ def test_a_job_github_no_longer_lists_goes_and_late_listings_do_not_starve_the_f
         reconcile(facts, gw, cfg, T0 + timedelta(minutes=minute))
     assert 11 not in facts.jobs, "GitHub no longer lists it: it goes"
     assert 12 in facts.jobs and any(f"ci-job-1.000-{'3' * 32}" in x for x in gw.r[1]["labels"])
+
+
+def test_a_job_that_left_the_queue_listing_keeps_its_labels_on_the_runner_that_took_it() -> None:
+    """GitHub handed job 11 to the runner the bot labelled, and the fallback listing (no longer
+    listing it) comes before the in_progress delivery: the runners are listed before planning, so
+    the busy runner's labels are not taken for stale ones."""
+
+    class Listing(FakeRunners):
+        listed: list[dict[str, Any]]
+
+        def queued_jobs(self, repo: str) -> list[dict[str, Any]] | None:
+            return list(self.listed)
+
+    gw = Listing((1, "a", ["self-hosted", "mi355x"]))
+    facts = MemoryFacts()
+    cfg = ControllerConfig(REPO, runner_refresh_s=900, assign_timeout_s=3600)
+    apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)
+    gw.listed = [{"id": 11, "run_id": 7, "labels": JOB, "created_at": T0.isoformat()}]
+    reconcile(facts, gw, cfg, T0)
+    assert gw.writes() == [("add", 1, sorted(JOB[2:]))]
+    # the runners were listed again since (a lease that failed its read-back, say): that listing
+    # is not due when the fallback listing of queued jobs is, each on its own clock
+    facts.listed_at = T0 + timedelta(seconds=500)
+    gw.r[1]["busy"], gw.listed = True, []  # it started; its in_progress delivery is not here yet
+    lists = sum(1 for c in gw.calls if c[0] == "list")
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=901))  # the fallback listing is due
+    assert 11 not in facts.jobs
+    assert sum(1 for c in gw.calls if c[0] == "list") == lists + 1, "the runners are listed again"
+    assert gw.writes() == [("add", 1, sorted(JOB[2:]))], "a running job's runner is never touched"

@@ -225,6 +225,13 @@ def _refresh(
         facts.queued_listed_at is None
         or (now - facts.queued_listed_at).total_seconds() > cfg.runner_refresh_s
     )
+    if missed:
+        facts.queued_listed_at = now
+        # a job GitHub stopped listing may have started on a runner the facts still think idle
+        # (its in_progress delivery not here yet): list the runners before planning, or that
+        # runner's labels for it would look stale and come off a running job's runner
+        if _missed_queued(facts, gw, cfg.repo, now, out):
+            facts.stale = True
     if facts.stale or old or late:
         facts.set_runners(gw.list_runners(cfg.repo), now)
         out.reads += 1
@@ -235,29 +242,28 @@ def _refresh(
                 facts.in_progress(job_id, rid, now)  # it started; its delivery was lost
             elif runner is not None:  # not taken: its labels come off, the next plan places it anew
                 _Effects(facts, gw, cfg.repo, out).release(rid)
-    if missed:
-        facts.queued_listed_at = now
-        _missed_queued(facts, gw, cfg.repo, now, out)
 
 
 def _missed_queued(
     facts: MemoryFacts, gw: RunnerGateway, repo: str, now: datetime, out: ReconcileResult
-) -> None:
+) -> int:
+    """Fold the fallback listing of queued jobs into the facts; how many jobs it dropped."""
     listed = gw.queued_jobs(repo)
     if listed is None:
-        return
+        return 0
     out.reads += 1 + len({j.get("run_id") for j in listed})
     # a job we think queued that GitHub no longer lists started or was cancelled, its delivery lost:
     # it goes (else it is labelled for a runner again and again, and GitHub never hands it over)
     ids = {int(j["id"]) for j in listed}
-    for job_id, job in list(facts.jobs.items()):
-        if job.status == "queued" and job_id not in ids:
-            del facts.jobs[job_id]
+    dropped = [i for i, job in facts.jobs.items() if job.status == "queued" and i not in ids]
+    for job_id in dropped:
+        del facts.jobs[job_id]
     for j in listed:
         if int(j["id"]) not in facts.jobs:
             at = j.get("created_at")
             when = datetime.fromisoformat(at.replace("Z", "+00:00")) if isinstance(at, str) else now
             facts.queued(int(j["id"]), int(j.get("run_id") or 0), None, list(j.get("labels") or []), when)
+    return len(dropped)
 
 
 @dataclass
