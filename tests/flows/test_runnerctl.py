@@ -204,3 +204,57 @@ def test_a_job_github_no_longer_lists_goes_and_late_listings_do_not_starve_the_f
         reconcile(facts, gw, cfg, T0 + timedelta(minutes=minute))
     assert 11 not in facts.jobs, "GitHub no longer lists it: it goes"
     assert 12 in facts.jobs and any(f"ci-job-1.000-{'3' * 32}" in x for x in gw.r[1]["labels"])
+
+
+def test_a_completed_delivery_frees_its_runner_though_in_progress_was_lost() -> None:
+    gw = FakeRunners((1, "a", ["self-hosted", "mi355x"]))
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO)
+    apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)
+    reconcile(facts, gw, cfg, T0)
+    gw.r[1]["busy"] = True  # GitHub started it; the in_progress delivery never came
+    facts.set_runners(gw.list_runners(REPO), T0 + timedelta(seconds=30))  # a listing saw it busy
+    assert facts.runners[1].busy
+    gw.r[1]["busy"] = False
+    apply_workflow_job(facts, hook("completed", 11, JOB, (1, "a"), "success"), T0 + timedelta(minutes=5))
+    assert not facts.runners[1].busy, "the runner the delivery names is idle again"
+
+
+def test_a_multi_node_completed_frees_every_runner_of_its_lease() -> None:
+    pool = [(i, f"n{i}", ["self-hosted", "cluster:b200", "b200"]) for i in (1, 2, 3)]
+    multi = ["self-hosted", "cluster:b200", f"ci-job-3.250-{TOKEN}", "ci-attempt-1", "nodes:3"]
+    gw = FakeRunners(*pool)
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO)
+    apply_workflow_job(facts, hook("queued", 11, multi), T0, pr=5)
+    reconcile(facts, gw, cfg, T0)
+    apply_workflow_job(facts, hook("in_progress", 11, multi, (1, "n1")), T0 + timedelta(seconds=3))
+    for r in gw.r.values():
+        r["busy"] = True
+    facts.set_runners(gw.list_runners(REPO), T0 + timedelta(minutes=1))  # every node busy
+    for r in gw.r.values():
+        r["busy"] = False
+    apply_workflow_job(facts, hook("completed", 11, multi, (1, "n1"), "success"), T0 + timedelta(minutes=20))
+    assert not any(r.busy for r in facts.runners.values()), "no delivery names the other nodes"
+
+
+def test_runners_are_listed_more_often_while_a_job_waits() -> None:
+    gw = FakeRunners((1, "a", ["self-hosted", "mi355x"]))
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO, runner_refresh_s=900, waiting_refresh_s=120)
+    gw.r[1]["busy"] = True
+    reconcile(facts, gw, cfg, T0)
+    lists = sum(1 for c in gw.calls if c[0] == "list")
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=150))
+    assert sum(1 for c in gw.calls if c[0] == "list") == lists, "nothing waits: the 15-minute listing"
+    apply_workflow_job(facts, hook("queued", 11, JOB), T0 + timedelta(seconds=160), pr=5)
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=170))
+    assert sum(1 for c in gw.calls if c[0] == "list") == lists + 1, "a job waits: listed after 2 minutes"
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=200))
+    assert sum(1 for c in gw.calls if c[0] == "list") == lists + 1, "not before 2 minutes again"
+
+
+def test_the_fallback_listing_clock_survives_the_stored_facts() -> None:
+    from app.flows.scheduler.runner_hook import facts_from_json, facts_to_json
+
+    facts = MemoryFacts()
+    facts.queued_listed_at = T0
+    # lost, every delivery in the service (a fresh MemoryFacts each) listed the queued runs again
+    assert facts_from_json(facts_to_json(facts)).queued_listed_at == T0
