@@ -231,7 +231,11 @@ class World:
                 (cfg.policy or Policy())
                 if strategy == "sweepbot"
                 else Policy(
-                    aging_per_hour=0.25, fair_share_weight=0.0, lease_hold_minutes=None, canary_penalty=0.0
+                    aging_per_hour=0.25,
+                    fair_share_weight=0.0,
+                    lease_hold_minutes=None,
+                    canary_penalty=0.0,
+                    starve_after_hours=None,
                 )
             )
             self.ctl = ControllerConfig(REPO, policy)

@@ -11,7 +11,8 @@ two events, so classifying at the start of each interval is exact). The causes, 
 - ``delivery lost``: that delivery never came; the controller learns it at the next runner listing;
 - ``busy in facts``: the delivery came, yet the controller still thinks the runner busy;
 - ``reconcile``: the controller knows the runner is idle; its reconcile is due (debounce);
-- ``lease hold``: the last plan held this pool runner for a waiting ``nodes:N`` lease (policy);
+- ``lease hold``: the last plan held this pool runner for a waiting ``nodes:N`` lease (policy), or
+  kept it as an idle runner of a running job's lease;
 - ``queued unseen``: every compatible waiting job is unknown to the controller (its ``queued``
   delivery in flight or lost; the fallback listing finds it);
 - ``avoid``: every compatible waiting job is a re-run that avoids this runner (policy);

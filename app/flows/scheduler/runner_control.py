@@ -93,7 +93,9 @@ def contract_on_cached(gw: VariableGateway, repo: str, *, now: float | None = No
 class MemoryFacts:
     """What the controller knows: jobs, runners as last seen, PRs' recent runner-time, infra failures."""
 
-    half_life_hours: float = 2.0
+    # a PR's recent use halves in this time: the fair share is over about the last hour, the window
+    # fairness is judged in (bench/scheduler.py: 0.5 h against 2 h, Jain's index higher)
+    half_life_hours: float = 0.5
     jobs: dict[int, SnapJob] = field(default_factory=dict)
     started: dict[int, tuple[int, datetime]] = field(default_factory=dict)  # job -> (runner, at)
     runners: dict[int, SnapRunner] = field(default_factory=dict)
