@@ -95,10 +95,12 @@ def fairest(single: float, pool: float, only_single: int, only_pool: int, both: 
     """The max-min fair division of two resources among PRs that can use one or both of them."""
     n = only_single + only_pool + both
     level = (single + pool) / n
-    if only_single * level > single:  # the single-only PRs share the single runners; the rest the pool
-        return [single / only_single] * only_single + [pool / (only_pool + both)] * (only_pool + both)
-    if only_pool * level > pool:
-        return [pool / only_pool] * only_pool + [single / (only_single + both)] * (only_single + both)
+    rest = only_pool + both
+    if rest and only_single * level > single * (1 + 1e-9):  # single-only PRs share those runners
+        return [single / only_single] * only_single + [pool / rest] * rest
+    rest = only_single + both
+    if rest and only_pool * level > pool * (1 + 1e-9):
+        return [pool / only_pool] * only_pool + [single / rest] * rest
     return [level] * n
 
 
