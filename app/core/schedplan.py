@@ -8,8 +8,9 @@ be prioritised. The offline planner (``sweepbot sched plan``), the live controll
 
 Effective priority of a queued job = its own score (read from its ``ci-job-`` label) + aging
 (``aging_per_hour`` x hours queued) + a fair share term (``-fair_share_weight`` per runner-hour its PR
-used recently, decayed, and holds now: 4 a runner-hour against scores that differ by a few points,
-so the PR that used least goes first and the score orders that PR's jobs) - ``canary_penalty`` for
+used recently, decayed, and holds now: 4 a runner-hour, so a PR a runner-hour or more behind goes
+first whatever the scores, and the score orders that PR's jobs; among PRs that all used little, as
+when many PRs share few runners, the score and aging still weigh) - ``canary_penalty`` for
 the bot's canaries (so they take only runners no other job can use). Two ranks stand above it: a
 PR's first job (its PR has used no runner yet and holds none: a new PR is never kept behind the
 backlog) and, below that, a job queued past ``starve_after_hours`` (7 h), the oldest first (the
