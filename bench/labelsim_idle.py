@@ -12,7 +12,8 @@ two events, so classifying at the start of each interval is exact). The causes, 
 - ``busy in facts``: the delivery came, yet the controller still thinks the runner busy;
 - ``reconcile``: the controller knows the runner is idle; its reconcile is due (debounce);
 - ``lease hold``: the last plan held this pool runner for a waiting ``nodes:N`` lease (policy), or
-  kept it as an idle runner of a running job's lease;
+  kept it as an idle runner of a running job's lease (when that job has in fact ended, the cause is
+  its ``completed`` delivery: ``delivery`` or ``delivery lost``);
 - ``queued unseen``: every compatible waiting job is unknown to the controller (its ``queued``
   delivery in flight or lost; the fallback listing finds it);
 - ``avoid``: every compatible waiting job is a re-run that avoids this runner (policy);
@@ -81,8 +82,12 @@ def cause(w: World, r: BRunner) -> str:
     if w.tick_pending:
         return "reconcile"
     last = w.last_result
-    if last is not None and any(rid == r.id for rid, _, _ in last.plan.held):
-        return "lease hold"
+    for rid, job_id, _ in last.plan.held if last is not None else ():
+        if rid == r.id:
+            done = w.jobs.get(job_id)
+            if done is not None and done.status == "completed":  # kept for a lease that has ended
+                return "delivery lost" if job_id in w.lost_completed else "delivery"
+            return "lease hold"
     known = [j for j in _compatible(w, r) if j.id in w.facts.jobs and w.facts.jobs[j.id].status == "queued"]
     if not known:
         return "queued unseen"

@@ -258,3 +258,26 @@ def test_the_fallback_listing_clock_survives_the_stored_facts() -> None:
     facts.queued_listed_at = T0
     # lost, every delivery in the service (a fresh MemoryFacts each) listed the queued runs again
     assert facts_from_json(facts_to_json(facts)).queued_listed_at == T0
+
+
+def test_a_labelled_runner_seen_busy_has_started_its_job_and_it_is_not_placed_again() -> None:
+    gw = FakeRunners((1, "a", ["self-hosted", "mi355x"]), (2, "b", ["self-hosted", "mi355x"]))
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO, waiting_refresh_s=60, assign_timeout_s=600)
+    apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)
+    other = ["self-hosted", "mi355x", f"ci-job-1.000-{'2' * 32}", "ci-attempt-1"]
+    apply_workflow_job(facts, hook("queued", 12, other), T0, pr=6)
+    reconcile(facts, gw, cfg, T0)
+    first = {c[1]: c[2] for c in gw.writes() if c[0] == "add"}
+    gw.r[1]["busy"] = True  # GitHub started runner 1's job; its in_progress never came
+    apply_workflow_job(facts, hook("in_progress", 12, other, (2, "b")), T0 + timedelta(seconds=5))
+    gw.r[2]["busy"] = True
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=90))  # listed (a job waits), before the timeout
+    assert any(TOKEN in x for x in first[1]), "job 11 (score 2.0) on runner a, job 12 on b"
+    assert facts.jobs[11].status == "in_progress", "seen busy while labelled: it started"
+    gw.r[2]["busy"] = False
+    apply_workflow_job(facts, hook("completed", 12, other, (2, "b"), "success"), T0 + timedelta(seconds=100))
+    writes = len(gw.writes())
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=101))
+    assert not any(c[0] == "add" and any(TOKEN in x for x in c[2]) for c in gw.writes()[writes:]), (
+        "the running job is not labelled onto another runner"
+    )

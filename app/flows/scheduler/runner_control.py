@@ -258,6 +258,13 @@ def _refresh(
     if facts.stale or old or late:
         facts.set_runners(gw.list_runners(cfg.repo), now)
         out.reads += 1
+        # a labelled runner the listing shows busy has started its job, late or not: its
+        # in_progress was lost or is on its way (else the job, still "queued", is placed again,
+        # and a multi-node one's second lease keeps idle runners for as long as it runs)
+        for rid, (job_id, _) in list(facts.labelled_at.items()):
+            runner = facts.runners.get(rid)
+            if rid not in late and runner is not None and runner.busy:
+                facts.in_progress(job_id, rid, now)
         for rid in late:
             job_id, _ = facts.labelled_at.pop(rid)
             runner = facts.runners.get(rid)
