@@ -25,14 +25,23 @@ from typing import Any
 
 import yaml
 
+from app.core import schedlabels as sl
 from app.core.schedplan import Policy
-from app.flows.scheduler.runner_control import ControllerConfig, MemoryFacts, apply_workflow_job, reconcile
+from app.flows.scheduler.runner_control import (
+    ControllerConfig,
+    MemoryFacts,
+    ReconcileResult,
+    apply_workflow_job,
+    reconcile,
+)
+from bench.labelsim_idle import CAUSES, cause
 from sim.priority import queue_token, runs_on, score
 from sim.world_runners import DATA, label_set
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 REPO = "SemiAnalysisAI/InferenceX"
 SINGLE, POOL = "mi355x", "cluster:b200-nv"
+OUTAGE = (6, 4 * 3600.0, 6 * 3600.0)  # runner 6 (a single-node one) is offline from 4 h to 6 h
 
 
 @dataclass
@@ -48,6 +57,8 @@ class Config:
     multi_mean_s: float = 1200.0
     loss: float = 0.02
     latency_s: float = 3.0
+    policy: Policy | None = None  # sweepbot's (None: ``Policy()``), for trying a policy
+    half_life_hours: float | None = None  # the controller's decay of a PR's use (None: its default)
 
 
 @dataclass
@@ -79,6 +90,8 @@ class BRunner:
     online: bool = True
     job: int | None = None
     flaky: bool = False
+    last_job: int | None = None  # the job it ran last (whose completed delivery frees it)
+    freed_at: float = 0.0
 
     def labels(self) -> list[str]:
         return ["self-hosted", "Linux", "X64", *self.base, *self.custom]
@@ -203,18 +216,26 @@ class World:
         self.calls: dict[str, int] = {}
         self.intervals: list[tuple[float, float, int, int]] = []  # start, end, pr, nodes
         self.idle_wait = 0.0
+        self.idle_by_cause = dict.fromkeys(CAUSES, 0.0)  # bench/labelsim_idle.py
+        self.lost_completed: set[int] = set()  # jobs whose completed delivery GitHub never sent
+        self.last_result: ReconcileResult | None = None
+        self._by_label: tuple[int, dict[str, list[BJob]]] = (-1, {})
         self.online_time = 0.0
         self.last = 0.0
         self.queue_version = 0
         self.listed_version = -1
-        self.facts = MemoryFacts()
+        self.facts = MemoryFacts() if cfg.half_life_hours is None else MemoryFacts(cfg.half_life_hours)
         self.ctl: ControllerConfig | None = None
         if strategy != "fifo":
             policy = (
-                Policy()
+                (cfg.policy or Policy())
                 if strategy == "sweepbot"
                 else Policy(
-                    aging_per_hour=0.25, fair_share_weight=0.0, lease_hold_minutes=None, canary_penalty=0.0
+                    aging_per_hour=0.25,
+                    fair_share_weight=0.0,
+                    lease_hold_minutes=None,
+                    canary_penalty=0.0,
+                    starve_after_hours=None,
                 )
             )
             self.ctl = ControllerConfig(REPO, policy)
@@ -234,8 +255,12 @@ class World:
     # -- GitHub: deliveries, the assignment rule, jobs starting and ending
 
     def hook(self, job: BJob, action: str, conclusion: str | None = None) -> None:
-        if self.ctl is None or self.rng.random() < self.cfg.loss:
-            return  # no controller, or GitHub never delivered it
+        if self.ctl is None:
+            return
+        if self.rng.random() < self.cfg.loss:
+            if action == "completed":
+                self.lost_completed.add(job.id)
+            return  # GitHub never delivered it
         runner = self.runners.get(job.runner or 0)
         payload = {
             "action": action,
@@ -319,6 +344,7 @@ class World:
         for rid in [job.runner, *job.held]:
             if rid is not None and self.runners[rid].job in (job.id, -job.id):
                 self.runners[rid].job = None
+                self.runners[rid].last_job, self.runners[rid].freed_at = job.id, self.t
         self.hook(job, "completed", "runner_lost" if fate == "runner_lost" else "success")
         if fate == "runner_lost":
             self.at(300.0, "rerun", job.id)
@@ -399,7 +425,7 @@ class World:
             return
         if not self.learn_avoid:
             self.facts.avoid.clear()
-        reconcile(self.facts, Gateway(self), self.ctl, self.now())
+        self.last_result = reconcile(self.facts, Gateway(self), self.ctl, self.now())
         self.at(2.0, "scan")
 
     # -- the loop and what it measures
@@ -409,23 +435,37 @@ class World:
         if dt > 0:
             online = [r for r in self.runners.values() if r.online]
             self.online_time += dt * len(online)
-            self.idle_wait += dt * self.idle_while_waiting(online)
+            counted = self.idle_while_waiting(online)
+            self.idle_wait += dt * len(counted)
+            for r in counted:
+                self.idle_by_cause[cause(self, r)] += dt
         self.last = t
 
-    def idle_while_waiting(self, online: list[BRunner]) -> int:
+    def idle_while_waiting(self, online: list[BRunner]) -> list[BRunner]:
         idle = [r for r in online if r.job is None or (r.job < 0 and self.jobs[-r.job].status == "gathering")]
-        if not idle:
-            return 0
+        if not idle or not self.queued:
+            return []
         waiting = list(self.queued.values())
-        if not waiting:
-            return 0
-        free_pool = sum(1 for r in idle if POOL in r.base)
+        pool = [r for r in idle if POOL in r.base]
         single = any(j.nodes == 1 and SINGLE in j.labels for j in waiting)
         multi = min((j.nodes for j in waiting if POOL in j.labels), default=None)
-        n = sum(1 for r in idle if SINGLE in r.base) if single else 0
-        if multi is not None and free_pool >= multi:
-            n += free_pool
-        return n
+        out = [r for r in idle if SINGLE in r.base] if single else []
+        if multi is not None and len(pool) >= multi:
+            out += pool
+        return out
+
+    def queued_by_label(self) -> dict[str, list[BJob]]:
+        """Queued jobs by their lowercased ``ci-job-`` and lease labels (rebuilt when the queue moves)."""
+        if self._by_label[0] != self.queue_version:
+            out: dict[str, list[BJob]] = {}
+            for job in self.queued.values():
+                c = sl.read_contract(job.labels)
+                if isinstance(c, sl.ContractLabels):
+                    out.setdefault(c.job_label.lower(), []).append(job)
+                    if c.nodes > 1:
+                        out.setdefault(sl.lease_label(c.token, c.attempt).lower(), []).append(job)
+            self._by_label = (self.queue_version, out)
+        return self._by_label[1]
 
     def run(self, prs: list[dict[str, Any]]) -> None:
         self.prs = {p["pr"]: p for p in prs}
@@ -433,8 +473,9 @@ class World:
             heapq.heappush(self.events, (p["at"], next(self.seq), "arrive", p))
         for i in (i for i in (8, 20) if i < len(prs)):
             heapq.heappush(self.events, (prs[i]["at"] + 3600, next(self.seq), "cancel", prs[i]["pr"]))
-        heapq.heappush(self.events, (4 * 3600, next(self.seq), "offline", (6, False)))
-        heapq.heappush(self.events, (6 * 3600, next(self.seq), "offline", (6, True)))
+        rid, off, on = OUTAGE
+        heapq.heappush(self.events, (off, next(self.seq), "offline", (rid, False)))
+        heapq.heappush(self.events, (on, next(self.seq), "offline", (rid, True)))
         if self.ctl is not None:
             heapq.heappush(self.events, (60.0, next(self.seq), "tick", None))
         while self.events:

@@ -25,11 +25,14 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from app.core.schedplan import Policy  # noqa: E402
+from bench.labelbounds import wait_bound  # noqa: E402
+from bench.labelfair import jain, jain_bound, jain_by_class  # noqa: E402
 from bench.labelsim import POOL, Config, World, workload  # noqa: E402
 
 STRATEGIES = ("fifo", "score+aging", "sweepbot")
@@ -40,6 +43,7 @@ class Figures:
     strategy: str
     jobs: int
     idle_while_waiting: float
+    idle_causes: dict[str, float]  # share of online runner time, by cause (bench/labelsim_idle.py)
     makespan_h: float
     lower_bound_h: float
     ratio: float
@@ -47,7 +51,11 @@ class Figures:
     p95_vs_fifo: float
     jain_contended: float | None
     contended_windows: int
+    jain_bound: float | None  # the most any division of the same runner-time reaches (labelfair.py)
+    jain_by_class: float | None
+    class_windows: int
     longest_wait_h: float
+    wait_bound_h: float  # no schedule of this run's work waits less (bench/labelbounds.py)
     calls_per_job: float
     calls: dict[str, int]
     wall_s: float
@@ -83,28 +91,6 @@ def lower_bound(w: World, prs: list[dict[str, object]]) -> float:
     return bound
 
 
-def jain(w: World, window: float = 3600.0) -> tuple[float | None, int]:
-    """Mean Jain index of runner-time across the PRs backlogged through each contended hour (an
-    hour in which at least two PRs each had a job queued from its start to its end), and how many
-    such hours; None when there was none (no contention to be fair about: no figure, not 1.0)."""
-    end = max((j.end or 0.0) for j in w.jobs.values())
-    scores = []
-    t = 0.0
-    while t < end:
-        lo, hi = t, t + window
-        backlogged = {j.pr for j in w.jobs.values() if j.created <= lo and (j.start or j.end or end) >= hi}
-        if len(backlogged) >= 2:
-            got = dict.fromkeys(backlogged, 0.0)
-            for s, e, pr, nodes in w.intervals:
-                if pr in got:
-                    got[pr] += max(0.0, min(e, hi) - max(s, lo)) * nodes
-            xs = list(got.values())
-            if sum(xs) > 0:
-                scores.append(sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)))
-        t = hi
-    return (sum(scores) / len(scores) if scores else None), len(scores)
-
-
 def figures(strategy: str, cfg: Config, fifo_p95: float | None) -> Figures:
     started = time.monotonic()
     prs = workload(cfg)
@@ -121,10 +107,13 @@ def figures(strategy: str, cfg: Config, fifo_p95: float | None) -> Figures:
     p95 = percentile(high, 0.95)
     waits = [j.start - j.created for j in done if j.start is not None]
     fair, windows = jain(w)
+    by_class, class_windows = jain_by_class(w)
+    best = jain_bound(w)
     return Figures(
         strategy=strategy,
         jobs=len(done),
         idle_while_waiting=round(w.idle_wait / w.online_time, 4),
+        idle_causes={k: round(v / w.online_time, 5) for k, v in w.idle_by_cause.items() if v > 0},
         makespan_h=round(makespan / 3600, 2),
         lower_bound_h=round(bound / 3600, 2),
         ratio=round(makespan / bound, 3),
@@ -132,7 +121,11 @@ def figures(strategy: str, cfg: Config, fifo_p95: float | None) -> Figures:
         p95_vs_fifo=round(p95 / fifo_p95, 3) if fifo_p95 else 1.0,
         jain_contended=round(fair, 3) if fair is not None else None,
         contended_windows=windows,
+        jain_bound=round(best, 3) if best is not None else None,
+        jain_by_class=round(by_class, 3) if by_class is not None else None,
+        class_windows=class_windows,
         longest_wait_h=round(max(waits) / 3600, 2),
+        wait_bound_h=round(wait_bound(w) / 3600, 2),
         calls_per_job=round(sum(w.calls.values()) / cfg.jobs, 3),
         calls=dict(sorted(w.calls.items())),
         wall_s=round(time.monotonic() - started, 1),
@@ -149,7 +142,11 @@ ROWS = (
     ("p95_vs_fifo", "  vs FIFO"),
     ("jain_contended", "Jain's index, contended hours"),
     ("contended_windows", "  contended hours"),
+    ("jain_bound", "  most any schedule reaches"),
+    ("jain_by_class", "Jain's index per runner class"),
+    ("class_windows", "  contended (hour, class)"),
     ("longest_wait_h", "longest wait of a job h"),
+    ("wait_bound_h", "  lower bound on it h"),
     ("calls_per_job", "GitHub calls / job"),
     ("wall_s", "wall s"),
 )
@@ -161,7 +158,22 @@ def table(rows: list[Figures]) -> str:
         cells = ("n/a" if getattr(f, key) is None else str(getattr(f, key)) for f in rows)
         lines.append(f"{label:40s}" + "".join(f"{c:>14s}" for c in cells))
     lines += [f"calls of {f.strategy}: {json.dumps(f.calls)}" for f in rows if f.calls]
+    for f in rows:
+        if f.idle_causes:
+            parts = ", ".join(f"{k} {v:.2%}" for k, v in sorted(f.idle_causes.items(), key=lambda kv: -kv[1]))
+            lines.append(f"idle of {f.strategy} by cause (share of online runner time): {parts}")
     return "\n".join(lines)
+
+
+def policy_of(text: str) -> Policy | None:
+    """``--policy aging_per_hour=2,starve_after_hours=none``: Policy() with those fields changed."""
+    if not text:
+        return None
+    fields: dict[str, float | None] = {}
+    for pair in text.split(","):
+        name, _, value = pair.partition("=")
+        fields[name.strip()] = None if value.strip().lower() == "none" else float(value)
+    return replace(Policy(), **fields)  # type: ignore[arg-type]
 
 
 def main() -> None:
@@ -171,6 +183,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--policy", default="", help="sweepbot's Policy fields to try: NAME=VALUE,...")
+    ap.add_argument("--half-life", type=float, default=None, help="hours a PR's recent use halves in")
     args = ap.parse_args()
     cfg = Config(
         prs=args.prs,
@@ -178,6 +192,8 @@ def main() -> None:
         seed=args.seed,
         multi_prs=max(1, args.prs // 10),
         mean_gap_s=1500.0 * 50 / max(1, args.prs) * args.jobs / 2000,
+        policy=policy_of(args.policy),
+        half_life_hours=args.half_life,
     )
     rows: list[Figures] = []
     fifo_p95: float | None = None

@@ -39,3 +39,23 @@ def test_every_job_runs_on_a_runner_carrying_its_labels() -> None:
     assert (fair is None) == (hours == 0), "no contended hour, no index (not a made-up 1.0)"
     assert fair is None or 0 < fair <= 1.0
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+
+
+def test_the_bounds_hold_and_the_idle_causes_add_up() -> None:
+    from bench.labelbounds import wait_bound
+    from bench.labelfair import fairest, jain_bound
+
+    # 14 PRs with single-node work only, one with pool work too: it takes the pool, they share 9
+    assert fairest(9.0, 5.0, 14, 0, 1) == [9.0 / 14] * 14 + [5.0]
+    assert fairest(9.0, 0.0, 3, 0, 0) == [3.0, 3.0, 3.0]
+    assert fairest(9.0, 5.0, 2, 0, 1) == [4.5, 4.5, 5.0]
+    cfg = Config(prs=8, jobs=240, multi_prs=1, mean_gap_s=300.0, seed=3)
+    for strategy in ("fifo", "sweepbot"):
+        w = World(cfg, strategy)
+        w.run(workload(cfg))
+        waits = [j.start - j.created for j in w.jobs.values() if j.start is not None]
+        assert 0 < wait_bound(w) <= max(waits), "no schedule waits less than the bound: this one neither"
+        fair, hours = jain(w)
+        best = jain_bound(w)
+        assert fair is None or (best is not None and fair <= best + 1e-9)
+        assert abs(sum(w.idle_by_cause.values()) - w.idle_wait) < 1e-6, "every idle second has one cause"

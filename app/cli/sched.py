@@ -18,6 +18,7 @@ from app.core.schedplan import Plan, Policy, plan
 from app.core.schedsnapshot import SnapshotError, parse_snapshot
 
 MAX_SNAPSHOT_BYTES = 32 * 1024 * 1024
+DEFAULT = Policy()  # the options' defaults: the live controller's policy
 
 sched_app = typer.Typer(help="The priority controller of the repo's GPU runners.", no_args_is_help=True)
 out = Console(width=200)
@@ -84,8 +85,15 @@ def _tables(result: Plan) -> None:
 def plan_command(
     snapshot: Annotated[Path, typer.Argument(help="JSON: {now, jobs: [...], runners: [...]}")],
     as_json: Annotated[bool, typer.Option("--json", help="print the answer as JSON")] = False,
-    aging_per_hour: Annotated[float, typer.Option(help="priority gained per hour queued")] = 1.0,
-    fair_share_weight: Annotated[float, typer.Option(help="0 turns the fair share term off")] = 1.5,
+    aging_per_hour: Annotated[
+        float, typer.Option(help="priority gained per hour queued")
+    ] = DEFAULT.aging_per_hour,
+    fair_share_weight: Annotated[
+        float, typer.Option(help="priority lost per runner-hour a PR used recently; 0 turns it off")
+    ] = DEFAULT.fair_share_weight,
+    starve_after_hours: Annotated[
+        float, typer.Option(help="a job queued longer goes first, oldest first; 0 turns it off")
+    ] = DEFAULT.starve_after_hours or 0.0,
     canary_run: Annotated[list[int] | None, typer.Option(help="a canary's run id (repeat)")] = None,
     skip_queue_pr: Annotated[
         list[int] | None, typer.Option(help="a PR whose skip_queue is authorised")
@@ -100,6 +108,7 @@ def plan_command(
     policy = Policy(
         aging_per_hour=aging_per_hour,
         fair_share_weight=fair_share_weight,
+        starve_after_hours=starve_after_hours or None,
         canary_runs=frozenset(canary_run or ()),
         skip_queue_prs=frozenset(skip_queue_pr or ()),
         avoid=_avoid(avoid or []),

@@ -7,9 +7,14 @@ be prioritised. The offline planner (``sweepbot sched plan``), the live controll
 (``app/flows/scheduler/runner_control.py``) and the benchmark call this one function.
 
 Effective priority of a queued job = its own score (read from its ``ci-job-`` label) + aging
-(``aging_per_hour`` x hours queued) + a fair share term (PRs that used less runner-time recently
-than an equal share get up to ``+fair_share_weight``, the heaviest down to ``-fair_share_weight``)
-- ``canary_penalty`` for the bot's canaries (so they take only runners no other job can use). An
+(``aging_per_hour`` x hours queued) + a fair share term (``-fair_share_weight`` per runner-hour its PR
+used recently, decayed, and holds now: 4 a runner-hour, so a PR a runner-hour or more behind goes
+first whatever the scores, and the score orders that PR's jobs; among PRs that all used little, as
+when many PRs share few runners, the score and aging still weigh) - ``canary_penalty`` for
+the bot's canaries (so they take only runners no other job can use). Two ranks stand above it: a
+PR's first job (its PR has used no runner yet and holds none: a new PR is never kept behind the
+backlog) and, below that, a job queued past ``starve_after_hours`` (7 h), the oldest first (the
+starvation bound: whatever its PR's use, it waits no longer than the overdue jobs before it). An
 authorised ``ci-skip-queue-pr-<n>`` goes before everything. Jobs are placed greedily, the highest
 effective priority first, each on the compatible free runner fewest other waiting jobs could use;
 the fair share term is recomputed after every placement. A job that failed for infrastructure
@@ -64,14 +69,22 @@ class Snapshot:
 @dataclass(frozen=True)
 class Policy:
     aging_per_hour: float = 1.0
-    fair_share_weight: float = 1.5
+    # priority lost per runner-hour of a PR's recent use (decayed, plus the runners it holds now):
+    # large against the scores' spread, so the PR that used least goes first (fair share dominates)
+    fair_share_weight: float = 4.0
     running_weight_hours: float = 1.0  # a running job's weight in a PR's use, in runner-hours
+    # a job queued longer goes before every other (but a PR's first job), oldest first
+    starve_after_hours: float | None = 7.0
     canary_penalty: float = 1000.0
-    lease_hold_minutes: float | None = 30.0  # None: never hold a pool for a waiting lease
+    lease_hold_minutes: float | None = 120.0  # None: never hold a pool for a waiting lease
     canary_runs: frozenset[int] = frozenset()
     skip_queue_prs: frozenset[int] = frozenset()  # PRs whose skip_queue label is authorised
     avoid: Mapping[str, frozenset[str]] = field(default_factory=dict)  # token -> runner names
     usage_hours: Mapping[int, float] = field(default_factory=dict)  # PR -> decayed runner-hours
+
+
+OVERDUE = 1e6  # the rank of a job past the starvation bound: above any score, aging or fair share
+FRESH = 2e6  # the rank of a PR's first job (no recent use) while there is a starvation bound
 
 
 @dataclass(frozen=True)
@@ -81,15 +94,32 @@ class Priority:
     fair: float
     canary: float
     skip: bool = False
+    overdue: float | None = None  # hours queued, when past ``starve_after_hours`` (oldest first)
+    fresh: bool = False  # the PR's first job: it has used no runner yet and holds none
 
     @property
     def total(self) -> float:
-        return float("inf") if self.skip else self.score + self.aging + self.fair - self.canary
+        if self.skip:
+            return float("inf")
+        if self.fresh:
+            return FRESH + self.score + self.aging
+        if self.overdue is not None:
+            return OVERDUE + self.overdue
+        return self.score + self.aging + self.fair - self.canary
 
     def parts(self) -> str:
         head = "skip-queue, " if self.skip else ""
+        if self.fresh:
+            head += "the PR's first job (no use yet): before overdue jobs; "
+        elif self.overdue is not None:
+            head += f"queued {self.overdue:.2f} h, past the starvation bound: oldest first; "
         tail = f" - canary {self.canary:g}" if self.canary else ""
         return f"{head}score {self.score:.3f} + aging {self.aging:.2f} + fair share {self.fair:+.2f}{tail}"
+
+    def with_fair(self, share: tuple[float, bool]) -> Priority:
+        fair, fresh = share
+        fresh = fresh and not self.canary
+        return Priority(self.score, self.aging, fair, self.canary, self.skip, self.overdue, fresh)
 
 
 @dataclass(frozen=True)
@@ -185,26 +215,27 @@ class _Round:
             base = self._base[runner.id] = sl.base_labels(runner.labels)
         return needs <= base
 
-    def priority(self, q: _Queued, competing: int, fair: float | None = None) -> Priority:
+    def priority(self, q: _Queued, competing: int, share: tuple[float, bool] | None = None) -> Priority:
         p = self.policy
         hours = max(0.0, (self.snap.now - q.job.created_at).total_seconds()) / 3600
         skip = q.c.skip_pr is not None and q.c.skip_pr in p.skip_queue_prs
         canary = p.canary_penalty if q.job.run_id in p.canary_runs else 0.0
-        share = self.fair(q.job.pr, competing) if fair is None else fair
-        return Priority(q.c.score, round(p.aging_per_hour * hours, 4), share, canary, skip)
+        bound = p.starve_after_hours
+        overdue = round(hours, 4) if bound is not None and hours > bound and not canary else None
+        base = Priority(q.c.score, round(p.aging_per_hour * hours, 4), 0.0, canary, skip, overdue)
+        return base.with_fair(self.fair(q.job.pr, competing) if share is None else share)
 
-    def fair(self, pr: int | None, competing: int) -> float:
+    def fair(self, pr: int | None, competing: int) -> tuple[float, bool]:
+        """The fair share term: minus ``fair_share_weight`` per runner-hour the PR used recently
+        (decayed) and holds now, 0 while fewer than two PRs have work (nobody to be fair to); and
+        whether this is the PR's first job (no use at all) while a starvation bound is set (so a
+        new PR's first job still goes first when older jobs are overdue)."""
         p = self.policy
         if not p.fair_share_weight or competing < 2:
-            return 0.0
-        use = {k: p.usage_hours.get(k, 0.0) + n * p.running_weight_hours for k, n in self.running.items()}
-        for k, hours in p.usage_hours.items():
-            use.setdefault(k, hours)
-        total = sum(use.values())
-        if total <= 0:
-            return 0.0
-        share = use.get(_pr_key(pr), 0.0) / total
-        return round(p.fair_share_weight * max(-1.0, min(1.0, 1.0 - competing * share)), 4)
+            return 0.0, False
+        key = _pr_key(pr)
+        use = p.usage_hours.get(key, 0.0) + self.running.get(key, 0.0) * p.running_weight_hours
+        return round(-p.fair_share_weight * use, 4), use <= 0
 
 
 def _pr_key(pr: int | None) -> int:
@@ -364,15 +395,14 @@ def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]
     base = r.base
     groups: dict[tuple[frozenset[str], int | None], list[_Queued]] = {}
     for q in waiting:
-        base[q.job.id] = r.priority(q, competing, 0.0)
+        base[q.job.id] = r.priority(q, competing, (0.0, False))
         groups.setdefault((q.c.needs, q.job.pr), []).append(q)
     for g in groups.values():
         g.sort(key=lambda q: (-base[q.job.id].total, q.job.created_at, q.job.id))
     demand = Counter(q.c.needs for q in waiting)
 
-    def ranked(q: _Queued, fair: float) -> Priority:
-        b = base[q.job.id]
-        return Priority(b.score, b.aging, fair, b.canary, b.skip)
+    def ranked(q: _Queued, share: tuple[float, bool]) -> Priority:
+        return base[q.job.id].with_fair(share)
 
     while groups and r.free:
         # only the jobs some free runner could take compete (the rest wait whatever their rank)
@@ -429,17 +459,14 @@ def _greedy(r: _Round, waiting: list[_Queued], competing: int) -> dict[int, str]
 
 def _fill(r: _Round, jobs: list[_Queued], competing: int) -> None:
     """The priority of every job not yet given one (the fair share term computed once per PR)."""
-    fair: dict[int | None, float] = {}
+    fair: dict[int | None, tuple[float, bool]] = {}
     for q in jobs:
         if q.job.id not in r.prio:
             if q.job.pr not in fair:
                 fair[q.job.pr] = r.fair(q.job.pr, competing)
             b = r.base.get(q.job.id)
-            r.prio[q.job.id] = (
-                r.priority(q, competing, fair[q.job.pr])
-                if b is None
-                else Priority(b.score, b.aging, fair[q.job.pr], b.canary, b.skip)
-            )
+            share = fair[q.job.pr]
+            r.prio[q.job.id] = r.priority(q, competing, share) if b is None else b.with_fair(share)
 
 
 def _cleanups(r: _Round) -> list[Cleanup]:

@@ -267,10 +267,16 @@ def test_a_bad_snapshot_says_what_and_how(tmp_path: Path, mutate: Any, says: str
 # ------------------------------------------------------------------ properties
 
 
+STARVE_AFTER_HOURS = 7.0  # Policy()'s starvation bound
+
+
 def static_priority(j: dict[str, Any]) -> float:
-    """score + 1.0/h aging, from the label itself (fair share off in these checks)."""
+    """score + 1.0/h aging, from the label itself (fair share off in these checks); a job queued
+    past the starvation bound before every other, the oldest first."""
     label = next(x for x in j["labels"] if x.startswith("ci-job-"))
     age = (NOW - datetime.fromisoformat(j["created_at"])).total_seconds() / 3600
+    if age > STARVE_AFTER_HOURS:
+        return 1e9 + age
     return float(label.split("-")[2]) + age
 
 
@@ -379,6 +385,49 @@ def test_random_snapshots_with_fair_share_keep_the_hard_rules(data: dict[str, An
     )
     order = [e.priority.total for e in result.queue]
     assert order == sorted(order, reverse=True), "the queue is shown in effective-priority order"
+
+
+def test_the_starvation_bound_is_policy_s() -> None:
+    assert Policy().starve_after_hours == STARVE_AFTER_HOURS
+
+
+def test_fair_share_dominates_the_score(tmp_path: Path) -> None:
+    # PR 1 holds two runners (-8.0), PR 2 one (-4.0); PR 1's job's score is 3.5 higher than PR 2's
+    running = [job(3, pr=1, status="in_progress"), job(4, pr=1, status="in_progress")]
+    data = snap(
+        [job(1, pr=1, score=4.5), job(2, pr=2, score=1.0), *running, job(5, pr=2, status="in_progress")],
+        [runner(1, "mi355x")],
+    )
+    assert assignments(run_cli(tmp_path, data))[1]["job_id"] == 2, "the PR that used less first"
+    got = assignments(run_cli(tmp_path, data, "--fair-share-weight", "1"))[1]
+    assert got["job_id"] == 1, "a weak fair share lets the score win"
+
+
+def test_a_job_past_the_starvation_bound_goes_first_oldest_first(tmp_path: Path) -> None:
+    busy = [job(10 + i, pr=1, status="in_progress") for i in range(3)]  # PR 1: -12 of fair share
+    old = job(1, pr=1, score=1.0, age_min=7.5 * 60)
+    older = job(2, pr=1, score=0.0, age_min=8 * 60)
+    strong = job(3, pr=2, score=5.0, age_min=10)
+    held = job(4, pr=2, status="in_progress")  # PR 2 holds a runner too: its job is not its first
+    data = snap([old, older, strong, held, *busy], [runner(1, "mi355x")])
+    assert assignments(run_cli(tmp_path, data))[1]["job_id"] == 2, "overdue: the oldest first"
+    got = run_cli(tmp_path, snap([old, strong, held, *busy], [runner(1, "mi355x")]))
+    assert assignments(got)[1]["job_id"] == 1
+    off = run_cli(
+        tmp_path, snap([old, strong, held, *busy], [runner(1, "mi355x")]), "--starve-after-hours", "0"
+    )
+    assert assignments(off)[1]["job_id"] == 3, "without the bound the fair share and score win"
+
+
+def test_a_pr_s_first_job_goes_before_overdue_jobs(tmp_path: Path) -> None:
+    busy = [job(10 + i, pr=1, status="in_progress") for i in range(2)]
+    overdue = job(1, pr=1, score=5.0, age_min=9 * 60)
+    first = job(2, pr=3, score=1.0, age_min=1)  # PR 3: nothing run, nothing running
+    data = snap([overdue, first, *busy], [runner(1, "mi355x")])
+    answer = run_cli(tmp_path, data)
+    assert assignments(answer)[1]["job_id"] == 2, "a new PR's first job is not kept behind the backlog"
+    second = snap([overdue, first, job(3, pr=3, status="in_progress"), *busy], [runner(1, "mi355x")])
+    assert assignments(run_cli(tmp_path, second))[1]["job_id"] == 1, "only its first: then the bound"
 
 
 def test_fair_share_favours_the_pr_that_used_less(tmp_path: Path) -> None:

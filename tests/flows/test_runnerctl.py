@@ -219,7 +219,8 @@ def test_a_job_that_left_the_queue_listing_keeps_its_labels_on_the_runner_that_t
 
     gw = Listing((1, "a", ["self-hosted", "mi355x"]))
     facts = MemoryFacts()
-    cfg = ControllerConfig(REPO, runner_refresh_s=900, assign_timeout_s=3600)
+    # no faster listing while a job waits: only the fallback listing may cause this one
+    cfg = ControllerConfig(REPO, runner_refresh_s=900, assign_timeout_s=3600, waiting_refresh_s=None)
     apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)
     gw.listed = [{"id": 11, "run_id": 7, "labels": JOB, "created_at": T0.isoformat()}]
     reconcile(facts, gw, cfg, T0)
@@ -233,3 +234,80 @@ def test_a_job_that_left_the_queue_listing_keeps_its_labels_on_the_runner_that_t
     assert 11 not in facts.jobs
     assert sum(1 for c in gw.calls if c[0] == "list") == lists + 1, "the runners are listed again"
     assert gw.writes() == [("add", 1, sorted(JOB[2:]))], "a running job's runner is never touched"
+
+
+def test_a_completed_delivery_frees_its_runner_though_in_progress_was_lost() -> None:
+    gw = FakeRunners((1, "a", ["self-hosted", "mi355x"]))
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO)
+    apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)
+    reconcile(facts, gw, cfg, T0)
+    gw.r[1]["busy"] = True  # GitHub started it; the in_progress delivery never came
+    facts.set_runners(gw.list_runners(REPO), T0 + timedelta(seconds=30))  # a listing saw it busy
+    assert facts.runners[1].busy
+    gw.r[1]["busy"] = False
+    apply_workflow_job(facts, hook("completed", 11, JOB, (1, "a"), "success"), T0 + timedelta(minutes=5))
+    assert not facts.runners[1].busy, "the runner the delivery names is idle again"
+
+
+def test_a_multi_node_completed_frees_every_runner_of_its_lease() -> None:
+    pool = [(i, f"n{i}", ["self-hosted", "cluster:b200", "b200"]) for i in (1, 2, 3)]
+    multi = ["self-hosted", "cluster:b200", f"ci-job-3.250-{TOKEN}", "ci-attempt-1", "nodes:3"]
+    gw = FakeRunners(*pool)
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO)
+    apply_workflow_job(facts, hook("queued", 11, multi), T0, pr=5)
+    reconcile(facts, gw, cfg, T0)
+    apply_workflow_job(facts, hook("in_progress", 11, multi, (1, "n1")), T0 + timedelta(seconds=3))
+    for r in gw.r.values():
+        r["busy"] = True
+    facts.set_runners(gw.list_runners(REPO), T0 + timedelta(minutes=1))  # every node busy
+    for r in gw.r.values():
+        r["busy"] = False
+    apply_workflow_job(facts, hook("completed", 11, multi, (1, "n1"), "success"), T0 + timedelta(minutes=20))
+    assert not any(r.busy for r in facts.runners.values()), "no delivery names the other nodes"
+
+
+def test_runners_are_listed_more_often_while_a_job_waits() -> None:
+    gw = FakeRunners((1, "a", ["self-hosted", "mi355x"]))
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO, runner_refresh_s=900, waiting_refresh_s=120)
+    gw.r[1]["busy"] = True
+    reconcile(facts, gw, cfg, T0)
+    lists = sum(1 for c in gw.calls if c[0] == "list")
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=150))
+    assert sum(1 for c in gw.calls if c[0] == "list") == lists, "nothing waits: the 15-minute listing"
+    apply_workflow_job(facts, hook("queued", 11, JOB), T0 + timedelta(seconds=160), pr=5)
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=170))
+    assert sum(1 for c in gw.calls if c[0] == "list") == lists + 1, "a job waits: listed after 2 minutes"
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=200))
+    assert sum(1 for c in gw.calls if c[0] == "list") == lists + 1, "not before 2 minutes again"
+
+
+def test_the_fallback_listing_clock_survives_the_stored_facts() -> None:
+    from app.flows.scheduler.runner_hook import facts_from_json, facts_to_json
+
+    facts = MemoryFacts()
+    facts.queued_listed_at = T0
+    # lost, every delivery in the service (a fresh MemoryFacts each) listed the queued runs again
+    assert facts_from_json(facts_to_json(facts)).queued_listed_at == T0
+
+
+def test_a_labelled_runner_seen_busy_has_started_its_job_and_it_is_not_placed_again() -> None:
+    gw = FakeRunners((1, "a", ["self-hosted", "mi355x"]), (2, "b", ["self-hosted", "mi355x"]))
+    facts, cfg = MemoryFacts(), ControllerConfig(REPO, waiting_refresh_s=60, assign_timeout_s=600)
+    apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)
+    other = ["self-hosted", "mi355x", f"ci-job-1.000-{'2' * 32}", "ci-attempt-1"]
+    apply_workflow_job(facts, hook("queued", 12, other), T0, pr=6)
+    reconcile(facts, gw, cfg, T0)
+    first = {c[1]: c[2] for c in gw.writes() if c[0] == "add"}
+    gw.r[1]["busy"] = True  # GitHub started runner 1's job; its in_progress never came
+    apply_workflow_job(facts, hook("in_progress", 12, other, (2, "b")), T0 + timedelta(seconds=5))
+    gw.r[2]["busy"] = True
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=90))  # listed (a job waits), before the timeout
+    assert any(TOKEN in x for x in first[1]), "job 11 (score 2.0) on runner a, job 12 on b"
+    assert facts.jobs[11].status == "in_progress", "seen busy while labelled: it started"
+    gw.r[2]["busy"] = False
+    apply_workflow_job(facts, hook("completed", 12, other, (2, "b"), "success"), T0 + timedelta(seconds=100))
+    writes = len(gw.writes())
+    reconcile(facts, gw, cfg, T0 + timedelta(seconds=101))
+    assert not any(c[0] == "add" and any(TOKEN in x for x in c[2]) for c in gw.writes()[writes:]), (
+        "the running job is not labelled onto another runner"
+    )

@@ -93,7 +93,9 @@ def contract_on_cached(gw: VariableGateway, repo: str, *, now: float | None = No
 class MemoryFacts:
     """What the controller knows: jobs, runners as last seen, PRs' recent runner-time, infra failures."""
 
-    half_life_hours: float = 2.0
+    # a PR's recent use halves in this time: the fair share is over about the last hour, the window
+    # fairness is judged in (bench/scheduler.py: 0.5 h against 2 h, Jain's index higher)
+    half_life_hours: float = 0.5
     jobs: dict[int, SnapJob] = field(default_factory=dict)
     started: dict[int, tuple[int, datetime]] = field(default_factory=dict)  # job -> (runner, at)
     runners: dict[int, SnapRunner] = field(default_factory=dict)
@@ -119,22 +121,43 @@ class MemoryFacts:
                 self.runners[runner_id] = replace(runner, busy=True)
             self.labelled_at.pop(runner_id, None)
 
-    def completed(self, job_id: int, runner_name: str | None, conclusion: str | None, at: datetime) -> None:
+    def completed(
+        self,
+        job_id: int,
+        runner_name: str | None,
+        conclusion: str | None,
+        at: datetime,
+        runner_id: int | None = None,
+    ) -> None:
         job = self.jobs.pop(job_id, None)
         start = self.started.pop(job_id, None)
-        if start is not None:
-            runner = self.runners.get(start[0])
-            if runner is not None:
-                self.runners[start[0]] = replace(runner, busy=False)
+        # the runner the delivery names is free, even when its in_progress never came (else it
+        # looks busy until the next listing, up to runner_refresh_s of a runner idle)
+        for rid in {start[0] if start else runner_id, runner_id}:
+            if rid is not None:
+                self._free(rid, job_id)
         if job is None:
             return
         c = sl.read_contract(job.labels)
         nodes = c.nodes if isinstance(c, sl.ContractLabels) else 1
+        if isinstance(c, sl.ContractLabels) and nodes > 1:
+            # a multi-node job's other nodes are free too: no delivery names them
+            lease = sl.lease_label(c.token, c.attempt)
+            for rid, runner in self.runners.items():
+                if runner.busy and lease in sl.norm(runner.labels):
+                    self._free(rid, job_id)
         if start is not None and job.pr is not None:
             hours = (at - start[1]).total_seconds() / 3600 * nodes
             self.usage[job.pr] = (self._decayed(job.pr, at) + hours, at)
         if conclusion in INFRA_CONCLUSIONS and runner_name and isinstance(c, sl.ContractLabels):
             self.avoid.setdefault(c.token, set()).add(runner_name.lower())
+
+    def _free(self, runner_id: int, job_id: int) -> None:
+        """The runner is idle now, unless another job started on it since (deliveries may cross)."""
+        runner = self.runners.get(runner_id)
+        if runner is None or any(r == runner_id for j, (r, _) in self.started.items() if j != job_id):
+            return
+        self.runners[runner_id] = replace(runner, busy=False)
 
     def _decayed(self, pr: int, now: datetime) -> float:
         hours, at = self.usage.get(pr, (0.0, now))
@@ -192,7 +215,8 @@ def apply_workflow_job(
         rid = job.get("runner_id")
         facts.in_progress(job_id, int(rid) if rid else None, at)
     elif action == "completed":
-        facts.completed(job_id, job.get("runner_name"), job.get("conclusion"), at)
+        rid = job.get("runner_id")
+        facts.completed(job_id, job.get("runner_name"), job.get("conclusion"), at, int(rid) if rid else None)
 
 
 @dataclass(frozen=True)
@@ -201,6 +225,9 @@ class ControllerConfig:
     policy: Policy = Policy()
     runner_refresh_s: float = 900.0
     assign_timeout_s: float = 180.0
+    # while a job waits, the runners are listed this often: a lost ``completed`` delivery otherwise
+    # leaves its runners looking busy (and idle in fact) until the next runner_refresh_s listing
+    waiting_refresh_s: float | None = 120.0
 
 
 @dataclass
@@ -218,7 +245,10 @@ def _refresh(
     late = [
         rid for rid, (_, at) in facts.labelled_at.items() if (now - at).total_seconds() > cfg.assign_timeout_s
     ]
-    old = facts.listed_at is None or (now - facts.listed_at).total_seconds() > cfg.runner_refresh_s
+    limit = cfg.runner_refresh_s
+    if cfg.waiting_refresh_s is not None and any(j.status == "queued" for j in facts.jobs.values()):
+        limit = min(limit, cfg.waiting_refresh_s)
+    old = facts.listed_at is None or (now - facts.listed_at).total_seconds() > limit
     # the fallback listing keeps its own clock: the late-assignment listings of runners (every
     # assign_timeout_s while a job is labelled and not taken) must not starve it
     missed = (
@@ -235,6 +265,13 @@ def _refresh(
     if facts.stale or old or late:
         facts.set_runners(gw.list_runners(cfg.repo), now)
         out.reads += 1
+        # a labelled runner the listing shows busy has started its job, late or not: its
+        # in_progress was lost or is on its way (else the job, still "queued", is placed again,
+        # and a multi-node one's second lease keeps idle runners for as long as it runs)
+        for rid, (job_id, _) in list(facts.labelled_at.items()):
+            runner = facts.runners.get(rid)
+            if rid not in late and runner is not None and runner.busy:
+                facts.in_progress(job_id, rid, now)
         for rid in late:
             job_id, _ = facts.labelled_at.pop(rid)
             runner = facts.runners.get(rid)

@@ -51,6 +51,8 @@ def facts_to_json(f: MemoryFacts) -> dict[str, Any]:
         "started": [[k, r, _t(at)] for k, (r, at) in f.started.items()],
         "runners": [[r.id, r.name, list(r.labels), r.status, r.busy] for r in f.runners.values()],
         "listed_at": _t(f.listed_at) if f.listed_at else None,
+        # the fallback listing's own clock (without it every delivery listed the queued runs again)
+        "queued_listed_at": _t(f.queued_listed_at) if f.queued_listed_at else None,
         "labelled_at": [[k, j, _t(at)] for k, (j, at) in f.labelled_at.items()],
         "usage": [[k, h, _t(at)] for k, (h, at) in f.usage.items()],
         "avoid": {k: sorted(v) for k, v in f.avoid.items()},
@@ -64,6 +66,7 @@ def facts_from_json(d: dict[str, Any]) -> MemoryFacts:
     f.started = {k: (r, _d(at)) for k, r, at in d.get("started", [])}
     f.runners = {r[0]: SnapRunner(r[0], r[1], tuple(r[2]), r[3], r[4]) for r in d.get("runners", [])}
     f.listed_at = _d(d["listed_at"]) if d.get("listed_at") else None
+    f.queued_listed_at = _d(d["queued_listed_at"]) if d.get("queued_listed_at") else None
     f.stale = f.listed_at is None
     f.labelled_at = {k: (j, _d(at)) for k, j, at in d.get("labelled_at", [])}
     f.usage = {k: (h, _d(at)) for k, h, at in d.get("usage", [])}
