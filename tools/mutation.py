@@ -111,7 +111,7 @@ MODULES: dict[str, Target] = {
     ),
     "changepoint": Target(
         "app/core/changepoint.py",
-        ("tests/core/test_changepoint.py", "tests/core/test_changepoint_statistic.py"),
+        ("tests/core/test_changepoint.py", "tests/core/test_changepoint_*.py"),
     ),
     "commands": Target(
         "app/core/commands.py",

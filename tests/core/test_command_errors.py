@@ -284,3 +284,11 @@ def test_a_reference_with_trailing_junk_is_refused() -> None:
         "`a/b#1X` is not a pull request reference; write owner/repo#N or the PR URL, e.g. "
         "`/depends-on vllm-project/vllm#47269` (usage: `/depends-on <owner/repo>#<N> ...`)"
     )
+
+
+def test_a_user_without_a_login_is_the_bot_when_no_bot_login_is_set() -> None:
+    # SWEEPBOT_BOT_LOGIN="" and a payload user with no login: the missing login reads as "", the
+    # configured one, so the comment is taken for the bot's own and runs nothing (no author to check)
+    assert is_bot({"type": "User"}, "") is True
+    assert is_bot({"login": None, "type": "User"}, "") is True
+    assert is_bot({"login": "octocat", "type": "User"}, "") is False

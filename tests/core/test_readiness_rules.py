@@ -188,9 +188,13 @@ def test_search_containing_finds_the_first_with_at_most_1_plus_ceil_log2_n_probe
     n: int, shipped_at: int
 ) -> None:
     asked: list[int] = []
+    bound = 1 + (n - 1).bit_length()
 
     def contains(i: int) -> bool:
         asked.append(i)
+        # fail at the first probe past the bound: a search that loops forever fails here, at once
+        if len(asked) > bound:
+            pytest.fail(f"probe {len(asked)} of a {n}-candidate search: more than 1 + ceil(log2 n) = {bound}")
         return i >= shipped_at
 
     found = search_containing(n, contains)
@@ -199,7 +203,7 @@ def test_search_containing_finds_the_first_with_at_most_1_plus_ceil_log2_n_probe
         return
     assert (found.newest, found.first) == (n - 1, shipped_at)
     assert asked[0] == n - 1 and found.probes == len(asked)
-    assert found.probes <= 1 + (n - 1).bit_length()
+    assert found.probes <= bound
 
 
 def test_search_containing_of_nothing_probes_nothing() -> None:

@@ -135,3 +135,19 @@ def test_parse_item_defaults_and_refusals() -> None:
     )
     for raw in refused:
         assert parse_item(raw) is None, raw
+
+
+@pytest.mark.parametrize(
+    ("stamp", "when"),
+    [
+        ("2019-06-03T00:57:16Z", 1559523436.0),  # GitHub's form
+        ("2019-06-03T00:57:16+00:00", 1559523436.0),
+        ("2019-06-03T02:57:16+02:00", 1559523436.0),
+        # a lower-case "z" is not GitHub's form and fromisoformat refuses it: the delivery is
+        # undated, so it is judged rather than taken for the horizon (see the undated test above)
+        ("2019-06-03T00:57:16z", None),
+    ],
+)
+def test_parse_item_reads_the_time_with_a_capital_z_or_an_offset(stamp: str, when: float | None) -> None:
+    item = parse_item({"id": 9, "guid": "i", "delivered_at": stamp})
+    assert item is not None and item.delivered_at == when
