@@ -466,7 +466,7 @@ SERVICE_COMMANDS = ("up", "api", "worker", "beat")
 # The offline tools read files only, never a setting: a bad SWEEPBOT_* value does not stop them.
 OFFLINE_COMMANDS = ("recipe", "gap")
 # Commands this module defines itself: a run of one registers no tool and loads no extension
-# (`db current` went from 2.0 to about 0.5 s of CPU; scripts and the suite call these often).
+# (`db current` went from 2.0 to about 0.8 s of CPU; scripts and the suite call these often).
 OWN_COMMANDS = ("db", "deliveries")
 
 
