@@ -63,6 +63,15 @@ class FakeRunners:
         return [c for c in self.calls if c[0] in ("add", "remove")]
 
 
+class Listing(FakeRunners):
+    """The runners API and the fallback listing of queued jobs (``listed``, set by the test)."""
+
+    listed: list[dict[str, Any]]
+
+    def queued_jobs(self, repo: str) -> list[dict[str, Any]] | None:
+        return list(self.listed)
+
+
 def hook(
     action: str,
     job_id: int,
@@ -184,12 +193,6 @@ def test_the_contract_variable() -> None:
 
 
 def test_a_job_github_no_longer_lists_goes_and_late_listings_do_not_starve_the_fallback() -> None:
-    class Listing(FakeRunners):
-        listed: list[dict[str, Any]]
-
-        def queued_jobs(self, repo: str) -> list[dict[str, Any]] | None:
-            return list(self.listed)
-
     gw = Listing((1, "a", ["self-hosted", "mi355x"]))
     facts, cfg = MemoryFacts(), ControllerConfig(REPO, assign_timeout_s=60, runner_refresh_s=900)
     apply_workflow_job(facts, hook("queued", 11, JOB), T0, pr=5)  # cancelled later, delivery lost
@@ -210,12 +213,6 @@ def test_a_job_that_left_the_queue_listing_keeps_its_labels_on_the_runner_that_t
     """GitHub handed job 11 to the runner the bot labelled, and the fallback listing (no longer
     listing it) comes before the in_progress delivery: the runners are listed before planning, so
     the busy runner's labels are not taken for stale ones."""
-
-    class Listing(FakeRunners):
-        listed: list[dict[str, Any]]
-
-        def queued_jobs(self, repo: str) -> list[dict[str, Any]] | None:
-            return list(self.listed)
 
     gw = Listing((1, "a", ["self-hosted", "mi355x"]))
     facts = MemoryFacts()

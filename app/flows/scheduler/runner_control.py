@@ -265,20 +265,17 @@ def _refresh(
     if facts.stale or old or late:
         facts.set_runners(gw.list_runners(cfg.repo), now)
         out.reads += 1
-        # a labelled runner the listing shows busy has started its job, late or not: its
-        # in_progress was lost or is on its way (else the job, still "queued", is placed again,
-        # and a multi-node one's second lease keeps idle runners for as long as it runs)
         for rid, (job_id, _) in list(facts.labelled_at.items()):
             runner = facts.runners.get(rid)
-            if rid not in late and runner is not None and runner.busy:
-                facts.in_progress(job_id, rid, now)
-        for rid in late:
-            job_id, _ = facts.labelled_at.pop(rid)
-            runner = facts.runners.get(rid)
             if runner is not None and runner.busy:
-                facts.in_progress(job_id, rid, now)  # it started; its delivery was lost
-            elif runner is not None:  # not taken: its labels come off, the next plan places it anew
-                _Effects(facts, gw, cfg.repo, out).release(rid)
+                # it started its job, late or not: its in_progress was lost or is on its way (else
+                # the job, still "queued", is placed again, and a multi-node one's second lease
+                # keeps idle runners for as long as it runs)
+                facts.in_progress(job_id, rid, now)
+            elif rid in late:
+                facts.labelled_at.pop(rid)
+                if runner is not None:  # not taken: its labels come off, the next plan places it anew
+                    _Effects(facts, gw, cfg.repo, out).release(rid)
 
 
 def _missed_queued(

@@ -269,12 +269,10 @@ def _planned(
     queued on the label: one index row); when that holds from the start (a full label), no sweep is
     read at all."""
     view = LabelView(label, capacity, in_flight, overcommit=overcommit)
-    nothing = QueuedOnLabel([], {}, {})
-    if fits_nothing(view, 1):  # no free slot: not even the narrowest is asked for
-        return nothing, [], {}
-    narrowest = narrowest_queued(session, label)
+    # no free slot: nothing fits whatever is queued, and the narrowest is not even asked for
+    narrowest = None if fits_nothing(view, 1) else narrowest_queued(session, label)
     if narrowest is None or fits_nothing(view, narrowest):
-        return nothing, [], {}
+        return QueuedOnLabel([], {}, {}), [], {}
     known: dict[int, Any] = {}
     ids: list[int] = []
     for page in (FIRST_SWEEPS + max(0, view.room), None):  # None: every sweep
